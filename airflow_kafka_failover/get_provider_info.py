@@ -1,0 +1,29 @@
+"""Provider metadata read by Airflow's ProvidersManager through the ``apache_airflow_provider`` entry point.
+
+It lists only what exists; each part is added here when it is built. Connections are the official Kafka
+provider's ``kafka`` type (reused, not redefined) and the Spark provider's ``spark`` type.
+"""
+
+from __future__ import annotations
+
+from airflow_kafka_failover import __version__
+
+
+def get_provider_info() -> dict:
+    """Return the provider's metadata in the shape Airflow's provider schema expects."""
+    return {
+        "package-name": "airflow-kafka-failover",
+        "name": "Kafka Failover",
+        "description": (
+            "Moves a Spark Structured Streaming consumer between two Kafka clusters when one fails, "
+            "starting at translated offsets so that no record is lost."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Kafka Failover",
+                "external-doc-url": "https://kafka.apache.org/documentation/#georeplication",
+                "tags": ["apache"],
+            }
+        ],
+    }

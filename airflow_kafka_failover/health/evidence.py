@@ -1,0 +1,186 @@
+"""What one health probe of a Kafka cluster saw, in a form that survives JSON and reads well in a log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Any
+
+# Wide enough for a typical "KafkaError{code=_TRANSPORT,...}" head, narrow enough for one log line.
+_ERROR_WIDTH = 48
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Evidence from one probe of one cluster.
+
+    Every probe is exactly one of ``ok``, ``degraded`` or ``failed``.
+
+    :param cluster: alias of the probed cluster (the MM2 alias, e.g. ``"A"``).
+    :param at: unix seconds when the probe *started*; durations between probes are therefore not
+        stretched by probes that ran into their timeout.
+    :param reachable: whether the cluster answered a metadata request within the probe timeout.
+    :param latency_s: how long the metadata answer took, or None when there was none.
+    :param broker_count: brokers listed in the metadata answer.
+    :param leaderless_partitions: configured topic-partitions reported without a leader.
+    :param under_min_isr_partitions: configured topic-partitions whose ISR is below
+        ``min.insync.replicas`` (only where the probe could see the topic config).
+    :param canary_ok: outcome of a produce/consume round trip on a canary topic, None if not tried.
+    :param error: why the probe failed, for the operator; None when the cluster answered.
+    """
+
+    cluster: str
+    at: float
+    reachable: bool
+    latency_s: float | None
+    broker_count: int
+    leaderless_partitions: tuple[str, ...] = ()
+    under_min_isr_partitions: tuple[str, ...] = ()
+    canary_ok: bool | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """The cluster did not serve: unreachable, or a metadata answer that lists no broker."""
+        return not self.reachable or self.broker_count < 1
+
+    @property
+    def degraded(self) -> bool:
+        """The cluster answered but cannot fully serve the configured topics.
+
+        A degraded probe is not a failure: it never counts toward "down", and it breaks a run of
+        failures, because a cluster that answers is not dead. It never counts as healthy either.
+        """
+        if self.failed:
+            return False
+        return bool(self.leaderless_partitions or self.under_min_isr_partitions or self.canary_ok is False)
+
+    @property
+    def ok(self) -> bool:
+        """The cluster answered and every check the probe made passed."""
+        return not self.failed and not self.degraded
+
+    @property
+    def outcome(self) -> str:
+        """One word for logs and tables: ``ok``, ``degraded`` or ``FAILED``."""
+        if self.failed:
+            return "FAILED"
+        return "degraded" if self.degraded else "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the probe as JSON types only (tuples become lists)."""
+        return {
+            "cluster": self.cluster,
+            "at": self.at,
+            "reachable": self.reachable,
+            "latency_s": self.latency_s,
+            "broker_count": self.broker_count,
+            "leaderless_partitions": list(self.leaderless_partitions),
+            "under_min_isr_partitions": list(self.under_min_isr_partitions),
+            "canary_ok": self.canary_ok,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProbeResult:
+        """Rebuild a probe from :meth:`to_dict` output (e.g. after a trip through a TriggerEvent).
+
+        :param data: the mapping; ``cluster``, ``at``, ``reachable``, ``latency_s`` and
+            ``broker_count`` are required, unknown keys are refused.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown probe result key(s) {unknown}; known keys are {sorted(known)}")
+        missing = [
+            name for name in ("cluster", "at", "reachable", "latency_s", "broker_count") if name not in data
+        ]
+        if missing:
+            raise ValueError(f"probe result is missing key(s) {missing}: got {dict(data)!r}")
+        latency = data["latency_s"]
+        return cls(
+            cluster=str(data["cluster"]),
+            at=float(data["at"]),
+            reachable=bool(data["reachable"]),
+            latency_s=None if latency is None else float(latency),
+            broker_count=int(data["broker_count"]),
+            leaderless_partitions=tuple(str(p) for p in data.get("leaderless_partitions", ())),
+            under_min_isr_partitions=tuple(str(p) for p in data.get("under_min_isr_partitions", ())),
+            canary_ok=data.get("canary_ok"),
+            error=data.get("error"),
+        )
+
+
+def format_clock(at: float) -> str:
+    """Format unix seconds as ``HH:MM:SS.s`` in UTC, the time format of every health log line.
+
+    :param at: unix seconds.
+    """
+    moment = datetime.fromtimestamp(at, tz=UTC)
+    return f"{moment:%H:%M:%S}.{moment.microsecond // 100_000}"
+
+
+def _canary_cell(canary_ok: bool | None) -> str:
+    if canary_ok is None:
+        return "-"
+    return "ok" if canary_ok else "FAIL"
+
+
+def _error_cell(error: str | None) -> str:
+    if not error:
+        return "-"
+    # Broker errors can span lines; a table row must stay one line.
+    one_line = " ".join(error.split())
+    if len(one_line) <= _ERROR_WIDTH:
+        return one_line
+    return one_line[: _ERROR_WIDTH - 3] + "..."
+
+
+_COLUMNS = (
+    ("time (UTC)", 10, "<"),
+    ("cluster", 7, "<"),
+    ("outcome", 8, "<"),
+    ("reach", 5, "<"),
+    ("brokers", 7, ">"),
+    ("latency ms", 10, ">"),
+    ("leaderless", 10, ">"),
+    ("under isr", 9, ">"),
+    ("canary", 6, "<"),
+    ("error", 0, "<"),
+)
+
+
+def _row(cells: Iterable[str]) -> str:
+    parts = [f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, _COLUMNS, strict=True)]
+    return "  ".join(parts).rstrip()
+
+
+def format_probe_table(history: Iterable[ProbeResult]) -> str:
+    """Render probes as a fixed-width table, oldest first, for a log record.
+
+    :param history: the probes, in any order.
+    """
+    probes = sorted(history, key=lambda probe: probe.at)
+    lines = [_row(title for title, _, _ in _COLUMNS)]
+    if not probes:
+        lines.append("(no probes)")
+    for probe in probes:
+        latency = "-" if probe.latency_s is None else f"{probe.latency_s * 1000:.1f}"
+        lines.append(
+            _row(
+                (
+                    format_clock(probe.at),
+                    probe.cluster,
+                    probe.outcome,
+                    "yes" if probe.reachable else "no",
+                    str(probe.broker_count),
+                    latency,
+                    str(len(probe.leaderless_partitions)),
+                    str(len(probe.under_min_isr_partitions)),
+                    _canary_cell(probe.canary_ok),
+                    _error_cell(probe.error),
+                )
+            )
+        )
+    return "\n".join(lines)

@@ -1,0 +1,201 @@
+"""One Apache Kafka broker in KRaft mode (combined broker and controller) on loopback ports."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from airflow_kafka_failover.exceptions import SandboxError
+from airflow_kafka_failover.sandbox.jars import kafka_classpath
+from airflow_kafka_failover.sandbox.loopback import accepts_connections, wait_until
+from airflow_kafka_failover.sandbox.process import ManagedProcess
+
+log = logging.getLogger(__name__)
+
+# Heaps are capped so that two brokers, MirrorMaker 2, a Spark driver and Airflow fit in 8 GiB together.
+BROKER_HEAP = "384m"
+
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.coordinator.name = org.apache.kafka.coordinator
+logger.coordinator.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+def java_argv(main_class: str, args: list[str], heap: str, run_dir: Path) -> list[str]:
+    """Return the java command line for a Kafka main class with the sandbox's classpath and logging.
+
+    :param main_class: fully qualified class with a ``main``.
+    :param args: program arguments.
+    :param heap: maximum heap, e.g. ``384m``.
+    :param run_dir: the sandbox run directory (holds the shared log4j2 configuration).
+    """
+    java = shutil.which("java")
+    if java is None:
+        raise SandboxError("java is not on PATH: install a Java 17 JDK, e.g. `apt-get install openjdk-17-jdk`")
+    log4j = run_dir / "log4j2.properties"
+    if not log4j.exists():
+        log4j.write_text(LOG4J2_PROPERTIES)
+    return [
+        java, f"-Xmx{heap}", "-Xms64m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
+        "-cp", kafka_classpath(), main_class, *args,
+    ]
+
+
+def new_cluster_id() -> str:
+    """Return a fresh KRaft cluster id (a base64url-encoded UUID without padding, like kafka-storage).
+
+    Like Kafka's ``Uuid.randomUuid``, never one starting with ``-``, which command lines take for an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+@dataclass
+class KafkaBroker:
+    """A single-node Kafka cluster: one process that is both broker and KRaft controller.
+
+    :param name: the cluster name in the sandbox (``A`` or ``B``), also its MirrorMaker 2 alias.
+    :param run_dir: the sandbox run directory; the broker keeps ``<run_dir>/<name>/`` for itself.
+    :param port: the client (PLAINTEXT) listener port on 127.0.0.1.
+    :param controller_port: the KRaft controller listener port on 127.0.0.1.
+    :param cluster_id: the KRaft cluster id used when formatting the data folder.
+    :param extra_listeners: more listeners as ``{name: (port, advertised "host:port")}``, e.g. one whose
+        advertised address is a proxy, to cut a single client's path to the cluster.
+    """
+
+    name: str
+    run_dir: Path
+    port: int
+    controller_port: int
+    cluster_id: str
+    extra_listeners: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    @property
+    def home(self) -> Path:
+        return self.run_dir / self.name
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def process(self) -> ManagedProcess:
+        return ManagedProcess(f"broker-{self.name}", self.run_dir)
+
+    def properties(self) -> str:
+        """Return the broker's server.properties."""
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self.controller_port}"]
+        advertised = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        for listener, (port, advertised_address) in self.extra_listeners.items():
+            listeners.append(f"{listener}://127.0.0.1:{port}")
+            advertised.append(f"{listener}://{advertised_address}")
+            protocol_map.append(f"{listener}:PLAINTEXT")
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": ",".join(protocol_map),
+            "log.dirs": str(self.data_dir),
+            # Topics are created on purpose (tests and MirrorMaker 2 create theirs), never by a typo.
+            "auto.create.topics.enable": "false",
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "5",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "log.segment.bytes": str(64 * 1024 * 1024),
+            # Small segments of the compacted MM2 topics get cleaned quickly enough for tests.
+            "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+        }
+        return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+    def format_storage(self) -> None:
+        """Write server.properties and format the data folder unless it already holds a formatted log."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        config = self.home / "server.properties"
+        config.write_text(self.properties())
+        if (self.data_dir / "meta.properties").exists():
+            return
+        argv = java_argv(
+            "kafka.tools.StorageTool",
+            ["format", f"--cluster-id={self.cluster_id}", f"--config={config}"],
+            heap="256m",
+            run_dir=self.run_dir,
+        )
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise SandboxError(
+                f"formatting the data folder of cluster {self.name} ({self.data_dir}) failed:\n"
+                + "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+            )
+
+    def start(self) -> None:
+        """Start the broker process in the background (formatting its storage on first start)."""
+        self.format_storage()
+        self.process.start(
+            java_argv("kafka.Kafka", [str(self.home / "server.properties")], heap=BROKER_HEAP, run_dir=self.run_dir)
+        )
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until the broker answers a metadata request, or raise with the tail of its log."""
+
+        def answers() -> bool:
+            if not self.process.is_running():
+                raise SandboxError(f"broker of cluster {self.name} exited during start:\n{self.process.log_tail()}")
+            return accepts_connections(self.port) and self.answers_metadata(timeout=2.0)
+
+        if not wait_until(answers, timeout, interval=0.3):
+            raise SandboxError(
+                f"broker of cluster {self.name} did not answer on {self.bootstrap} within {timeout:.0f} s; "
+                f"log {self.process.log_file}:\n{self.process.log_tail()}"
+            )
+
+    def answers_metadata(self, timeout: float = 2.0) -> bool:
+        """Say whether the broker returns cluster metadata with at least one broker within ``timeout``."""
+        from confluent_kafka.admin import AdminClient  # deferred: not needed to write configs
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000})
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except Exception:  # noqa: BLE001 - any failure means "does not answer"
+            return False
+        return bool(metadata.brokers)
+
+    def wipe(self) -> None:
+        """Delete the data folder; the next start formats an empty one under a new cluster id."""
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.cluster_id = new_cluster_id()

@@ -1,0 +1,155 @@
+"""Plain Kafka client calls the sandbox and its tests need: topics, watermarks, producing, reading.
+
+The provider's own Kafka access (with Airflow connections, timeouts and batching) is the hook in
+``airflow_kafka_failover.hooks``; this module serves the sandbox's readiness checks and test data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record as read back from a topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
+def _quiet_consumer(bootstrap: str, **extra: object) -> Consumer:
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "airflow-kafka-failover-sandbox-probe",
+        "enable.auto.commit": False,
+        "socket.connection.setup.timeout.ms": 2000,
+        **extra,
+    }
+    return Consumer(config)
+
+
+def high_watermark(bootstrap: str, topic: str, partition: int, timeout: float = 2.0) -> int | None:
+    """Return the high watermark of one partition, or None when the topic or cluster does not answer."""
+    consumer = _quiet_consumer(bootstrap)
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        return high
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str, timeout: float = 5.0) -> dict[int, int] | None:
+    """Return {partition: high watermark} of a topic, or None when the topic or cluster does not answer."""
+    consumer = _quiet_consumer(bootstrap)
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout)
+        if metadata.topics[topic].error is not None:
+            return None
+        return {
+            partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)[1]
+            for partition in metadata.topics[topic].partitions
+        }
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0, **configs: str) -> None:
+    """Create a topic (one replica) and wait until it exists."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs)],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    futures[topic].result(timeout=timeout)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None, int | None, int | None]],
+    timeout: float = 30.0,
+    **config: object,
+) -> int:
+    """Produce (key, value, partition, timestamp_ms) records synchronously; return how many were acked."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **config})
+    errors: list[str] = []
+    acked = 0
+
+    def on_delivery(err, _msg) -> None:
+        nonlocal acked
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked += 1
+
+    for key, value, partition, timestamp_ms in records:
+        kwargs: dict = {"key": key, "value": value, "on_delivery": on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(timeout)
+    if errors or remaining:
+        raise RuntimeError(f"producing to {topic} on {bootstrap}: {remaining} unacked, errors {errors[:3]}")
+    return acked
+
+
+def read_all(bootstrap: str, topic: str, timeout: float = 30.0, **config: object) -> list[Record]:
+    """Read every record currently in ``topic`` (all partitions, low to high watermark)."""
+    consumer = _quiet_consumer(bootstrap, **config)
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout)
+        if metadata.topics[topic].error is not None:
+            raise RuntimeError(f"topic {topic} on {bootstrap}: {metadata.topics[topic].error}")
+        ends: dict[int, int] = {}
+        assignment = []
+        for partition in metadata.topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            if high > low:
+                ends[partition] = high
+                assignment.append(TopicPartition(topic, partition, low))
+        records: list[Record] = []
+        if not assignment:
+            return records
+        consumer.assign(assignment)
+        done: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(done) < len(ends):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic} on {bootstrap}: partitions {set(ends) - done} unfinished")
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                records.append(
+                    Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
+                )
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    done.add(msg.partition())
+            # Transaction markers and aborted records occupy offsets without being delivered.
+            for tp in consumer.position([TopicPartition(topic, p) for p in ends if p not in done]):
+                if tp.offset >= ends[tp.partition]:
+                    done.add(tp.partition)
+        return records
+    finally:
+        consumer.close()

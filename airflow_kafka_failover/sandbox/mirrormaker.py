@@ -1,0 +1,149 @@
+"""MirrorMaker 2 in dedicated mode (``org.apache.kafka.connect.mirror.MirrorMaker``) between the clusters."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_kafka_failover.sandbox.broker import java_argv
+from airflow_kafka_failover.sandbox.process import ManagedProcess
+
+log = logging.getLogger(__name__)
+
+MM2_HEAP = "384m"
+IDENTITY_POLICY_CLASS = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+DEFAULT_POLICY_CLASS = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    """How MirrorMaker 2 replicates in the sandbox.
+
+    :param policy: ``default`` (``orders`` on A appears as ``A.orders`` on B, flows both ways) or
+        ``identity`` (same names, a single A->B flow because identity naming cannot prevent loops).
+    :param topics: regex of the topics to replicate (MM2's ``topics``).
+    :param groups: regex of the consumer groups to checkpoint (MM2's ``groups``).
+    :param checkpoint_interval_s: ``emit.checkpoints.interval.seconds``.
+    :param refresh_interval_s: how often MM2 looks for new topics and groups.
+    """
+
+    policy: str = "default"
+    topics: str = ".*"
+    groups: str = ".*"
+    checkpoint_interval_s: int = 5
+    refresh_interval_s: int = 2
+
+    def __post_init__(self) -> None:
+        if self.policy not in ("default", "identity"):
+            raise ValueError(f"unknown replication policy {self.policy!r}: use 'default' or 'identity'")
+
+    def flows(self, primary: str, standby: str) -> list[tuple[str, str]]:
+        """Return the (source, target) pairs that replicate data."""
+        if self.policy == "identity":
+            return [(primary, standby)]
+        return [(primary, standby), (standby, primary)]
+
+    def heartbeat_only_flows(self, primary: str, standby: str) -> list[tuple[str, str]]:
+        """Return flows enabled only so that each cluster receives heartbeats written on the other.
+
+        In dedicated mode the heartbeat connector of flow X->Y writes ``heartbeats`` on Y, and the flow
+        Y->X copies it to ``Y.heartbeats`` on X (identity naming keeps the prefix for heartbeats). A fresh
+        ``A.heartbeats`` on B therefore proves A was alive and read recently. With the identity policy the
+        reverse flow carries no data topics and emits no checkpoints, only these heartbeats.
+        """
+        if self.policy == "identity":
+            return [(standby, primary)]
+        return []
+
+
+@dataclass
+class MirrorMaker:
+    """The MirrorMaker 2 process replicating between two sandbox clusters.
+
+    :param run_dir: the sandbox run directory.
+    :param bootstraps: cluster alias -> bootstrap address, primary first.
+    :param settings: replication settings.
+    """
+
+    run_dir: Path
+    bootstraps: dict[str, str]
+    settings: ReplicationSettings
+
+    @property
+    def process(self) -> ManagedProcess:
+        return ManagedProcess("mirrormaker", self.run_dir)
+
+    @property
+    def config_path(self) -> Path:
+        return self.run_dir / "mm2.properties"
+
+    def flows(self) -> list[tuple[str, str]]:
+        primary, standby = list(self.bootstraps)
+        return self.settings.flows(primary, standby)
+
+    def heartbeat_flows(self) -> list[tuple[str, str]]:
+        """Return every enabled flow, data or heartbeat-only: each one replicates heartbeats."""
+        primary, standby = list(self.bootstraps)
+        return self.settings.flows(primary, standby) + self.settings.heartbeat_only_flows(primary, standby)
+
+    def properties(self) -> str:
+        """Return the mm2.properties for the dedicated MirrorMaker driver."""
+        aliases = list(self.bootstraps)
+        policy_class = IDENTITY_POLICY_CLASS if self.settings.policy == "identity" else DEFAULT_POLICY_CLASS
+        lines = [
+            f"clusters = {', '.join(aliases)}",
+            *(f"{alias}.bootstrap.servers = {address}" for alias, address in self.bootstraps.items()),
+            f"replication.policy.class = {policy_class}",
+            # Disable every flow first, then enable the ones we want: MM2 enables none by default,
+            # but being explicit documents the topology in the file.
+            *(f"{src}->{dst}.enabled = false" for src in aliases for dst in aliases if src != dst),
+            *(f"{src}->{dst}.enabled = true" for src, dst in self.heartbeat_flows()),
+            *(
+                line
+                for src, dst in self.heartbeat_flows()
+                if (src, dst) not in self.flows()
+                for line in (f"{src}->{dst}.topics = ^$", f"{src}->{dst}.groups = ^$",
+                             f"{src}->{dst}.emit.checkpoints.enabled = false")
+            ),
+            f"topics = {self.settings.topics}",
+            f"groups = {self.settings.groups}",
+            # Our translation needs the offset syncs after the source is gone, so they live on the target.
+            "offset-syncs.topic.location = target",
+            f"emit.checkpoints.interval.seconds = {self.settings.checkpoint_interval_s}",
+            "emit.checkpoints.enabled = true",
+            "emit.heartbeats.enabled = true",
+            "emit.heartbeats.interval.seconds = 1",
+            # The provider positions the job itself; MM2 must not write into __consumer_offsets.
+            "sync.group.offsets.enabled = false",
+            f"refresh.topics.interval.seconds = {self.settings.refresh_interval_s}",
+            f"refresh.groups.interval.seconds = {self.settings.refresh_interval_s}",
+            "tasks.max = 2",
+            "offset.flush.interval.ms = 5000",
+            # Single-broker clusters: every topic MM2 creates has one replica.
+            "replication.factor = 1",
+            "checkpoints.topic.replication.factor = 1",
+            "heartbeats.topic.replication.factor = 1",
+            "offset-syncs.topic.replication.factor = 1",
+            "offset.storage.replication.factor = 1",
+            "status.storage.replication.factor = 1",
+            "config.storage.replication.factor = 1",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def start(self) -> None:
+        """Write mm2.properties and start MirrorMaker 2 in the background."""
+        self.config_path.write_text(self.properties())
+        self.process.start(
+            java_argv(
+                "org.apache.kafka.connect.mirror.MirrorMaker",
+                [str(self.config_path)],
+                heap=MM2_HEAP,
+                run_dir=self.run_dir,
+            )
+        )
+
+    def stop(self) -> None:
+        # MM2 tries to flush to clusters that may be down; its offsets are flushed every 5 s anyway,
+        # so a short grace period loses nothing worth waiting for.
+        self.process.stop(timeout=5.0)

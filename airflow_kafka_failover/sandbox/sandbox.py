@@ -1,0 +1,338 @@
+"""The two-cluster sandbox: Kafka clusters A and B on loopback with real MirrorMaker 2 between them.
+
+State lives in the run directory (``sandbox.json``, pid files, logs, data folders), so one Python process
+can bring the sandbox up and another can inspect, fault or stop it. A marker file says the directory
+belongs to a sandbox; a directory without it is never cleaned or reused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from airflow_kafka_failover.exceptions import SandboxError
+from airflow_kafka_failover.sandbox.broker import KafkaBroker, new_cluster_id
+from airflow_kafka_failover.sandbox.jars import kafka_classpath
+from airflow_kafka_failover.sandbox.loopback import free_ports, port_in_use, wait_until
+from airflow_kafka_failover.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
+
+log = logging.getLogger(__name__)
+
+MARKER = ".airflow-kafka-failover-sandbox"
+STATE = "sandbox.json"
+FAULTS = ("crash", "hang", "resume", "restart", "wipe")
+PORT_RELEASE_WAIT_S = 15.0
+
+
+def default_run_dir() -> Path:
+    """Return the run directory used when none is given (``AKF_SANDBOX_DIR`` overrides)."""
+    override = os.environ.get("AKF_SANDBOX_DIR")
+    if override:
+        return Path(override)
+    from airflow_kafka_failover.sandbox.jars import project_root
+
+    return project_root() / ".run" / "sandbox"
+
+
+class Sandbox:
+    """Two single-broker KRaft clusters and MirrorMaker 2, managed through a run directory.
+
+    :param run_dir: where state, logs and data live; created if missing.
+    :param settings: MirrorMaker 2 replication settings (used by ``up``; ``load`` restores them).
+    :param clusters: the cluster names, primary first; they are also the MirrorMaker 2 aliases.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path | str | None = None,
+        settings: ReplicationSettings | None = None,
+        clusters: tuple[str, str] = ("A", "B"),
+    ) -> None:
+        self.run_dir = Path(run_dir) if run_dir else default_run_dir()
+        self.settings = settings or ReplicationSettings()
+        if len(set(clusters)) != 2:
+            raise SandboxError(f"the sandbox needs two distinct cluster names, got {clusters!r}")
+        self.cluster_names = clusters
+        self.brokers: dict[str, KafkaBroker] = {}
+        self._load_state()
+
+    # ---- state -------------------------------------------------------------------------------------
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / STATE
+
+    def _load_state(self) -> None:
+        if not self.state_file.exists():
+            return
+        try:
+            state = json.loads(self.state_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise SandboxError(f"{self.state_file} is unreadable ({exc}); run `kafka-failover sandbox down`") from exc
+        self.settings = ReplicationSettings(**state["replication"])
+        self.cluster_names = tuple(state["clusters"])  # type: ignore[assignment]
+        self.brokers = {
+            name: _broker_from_state(name, self.run_dir, cluster) for name, cluster in state["clusters"].items()
+        }
+
+    def _save_state(self) -> None:
+        state = {
+            "clusters": {
+                name: {
+                    "port": broker.port,
+                    "controller_port": broker.controller_port,
+                    "cluster_id": broker.cluster_id,
+                    "extra_listeners": {k: list(v) for k, v in broker.extra_listeners.items()},
+                }
+                for name, broker in self.brokers.items()
+            },
+            "replication": asdict(self.settings),
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        tmp.replace(self.state_file)
+
+    @property
+    def mirrormaker(self) -> MirrorMaker:
+        return MirrorMaker(
+            run_dir=self.run_dir,
+            bootstraps={name: self.brokers[name].bootstrap for name in self.cluster_names},
+            settings=self.settings,
+        )
+
+    def broker(self, cluster: str) -> KafkaBroker:
+        """Return the broker of ``cluster``, or raise naming the known clusters."""
+        if cluster not in self.brokers:
+            known = ", ".join(self.cluster_names)
+            raise SandboxError(f"unknown cluster {cluster!r}: this sandbox has clusters {known}")
+        return self.brokers[cluster]
+
+    def bootstrap(self, cluster: str) -> str:
+        return self.broker(cluster).bootstrap
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    def _claim_run_dir(self) -> None:
+        """Make the run directory ours: create it, or clean a stale one we own; refuse a foreign one."""
+        if self.run_dir.exists() and any(self.run_dir.iterdir()):
+            if not (self.run_dir / MARKER).exists():
+                raise SandboxError(
+                    f"run directory {self.run_dir} is not empty and was not created by the sandbox "
+                    f"(no {MARKER} file); choose another with --run-dir or AKF_SANDBOX_DIR"
+                )
+            self._stop_all()
+            for child in self.run_dir.iterdir():
+                if child.is_dir():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / MARKER).write_text("created by airflow-kafka-failover; safe to delete when down\n")
+
+    def up(self, timeout: float = 90.0, extra_listeners: dict[str, list[str]] | None = None) -> dict:
+        """Start both clusters and MirrorMaker 2 on free ports; return once all of them are ready.
+
+        An already running, healthy sandbox in the same run directory is returned as it is.
+
+        :param timeout: seconds to wait for readiness before stopping everything and raising.
+        :param extra_listeners: per cluster, names of additional listeners to open (each gets a free port;
+            it is advertised on its own port until ``set_advertised`` changes that).
+        """
+        if self.brokers and self.is_up():
+            log.info("Sandbox in %s is already up", self.run_dir)
+            return self.info()
+        self._claim_run_dir()
+        extra_listeners = extra_listeners or {}
+        wanted = sum(2 + len(extra_listeners.get(name, [])) for name in self.cluster_names)
+        ports = iter(free_ports(wanted))
+        self.brokers = {}
+        for name in self.cluster_names:
+            port, controller_port = next(ports), next(ports)
+            extra = {}
+            for listener in extra_listeners.get(name, []):
+                listener_port = next(ports)
+                extra[listener] = (listener_port, f"127.0.0.1:{listener_port}")
+            self.brokers[name] = KafkaBroker(
+                name=name, run_dir=self.run_dir, port=port, controller_port=controller_port,
+                cluster_id=new_cluster_id(), extra_listeners=extra,
+            )
+        self._save_state()
+        kafka_classpath()  # resolve jars once, before parallel broker starts need them
+        started = time.monotonic()
+        try:
+            self._start_brokers(list(self.brokers.values()), timeout)
+            self.mirrormaker.start()
+            self.wait_replicating(timeout - (time.monotonic() - started))
+        except BaseException:
+            self._stop_all()
+            raise
+        log.info("Sandbox up in %.1f s: %s", time.monotonic() - started, self.info())
+        return self.info()
+
+    def _start_brokers(self, brokers: list[KafkaBroker], timeout: float) -> None:
+        """Format and start brokers in parallel (JVM start-up dominates), then wait for each to answer."""
+        for broker in brokers:
+            for port in (broker.port, broker.controller_port):
+                # Connections of a just-killed broker can hold its port for a few seconds.
+                if not wait_until(lambda port=port: not port_in_use(port), PORT_RELEASE_WAIT_S, interval=0.25):
+                    raise SandboxError(
+                        f"port {port} of cluster {broker.name} is taken by another process; "
+                        "run `kafka-failover sandbox down` and `up` again to pick new free ports"
+                    )
+        errors: list[BaseException] = []
+
+        def start(broker: KafkaBroker) -> None:
+            try:
+                broker.start()
+                broker.wait_ready(timeout)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below in the calling thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=start, args=(broker,)) for broker in brokers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def wait_replicating(self, timeout: float) -> None:
+        """Wait until every MirrorMaker 2 flow has replicated heartbeats to its target cluster."""
+        from airflow_kafka_failover.sandbox.kafka_io import high_watermark
+
+        flows = self.mirrormaker.heartbeat_flows()
+
+        def replicated_heartbeats() -> bool:
+            if not self.mirrormaker.process.is_running():
+                raise SandboxError(
+                    f"MirrorMaker 2 exited during start; log {self.mirrormaker.process.log_file}:\n"
+                    f"{self.mirrormaker.process.log_tail()}"
+                )
+            return all(
+                (high_watermark(self.bootstrap(dst), self.heartbeats_topic(src), 0) or 0) > 0 for src, dst in flows
+            )
+
+        if not wait_until(replicated_heartbeats, max(timeout, 1.0), interval=0.5):
+            raise SandboxError(
+                f"MirrorMaker 2 did not start replicating flows {flows} within {timeout:.0f} s; "
+                f"log {self.mirrormaker.process.log_file}:\n{self.mirrormaker.process.log_tail()}"
+            )
+
+    def heartbeats_topic(self, source: str) -> str:
+        """Return the name, on the target cluster, of the heartbeats replicated from ``source``."""
+        return f"{source}.heartbeats"  # both policies prefix heartbeats (see MirrorMaker.heartbeat_flows)
+
+    def is_up(self) -> bool:
+        """Say whether every process runs and both clusters answer metadata requests."""
+        return (
+            bool(self.brokers)
+            and all(b.process.is_running() and not b.process.is_stopped() for b in self.brokers.values())
+            and self.mirrormaker.process.is_running()
+            and all(b.answers_metadata() for b in self.brokers.values())
+        )
+
+    def _stop_all(self) -> None:
+        if not self.brokers:
+            return
+        self.mirrormaker.stop()
+        threads = [threading.Thread(target=b.process.stop, kwargs={"timeout": 8.0}) for b in self.brokers.values()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def down(self) -> None:
+        """Stop MirrorMaker 2 and both brokers (also frozen ones); data and logs stay for inspection."""
+        if not self.state_file.exists():
+            log.info("No sandbox state in %s; nothing to stop", self.run_dir)
+            return
+        self._stop_all()
+        log.info("Sandbox in %s is down", self.run_dir)
+
+    def info(self) -> dict:
+        """Return what clients need: bootstrap address of each cluster and the run directory."""
+        return {
+            "clusters": {name: {"bootstrap": broker.bootstrap} for name, broker in self.brokers.items()},
+            "run_dir": str(self.run_dir),
+            "replication": {"policy": self.settings.policy, "flows": [f"{s}->{d}" for s, d in self.mirrormaker.flows()]}
+            if self.brokers
+            else {},
+        }
+
+    def status(self) -> dict:
+        """Report each process (pid, running, frozen) and whether each cluster answers."""
+        processes = {}
+        for name, broker in self.brokers.items():
+            proc = broker.process
+            processes[f"broker-{name}"] = {
+                "pid": proc.pid(),
+                "running": proc.is_running(),
+                "frozen": proc.is_stopped(),
+                "answers": proc.is_running() and not proc.is_stopped() and broker.answers_metadata(),
+                "bootstrap": broker.bootstrap,
+            }
+        if self.brokers:
+            mm2 = self.mirrormaker.process
+            processes["mirrormaker"] = {"pid": mm2.pid(), "running": mm2.is_running(), "frozen": mm2.is_stopped()}
+        return {"run_dir": str(self.run_dir), "processes": processes}
+
+    # ---- faults ------------------------------------------------------------------------------------
+
+    def fault(self, kind: str, cluster: str, timeout: float = 60.0) -> None:
+        """Inject a whole-cluster fault.
+
+        :param kind: ``crash`` (SIGKILL), ``hang`` (SIGSTOP), ``resume`` (SIGCONT), ``restart`` (start
+            again keeping data), ``wipe`` (start again with an empty data folder).
+        :param cluster: the cluster's name.
+        :param timeout: for restart and wipe, seconds to wait until the cluster answers again.
+        """
+        if kind not in FAULTS:
+            raise SandboxError(f"unknown fault {kind!r}: use one of {', '.join(FAULTS)}")
+        broker = self.broker(cluster)
+        proc = broker.process
+        if kind == "crash":
+            proc.kill()
+        elif kind == "hang":
+            if not proc.signal_group(signal.SIGSTOP):
+                raise SandboxError(f"cluster {cluster} is not running; nothing to hang")
+            # Signals are delivered asynchronously; return only once the broker is really frozen.
+            wait_until(proc.is_stopped, 5.0, interval=0.02)
+        elif kind == "resume":
+            if not proc.signal_group(signal.SIGCONT):
+                raise SandboxError(f"cluster {cluster} is not running; nothing to resume")
+            wait_until(lambda: not proc.is_stopped(), 5.0, interval=0.02)
+        else:
+            proc.kill()
+            if kind == "wipe":
+                broker.wipe()
+                self._save_state()
+            self._start_brokers([broker], timeout)
+        log.info("Fault %s injected on cluster %s", kind, cluster)
+
+    def stop_mirrormaker(self) -> None:
+        """Stop MirrorMaker 2 alone (replication pauses; the clusters keep serving)."""
+        self.mirrormaker.stop()
+
+    def start_mirrormaker(self, timeout: float = 60.0) -> None:
+        """Start MirrorMaker 2 again and wait until its flows replicate."""
+        if not self.mirrormaker.process.is_running():
+            self.mirrormaker.start()
+        self.wait_replicating(timeout)
+
+
+def _broker_from_state(name: str, run_dir: Path, cluster: dict) -> KafkaBroker:
+    return KafkaBroker(
+        name=name,
+        run_dir=run_dir,
+        port=cluster["port"],
+        controller_port=cluster["controller_port"],
+        cluster_id=cluster["cluster_id"],
+        extra_listeners={k: (v[0], v[1]) for k, v in cluster.get("extra_listeners", {}).items()},
+    )

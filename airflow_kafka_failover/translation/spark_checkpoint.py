@@ -1,0 +1,293 @@
+"""Read a Spark Structured Streaming checkpoint's Kafka position: what the job has processed.
+
+Layout (Spark's ``HDFSMetadataLog``): ``offsets/<batchId>`` is text, line 1 ``v1``, line 2 a
+JSON metadata object, then one line per source (the Kafka source writes
+``{"orders":{"0":1234}}``; a source with no offset writes ``-``). ``commits/<batchId>`` marks
+the batch as completed. The processed position is the end offsets of the last batch that has
+both files; a newer ``offsets`` file is a batch that was planned but not finished. Files that
+are not plain batch numbers (``.3.crc`` checksums, ``.3.<uuid>.tmp`` temporaries) are ignored,
+as Spark ignores them.
+
+The job also appends one JSON object per micro-batch to ``<checkpoint>/progress.jsonl``
+(``epoch``, ``batch_id``, ``end_offsets``, ``max_timestamp_ms``), which carries the newest
+record timestamp per partition that Spark's checkpoint does not keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.translation.rules import TopicPartition
+
+OFFSET_LOG_VERSION = "v1"
+PROGRESS_FILE = "progress.jsonl"
+_BATCH_FILE_NAME = re.compile(r"[0-9]+")
+_PARTITION_KEY = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a streaming job stands: per partition, the next offset to process.
+
+    :param offsets: next offset to process, per partition of the cluster the job read.
+    :param batch_id: the committed batch this position comes from; None for an explicit position.
+    :param max_timestamps_ms: newest record timestamp processed, per partition, when known.
+    """
+
+    offsets: dict[TopicPartition, int]
+    batch_id: int | None = None
+    max_timestamps_ms: dict[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics the position covers, sorted."""
+        return sorted({tp.topic for tp in self.offsets})
+
+    def to_json(self) -> str:
+        """The offsets as Spark-style JSON: ``{"orders": {"0": 12, "1": 7}}``, partitions in numeric order."""
+        nested: dict[str, dict[str, int]] = {}
+        for tp in sorted(self.offsets):
+            nested.setdefault(tp.topic, {})[str(tp.partition)] = self.offsets[tp]
+        return json.dumps(nested)
+
+    @classmethod
+    def from_json(cls, text: str) -> StreamPosition:
+        """Parse an explicit position given by an operator, e.g. ``{"orders": {"0": 12}}``.
+
+        :param text: the JSON text.
+        """
+        where = "explicit stream position"
+        try:
+            data = json.loads(text)
+        except (TypeError, json.JSONDecodeError) as err:
+            raise ConfigError(f"{where} is not valid JSON ({err}): {text!r}") from None
+        offsets = kafka_offsets_from_json(data, where, ConfigError)
+        if not offsets:
+            raise ConfigError(f"{where} names no partitions: {text!r}; expected e.g. {{\"orders\": {{\"0\": 12}}}}")
+        return cls(offsets)
+
+
+@dataclass(frozen=True)
+class CheckpointReading:
+    """The result of reading a checkpoint: a position, or the reason there is none yet.
+
+    :param position: the committed position; None when no batch was committed.
+    :param reason: why ``position`` is None (the caller falls back to the initial position and logs it).
+    """
+
+    position: StreamPosition | None
+    reason: str | None = None
+
+
+def kafka_offsets_from_json(
+    data: Any, where: str, error: type[Exception] = CheckpointError
+) -> dict[TopicPartition, int]:
+    """Validate a decoded Kafka-source offset object ``{topic: {"partition": offset}}``.
+
+    Offsets must be integers >= 0: Spark's -2/-1 (earliest/latest) appear only in start
+    options, never as a processed position.
+
+    :param data: the decoded JSON value.
+    :param where: file and line (or other origin) named in error messages.
+    :param error: the exception class to raise.
+    """
+    if not isinstance(data, dict):
+        raise error(f"{where}: expected a JSON object of topics, got {data!r}")
+    offsets: dict[TopicPartition, int] = {}
+    for topic, partitions in data.items():
+        if not topic:
+            raise error(f"{where}: empty topic name")
+        if not isinstance(partitions, dict):
+            raise error(
+                f"{where}: topic {topic!r} maps to {partitions!r}, expected an object of partition -> offset "
+                "(is this a Kafka source?)"
+            )
+        for key, offset in partitions.items():
+            if not isinstance(key, str) or not _PARTITION_KEY.fullmatch(key):
+                raise error(f"{where}: topic {topic!r} has partition key {key!r}, expected a number like \"0\"")
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise error(f"{where}: {topic}-{key} has non-numeric offset {offset!r}")
+            if offset < 0:
+                raise error(
+                    f"{where}: {topic}-{key} has negative offset {offset}; -2/-1 mean earliest/latest in start "
+                    "options and never appear in a checkpoint"
+                )
+            offsets[TopicPartition(topic, int(key))] = offset
+    return offsets
+
+
+def _batch_ids(directory: Path) -> set[int]:
+    with os.scandir(directory) as entries:
+        return {
+            int(entry.name)
+            for entry in entries
+            if _BATCH_FILE_NAME.fullmatch(entry.name) and entry.is_file()
+        }
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot be read ({err.strerror})") from None
+
+
+def parse_offsets_file(path: Path, text: str) -> dict[TopicPartition, int]:
+    """Parse one ``offsets/<batchId>`` file into the merged Kafka offsets of all its sources.
+
+    :param path: the file, named in error messages.
+    :param text: its contents.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    _check_offsets_header(path, lines)
+    offsets: dict[TopicPartition, int] = {}
+    first_line_of: dict[TopicPartition, int] = {}
+    for line_number, line in enumerate(lines[2:], start=3):
+        if line.strip() == "-":
+            continue
+        for tp, offset in _source_offsets(f"{path}:{line_number}", line).items():
+            if tp in offsets and offsets[tp] != offset:
+                raise CheckpointError(
+                    f"{path}:{line_number}: {tp} has offset {offset}, but line {first_line_of[tp]} gives "
+                    f"{offsets[tp]}; two sources read the same partition to different offsets"
+                )
+            offsets[tp] = offset
+            first_line_of.setdefault(tp, line_number)
+    return offsets
+
+
+def _check_offsets_header(path: Path, lines: list[str]) -> None:
+    if not lines:
+        raise CheckpointError(f"{path}:1: empty offsets file; expected '{OFFSET_LOG_VERSION}' on line 1")
+    if lines[0].strip() != OFFSET_LOG_VERSION:
+        raise CheckpointError(
+            f"{path}:1: unsupported offset log version {lines[0]!r}; only {OFFSET_LOG_VERSION!r} is supported "
+            "(was the checkpoint written by a newer Spark?)"
+        )
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}:2: missing the metadata line")
+    try:
+        metadata = json.loads(lines[1])
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}:2: corrupt metadata JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"{path}:2: metadata must be a JSON object, got {metadata!r}")
+    if len(lines) < 3:
+        raise CheckpointError(f"{path}:3: no source offsets after the metadata line")
+
+
+def _source_offsets(where: str, line: str) -> dict[TopicPartition, int]:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{where}: corrupt source offset JSON ({err.msg} at column {err.colno})") from None
+    return kafka_offsets_from_json(data, where)
+
+
+def _progress_record(value: Any, where: str) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int]]:
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
+    batch_id = value.get("batch_id")
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+        raise CheckpointError(f"{where}: progress record has invalid batch_id {batch_id!r}")
+    epoch = value.get("epoch")
+    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+        raise CheckpointError(f"{where}: progress record has invalid epoch {epoch!r}")
+    end_offsets = None
+    if value.get("end_offsets") is not None:
+        end_offsets = kafka_offsets_from_json(value["end_offsets"], f"{where} end_offsets")
+    timestamps = kafka_offsets_from_json(value.get("max_timestamp_ms") or {}, f"{where} max_timestamp_ms")
+    return batch_id, end_offsets, timestamps
+
+
+def read_progress_timestamps(
+    path: Path, committed_batch: int, committed_offsets: dict[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Newest record timestamps per partition from the newest progress record at or before the committed batch.
+
+    A torn last line (the job died while appending) is ignored; a corrupt line elsewhere is an error.
+
+    :param path: the ``progress.jsonl`` file (may be absent: no timestamps then).
+    :param committed_batch: the last committed batch id.
+    :param committed_offsets: that batch's offsets, checked against the record of the same batch.
+    """
+    if not path.is_file():
+        return {}
+    text = _read_text(path)
+    lines = text.split("\n")
+    best: tuple[int, int, dict[TopicPartition, int] | None, dict[TopicPartition, int]] | None = None
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_number}"
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            if line_number == len(lines):
+                continue
+            raise CheckpointError(f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})") from None
+        batch_id, end_offsets, timestamps = _progress_record(value, where)
+        if batch_id <= committed_batch and (best is None or batch_id >= best[0]):
+            best = (batch_id, line_number, end_offsets, timestamps)
+    if best is None:
+        return {}
+    batch_id, line_number, end_offsets, timestamps = best
+    if batch_id == committed_batch and end_offsets is not None and end_offsets != committed_offsets:
+        raise CheckpointError(
+            f"{path}:{line_number}: progress record of batch {batch_id} has end offsets that differ from "
+            f"offsets/{batch_id}; is this progress file from another checkpoint directory?"
+        )
+    return {tp: ts for tp, ts in timestamps.items() if tp in committed_offsets}
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
+    """Read the committed Kafka position of a checkpoint directory, or why there is none.
+
+    :param path: the checkpoint directory (local or mounted file system).
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: checkpoint directory does not exist (or is not a directory)")
+    offsets_dir, commits_dir = root / "offsets", root / "commits"
+    if not offsets_dir.is_dir():
+        raise CheckpointError(f"{offsets_dir}: no offsets directory; is {root} a Spark streaming checkpoint?")
+    planned = _batch_ids(offsets_dir)
+    committed = _batch_ids(commits_dir) if commits_dir.is_dir() else set()
+    complete = planned & committed
+    if not complete:
+        if committed:
+            raise CheckpointError(
+                f"{commits_dir}: batches {sorted(committed)[-5:]} are committed but none has an offsets file in "
+                f"{offsets_dir}; the checkpoint is damaged"
+            )
+        if planned:
+            reason = (
+                f"{root}: no committed batch (planned batches {sorted(planned)[-5:]} never completed); "
+                "nothing was processed"
+            )
+        else:
+            reason = f"{root}: no batch was ever planned; nothing was processed"
+        return CheckpointReading(None, reason)
+    batch_id = max(complete)
+    offsets_file = offsets_dir / str(batch_id)
+    offsets = parse_offsets_file(offsets_file, _read_text(offsets_file))
+    timestamps = read_progress_timestamps(root / PROGRESS_FILE, batch_id, offsets)
+    return CheckpointReading(StreamPosition(offsets, batch_id, timestamps))
+
+
+def read_stream_position(path: str | os.PathLike[str]) -> StreamPosition | None:
+    """The committed position of a checkpoint directory; None if no batch was committed (see :func:`read_checkpoint`).
+
+    :param path: the checkpoint directory.
+    """
+    return read_checkpoint(path).position

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a machine with Python 3.11+, Java 17 and Maven:
+# a virtualenv in .venv with the package and its test extra, and the JVM artifacts resolved by Maven
+# into .jars/. Idempotent: each step is skipped when its inputs did not change since it last succeeded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+need() { command -v "$1" >/dev/null 2>&1 || { echo "error: $1 not found: $2" >&2; exit 1; }; }
+need "$PYTHON" "install Python 3.11 or newer (or set PYTHON=/path/to/python3.11)"
+need java "install a Java 17 JDK, e.g. 'apt-get install openjdk-17-jdk'"
+need mvn "install Apache Maven 3.8+, e.g. 'apt-get install maven'"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "error: $PYTHON is $("$PYTHON" -V 2>&1); Python 3.11 or newer is required" >&2; exit 1; }
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+[ "${java_major:-0}" -ge 17 ] || { echo "error: java is version ${java_major:-unknown}; Java 17 or newer is required" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+
+stamp=.venv/.akf-installed
+want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing the package and its test extra into .venv (a few minutes the first time)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  echo "$want" > "$stamp"
+fi
+
+.venv/bin/python -m airflow_kafka_failover.sandbox.jars

@@ -1,0 +1,105 @@
+"""Probe evidence: the three outcomes, the JSON round trip, and the log table."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_kafka_failover.health.evidence import ProbeResult, format_clock, format_probe_table
+
+# 2023-11-14 22:13:20 UTC
+BASE = 1_700_000_000.0
+
+partitions = st.lists(st.from_regex(r"[a-z.]{1,12}-[0-9]{1,2}", fullmatch=True), max_size=4).map(tuple)
+
+probes = st.builds(
+    ProbeResult,
+    cluster=st.sampled_from(["A", "B", "dc-east"]),
+    at=st.floats(min_value=0, max_value=4_000_000_000, allow_nan=False),
+    reachable=st.booleans(),
+    latency_s=st.none() | st.floats(min_value=0, max_value=60, allow_nan=False),
+    broker_count=st.integers(min_value=0, max_value=50),
+    leaderless_partitions=partitions,
+    under_min_isr_partitions=partitions,
+    canary_ok=st.none() | st.booleans(),
+    error=st.none() | st.text(max_size=200),
+)
+
+
+@given(probes)
+def test_every_probe_is_exactly_one_of_ok_degraded_failed(probe: ProbeResult) -> None:
+    assert [probe.ok, probe.degraded, probe.failed].count(True) == 1
+    assert probe.outcome == {True: "FAILED"}.get(probe.failed, "degraded" if probe.degraded else "ok")
+
+
+@given(probes)
+def test_to_dict_is_json_and_round_trips(probe: ProbeResult) -> None:
+    data = json.loads(json.dumps(probe.to_dict()))
+    assert ProbeResult.from_dict(data) == probe
+
+
+def test_an_unreachable_cluster_failed_and_a_leaderless_one_is_degraded() -> None:
+    assert ProbeResult("A", BASE, False, None, 0, error="timeout").failed
+    assert ProbeResult("A", BASE, True, 0.01, 0).failed  # an answer listing no broker serves nothing
+    leaderless = ProbeResult("A", BASE, True, 0.01, 3, leaderless_partitions=("orders-0",))
+    assert leaderless.degraded and not leaderless.failed
+    assert ProbeResult("A", BASE, True, 0.01, 3, under_min_isr_partitions=("orders-1",)).degraded
+    assert ProbeResult("A", BASE, True, 0.01, 3, canary_ok=False).degraded
+    assert ProbeResult("A", BASE, True, 0.01, 3, canary_ok=True).ok
+    assert ProbeResult("A", BASE, True, 0.01, 3).ok
+
+
+def test_from_dict_names_unknown_and_missing_keys() -> None:
+    data = ProbeResult("A", BASE, True, 0.01, 3).to_dict()
+    with pytest.raises(ValueError, match="brokers"):
+        ProbeResult.from_dict({**data, "brokers": 3})
+    del data["broker_count"]
+    with pytest.raises(ValueError, match="broker_count"):
+        ProbeResult.from_dict(data)
+
+
+def test_format_clock_is_utc_with_tenths() -> None:
+    assert format_clock(BASE) == "22:13:20.0"
+    assert format_clock(BASE + 3661.27) == "23:14:21.2"
+
+
+def _error_column(table: str) -> int:
+    return table.splitlines()[0].index("error")
+
+
+def test_table_has_one_aligned_row_per_probe_oldest_first() -> None:
+    history = [
+        ProbeResult(
+            "A", BASE + 4, False, None, 0, error="KafkaError{code=_TRANSPORT}\nsecond line " + "x" * 80
+        ),
+        ProbeResult("A", BASE, True, 0.0123, 3),
+        ProbeResult(
+            "A", BASE + 2, True, 0.5, 3, leaderless_partitions=("orders-0", "orders-1"), canary_ok=False
+        ),
+    ]
+    table = format_probe_table(history)
+    lines = table.splitlines()
+    assert len(lines) == 4
+    assert lines[0].split() == [
+        "time", "(UTC)", "cluster", "outcome", "reach", "brokers", "latency", "ms",
+        "leaderless", "under", "isr", "canary", "error",
+    ]  # fmt: skip
+    assert lines[1].startswith("22:13:20.0") and "12.3" in lines[1] and lines[1].split()[2] == "ok"
+    assert lines[2].startswith("22:13:22.0") and "degraded" in lines[2] and "FAIL" in lines[2]
+    assert lines[3].startswith("22:13:24.0") and "FAILED" in lines[3]
+    # The error is the last column, on one line, cut with an ellipsis.
+    error_cell = lines[3][_error_column(table) :]
+    assert error_cell.startswith("KafkaError{code=_TRANSPORT} second line")
+    assert error_cell.endswith("...") and len(error_cell) == 48
+    # Fixed width: the leaderless count of every row ends under the header's column end.
+    leaderless_end = lines[0].index("leaderless") + len("leaderless")
+    assert [line[leaderless_end - 1] for line in lines[1:]] == ["0", "2", "0"]
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d", line[:10]) for line in lines[1:])
+
+
+def test_table_of_nothing_says_so() -> None:
+    assert format_probe_table([]).splitlines()[1] == "(no probes)"

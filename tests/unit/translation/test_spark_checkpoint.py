@@ -1,0 +1,303 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.translation.rules import TopicPartition
+from airflow_kafka_failover.translation.spark_checkpoint import (
+    StreamPosition,
+    kafka_offsets_from_json,
+    read_checkpoint,
+    read_stream_position,
+)
+
+METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}'
+
+
+def write_offsets(root: Path, batch: int, *sources: str, version: str = "v1", metadata: str = METADATA) -> Path:
+    path = root / "offsets" / str(batch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Spark writes no trailing newline after the last source line.
+    path.write_text("\n".join([version, metadata, *sources]), encoding="utf-8")
+    return path
+
+
+def write_commit(root: Path, batch: int) -> None:
+    path = root / "commits" / str(batch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('v1\n{"nextBatchWatermarkMs":0}', encoding="utf-8")
+
+
+def write_progress(root: Path, *records: dict | str) -> Path:
+    path = root / "progress.jsonl"
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    root = tmp_path / "ckpt"
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    return root
+
+
+def test_last_committed_batch_wins_over_planned(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":10,"1":5}}')
+    write_commit(checkpoint, 0)
+    write_offsets(checkpoint, 1, '{"orders":{"0":20,"1":9}}')
+    write_commit(checkpoint, 1)
+    write_offsets(checkpoint, 2, '{"orders":{"0":30,"1":12}}')  # planned, not committed
+    position = read_stream_position(checkpoint)
+    assert position is not None
+    assert position.batch_id == 1
+    assert position.offsets == {TopicPartition("orders", 0): 20, TopicPartition("orders", 1): 9}
+
+
+def test_several_topics_and_sources_are_merged(checkpoint):
+    write_offsets(
+        checkpoint,
+        4,
+        '{"orders":{"0":1,"1":2},"payments":{"0":3}}',
+        "-",
+        '{"refunds":{"2":7},"orders":{"1":2}}',
+    )
+    write_commit(checkpoint, 4)
+    position = read_stream_position(checkpoint)
+    assert position is not None
+    assert position.offsets == {
+        TopicPartition("orders", 0): 1,
+        TopicPartition("orders", 1): 2,
+        TopicPartition("payments", 0): 3,
+        TopicPartition("refunds", 2): 7,
+    }
+    assert position.topics == ["orders", "payments", "refunds"]
+
+
+def test_same_partition_with_two_offsets_is_an_error(checkpoint):
+    path = write_offsets(checkpoint, 0, '{"orders":{"0":1}}', '{"orders":{"0":2}}')
+    write_commit(checkpoint, 0)
+    with pytest.raises(CheckpointError) as err:
+        read_stream_position(checkpoint)
+    assert f"{path}:4" in str(err.value) and "line 3 gives 1" in str(err.value)
+
+
+def test_crc_and_temp_files_are_ignored(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":10}}')
+    write_commit(checkpoint, 0)
+    (checkpoint / "offsets" / ".0.crc").write_bytes(b"\x00garbage")
+    (checkpoint / "offsets" / ".1.crc").write_bytes(b"\x00garbage")
+    (checkpoint / "offsets" / ".1.3f2a.tmp").write_text("half written")
+    (checkpoint / "commits" / ".1.crc").write_bytes(b"\x00")
+    (checkpoint / "commits" / "1.tmp").write_text("v1")
+    position = read_stream_position(checkpoint)
+    assert position is not None and position.batch_id == 0
+
+
+def test_trailing_newline_is_accepted(checkpoint):
+    path = write_offsets(checkpoint, 0, '{"orders":{"0":10}}')
+    path.write_text(path.read_text() + "\n")
+    write_commit(checkpoint, 0)
+    assert read_stream_position(checkpoint).offsets == {TopicPartition("orders", 0): 10}
+
+
+def test_only_dash_sources_give_an_empty_position(checkpoint):
+    write_offsets(checkpoint, 0, "-")
+    write_commit(checkpoint, 0)
+    position = read_stream_position(checkpoint)
+    assert position is not None and position.offsets == {}
+
+
+def test_no_committed_batch_returns_a_reason(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":10}}')
+    reading = read_checkpoint(checkpoint)
+    assert reading.position is None
+    assert "no committed batch" in reading.reason and "[0]" in reading.reason
+    assert read_stream_position(checkpoint) is None
+
+
+def test_fresh_checkpoint_returns_a_reason(checkpoint):
+    reading = read_checkpoint(checkpoint)
+    assert reading.position is None and "no batch was ever planned" in reading.reason
+
+
+def test_missing_commits_directory_means_nothing_committed(tmp_path):
+    write_offsets(tmp_path, 0, '{"orders":{"0":10}}')
+    assert read_checkpoint(tmp_path).position is None
+
+
+def test_commits_without_offsets_are_damage(checkpoint):
+    write_commit(checkpoint, 3)
+    with pytest.raises(CheckpointError, match="none has an offsets file"):
+        read_checkpoint(checkpoint)
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist") as err:
+        read_checkpoint(tmp_path / "nope")
+    assert "nope" in str(err.value)
+
+
+def test_missing_offsets_directory(tmp_path):
+    with pytest.raises(CheckpointError, match="no offsets directory") as err:
+        read_checkpoint(tmp_path)
+    assert str(tmp_path / "offsets") in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("sources", "kwargs", "line", "message"),
+    [
+        (['{"orders":{"0":10}}'], {"version": "v2"}, 1, "unsupported offset log version 'v2'"),
+        (['{"orders":{"0":10}}'], {"version": ""}, 1, "unsupported offset log version"),
+        (['{"orders":{"0":10}}'], {"metadata": "{not json"}, 2, "corrupt metadata JSON"),
+        (['{"orders":{"0":10}}'], {"metadata": "[1]"}, 2, "must be a JSON object"),
+        ([], {}, 3, "no source offsets"),
+        (['{"orders":{"0":10}'], {}, 3, "corrupt source offset JSON"),
+        (["-", '{"orders":{"0":-2}}'], {}, 4, "negative offset -2"),
+        (['{"orders":{"0":-1}}'], {}, 3, "negative offset -1"),
+        (['{"orders":{"0":"10"}}'], {}, 3, "non-numeric offset '10'"),
+        (['{"orders":{"0":1.5}}'], {}, 3, "non-numeric offset 1.5"),
+        (['{"orders":{"0":true}}'], {}, 3, "non-numeric offset True"),
+        (['{"orders":{"zero":1}}'], {}, 3, "partition key 'zero'"),
+        (['{"orders":{"-1":1}}'], {}, 3, "partition key '-1'"),
+        (['{"orders":5}'], {}, 3, "is this a Kafka source?"),
+        (["[1,2]"], {}, 3, "expected a JSON object of topics"),
+        (['{"":{"0":1}}'], {}, 3, "empty topic name"),
+    ],
+)
+def test_corrupt_offsets_files_name_file_and_line(checkpoint, sources, kwargs, line, message):
+    path = write_offsets(checkpoint, 7, *sources, **kwargs)
+    write_commit(checkpoint, 7)
+    with pytest.raises(CheckpointError) as err:
+        read_checkpoint(checkpoint)
+    assert f"{path}:{line}:" in str(err.value)
+    assert message in str(err.value)
+
+
+def test_empty_offsets_file(checkpoint):
+    path = checkpoint / "offsets" / "0"
+    path.write_text("")
+    write_commit(checkpoint, 0)
+    with pytest.raises(CheckpointError, match=f"{path}:1: empty offsets file"):
+        read_checkpoint(checkpoint)
+
+
+def test_non_utf8_offsets_file(checkpoint):
+    path = checkpoint / "offsets" / "0"
+    path.write_bytes(b"v1\n{}\n\xff\xfe")
+    write_commit(checkpoint, 0)
+    with pytest.raises(CheckpointError, match="not UTF-8"):
+        read_checkpoint(checkpoint)
+
+
+def test_progress_record_of_committed_batch_gives_timestamps(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":10,"1":4}}')
+    write_commit(checkpoint, 0)
+    write_offsets(checkpoint, 1, '{"orders":{"0":20,"1":9}}')
+    write_commit(checkpoint, 1)
+    write_offsets(checkpoint, 2, '{"orders":{"0":30,"1":12}}')
+    write_progress(
+        checkpoint,
+        {"epoch": 3, "batch_id": 0, "end_offsets": {"orders": {"0": 10, "1": 4}}, "max_timestamp_ms": {"orders": {"0": 100}}},
+        {
+            "epoch": 3,
+            "batch_id": 1,
+            "end_offsets": {"orders": {"0": 20, "1": 9}},
+            "max_timestamp_ms": {"orders": {"0": 200, "1": 190}, "other": {"0": 5}},
+        },
+        # Written for batch 2 before it was committed: must not be used.
+        {"epoch": 3, "batch_id": 2, "end_offsets": {"orders": {"0": 30, "1": 12}}, "max_timestamp_ms": {"orders": {"0": 300}}},
+    )
+    position = read_stream_position(checkpoint)
+    assert position.max_timestamps_ms == {TopicPartition("orders", 0): 200, TopicPartition("orders", 1): 190}
+
+
+def test_older_progress_record_is_used_when_the_newest_is_missing(checkpoint):
+    write_offsets(checkpoint, 5, '{"orders":{"0":50}}')
+    write_commit(checkpoint, 5)
+    write_progress(checkpoint, {"epoch": 1, "batch_id": 4, "max_timestamp_ms": {"orders": {"0": 40}}})
+    assert read_stream_position(checkpoint).max_timestamps_ms == {TopicPartition("orders", 0): 40}
+
+
+def test_no_progress_file_means_no_timestamps(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":10}}')
+    write_commit(checkpoint, 0)
+    assert read_stream_position(checkpoint).max_timestamps_ms == {}
+
+
+def test_torn_last_progress_line_is_ignored(checkpoint):
+    write_offsets(checkpoint, 1, '{"orders":{"0":10}}')
+    write_commit(checkpoint, 1)
+    path = write_progress(checkpoint, {"epoch": 1, "batch_id": 1, "max_timestamp_ms": {"orders": {"0": 7}}})
+    with path.open("a") as handle:
+        handle.write('{"epoch": 1, "batch_id": 2, "max_ti')
+    assert read_stream_position(checkpoint).max_timestamps_ms == {TopicPartition("orders", 0): 7}
+
+
+def test_corrupt_progress_line_in_the_middle_is_an_error(checkpoint):
+    write_offsets(checkpoint, 1, '{"orders":{"0":10}}')
+    write_commit(checkpoint, 1)
+    path = write_progress(checkpoint, "{broken", {"epoch": 1, "batch_id": 1})
+    with pytest.raises(CheckpointError, match=f"{path}:1: corrupt progress JSON"):
+        read_checkpoint(checkpoint)
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"epoch": 1}, "invalid batch_id None"),
+        ({"epoch": 1, "batch_id": -1}, "invalid batch_id -1"),
+        ({"epoch": "x", "batch_id": 1}, "invalid epoch 'x'"),
+        ({"epoch": 1, "batch_id": 1, "max_timestamp_ms": {"orders": {"0": "late"}}}, "max_timestamp_ms"),
+        ({"epoch": 1, "batch_id": 1, "end_offsets": {"orders": {"0": -1}}}, "end_offsets"),
+        ([1, 2], "must be a JSON object"),
+    ],
+)
+def test_invalid_progress_records(checkpoint, record, message):
+    write_offsets(checkpoint, 1, '{"orders":{"0":10}}')
+    write_commit(checkpoint, 1)
+    path = write_progress(checkpoint, record, {"epoch": 1, "batch_id": 0})
+    with pytest.raises(CheckpointError) as err:
+        read_checkpoint(checkpoint)
+    assert f"{path}:1" in str(err.value) and message in str(err.value)
+
+
+def test_progress_of_another_checkpoint_is_detected(checkpoint):
+    write_offsets(checkpoint, 1, '{"orders":{"0":10}}')
+    write_commit(checkpoint, 1)
+    path = write_progress(checkpoint, {"epoch": 1, "batch_id": 1, "end_offsets": {"orders": {"0": 999}}})
+    with pytest.raises(CheckpointError, match=f"{path}:1: progress record of batch 1 has end offsets that differ"):
+        read_checkpoint(checkpoint)
+
+
+def test_explicit_position_json_round_trip():
+    position = StreamPosition.from_json('{"orders": {"10": 5, "2": 7}, "a": {"0": 0}}')
+    assert position.batch_id is None
+    assert position.offsets[TopicPartition("orders", 10)] == 5
+    assert position.to_json() == '{"a": {"0": 0}, "orders": {"2": 7, "10": 5}}'
+    assert StreamPosition.from_json(position.to_json()) == position
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "not valid JSON"),
+        ("{}", "names no partitions"),
+        ('{"orders": {"0": -2}}', "negative offset -2"),
+        ('{"orders": {"0": "5"}}', "non-numeric"),
+        ('{"orders": [5]}', "partition -> offset"),
+        ("[]", "JSON object of topics"),
+    ],
+)
+def test_explicit_position_validation(text, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        StreamPosition.from_json(text)
+    assert "explicit stream position" in str(err.value)
+
+
+def test_kafka_offsets_from_json_rejects_non_string_keys():
+    with pytest.raises(CheckpointError, match="partition key 0"):
+        kafka_offsets_from_json({"orders": {0: 1}}, "test")
