@@ -33,7 +33,7 @@ METHOD_ORDER = ["checkpoint", "offset_sync", "timestamp"]
 
 
 def generate_partition(rng: random.Random) -> tuple[list[tuple[int, int]], int, int, int]:
-    """Syncs in topic order, the job's position, the target high watermark and the group's committed offset."""
+    """Syncs in topic order, the job's position, the target high watermark, the group's committed offset."""
     head = rng.randint(10_000_000, 50_000_000)
     drift = rng.randint(0, 5_000)  # downstream offsets trail upstream by records dropped long ago
     # Distances behind the head grow roughly like powers of two, as in MM2's OffsetSyncStore.
@@ -61,7 +61,8 @@ def generate_inputs(
             checkpoint = None
             if older:
                 up, down = older[-1]
-                checkpoint = Checkpoint("spark-job", target.topic, p, group_offset, down + (group_offset > up))
+                translated = down if group_offset == up else down + 1
+                checkpoint = Checkpoint("spark-job", target.topic, p, group_offset, translated)
             inputs.append((source, target, syncs, position, checkpoint, high))
     return inputs
 
@@ -79,7 +80,8 @@ def build_plan(inputs) -> tuple[TranslationPlan, str]:
         for source, target, syncs, position, checkpoint, high in inputs
     ]
     translations = translate_partitions(requests, METHOD_ORDER)
-    plan = TranslationPlan.create("A", "B", translations, {f"A.topic{t:03d}": PARTITIONS for t in range(TOPICS)})
+    target_partitions = {f"A.topic{t:03d}": PARTITIONS for t in range(TOPICS)}
+    plan = TranslationPlan.create("A", "B", translations, target_partitions)
     return plan, plan.to_spark_starting_offsets()
 
 
@@ -95,9 +97,10 @@ def main() -> None:
     assert plan is not None
     summary = plan.summary()
     print(
-        f"translation plan for {len(inputs)} partitions ({SYNCS_PER_PARTITION} syncs each): median {median:.3f} s "
-        f"over {RUNS} runs (min {min(timings):.3f} s, max {max(timings):.3f} s); methods {summary['methods']}, "
-        f"gap partitions {summary['gap_partitions']}, max re-delivery {summary['max_redelivery']}"
+        f"translation plan for {len(inputs)} partitions ({SYNCS_PER_PARTITION} syncs each): "
+        f"median {median:.3f} s over {RUNS} runs (min {min(timings):.3f} s, max {max(timings):.3f} s); "
+        f"methods {summary['methods']}, gap partitions {summary['gap_partitions']}, "
+        f"max re-delivery {summary['max_redelivery']}"
     )
     print(json.dumps({"plan_10k_partitions_s": round(median, 4)}))
 

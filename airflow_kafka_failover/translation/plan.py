@@ -129,14 +129,16 @@ class TranslationPlan:
             target = translation.target
             count = self.target_partitions.get(target.topic)
             if count is None or not 0 <= target.partition < count:
-                known = f"{count} partitions" if count is not None else f"topics {sorted(self.target_partitions)}"
+                topics = sorted(self.target_partitions)
+                known = f"{count} partitions" if count is not None else f"topics {topics}"
                 raise TranslationError(
                     f"translation of {translation.source} targets {target}, which is not a partition of the "
                     f"target topics ({known}); refresh the target's metadata or fix the topic mapping"
                 )
             if translation.target_offset is None and translation.gap_records <= 0:
                 raise TranslationError(
-                    f"no start offset for {target} (from {translation.source} at {translation.source_offset}): "
+                    f"no start offset for {target} (from {translation.source} at "
+                    f"{translation.source_offset}): "
                     + ("; ".join(translation.warnings) or "no method translated it")
                 )
             if translation.target_offset is not None and translation.target_offset < 0:
@@ -193,7 +195,9 @@ class TranslationPlan:
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
             if isinstance(err, TranslationError):
                 raise
-            raise TranslationError(f"not a translation plan ({type(err).__name__}: {err}): {text[:200]!r}") from None
+            raise TranslationError(
+                f"not a translation plan ({type(err).__name__}: {err}): {text[:200]!r}"
+            ) from None
 
     def summary(self) -> dict[str, Any]:
         """A short dict for the switch history."""
@@ -244,9 +248,8 @@ class TranslationPlan:
     def _summary_line(self) -> str:
         summary = self.summary()
         methods = ", ".join(f"{m}={n}" for m, n in summary["methods"].items()) or "none"
-        redelivery = (
-            "bound unknown" if summary["max_redelivery"] is None else f"at most {summary['max_redelivery']} records"
-        )
+        bound = summary["max_redelivery"]
+        redelivery = "bound unknown" if bound is None else f"at most {bound} records"
         return (
             f"{self.source_cluster} -> {self.target_cluster}: {summary['translated_partitions']} partitions "
             f"translated ({methods}), {summary['untracked_partitions']} untracked start at "

@@ -60,7 +60,7 @@ def remote_heartbeats_topic(source_alias: str, separator: str = DEFAULT_SEPARATO
 
 
 def is_internal_topic(topic: str) -> bool:
-    """Whether MM2 treats ``topic`` as internal and never replicates it (``ReplicationPolicy.isInternalTopic``).
+    """Whether MM2 treats ``topic`` as internal and never replicates it (``isInternalTopic``).
 
     :param topic: a topic name.
     """
@@ -76,10 +76,13 @@ class DefaultReplicationPolicy:
 
     name = "DefaultReplicationPolicy"
 
-    def __init__(self, separator: str = DEFAULT_SEPARATOR, internal_topic_separator_enabled: bool = True) -> None:
+    def __init__(
+        self, separator: str = DEFAULT_SEPARATOR, internal_topic_separator_enabled: bool = True
+    ) -> None:
         if not isinstance(separator, str) or not separator:
             raise ConfigError(
-                f"replication policy separator must be a non-empty string, got {separator!r}; MM2's default is '.'"
+                f"replication policy separator must be a non-empty string, got {separator!r}; "
+                "MM2's default is '.'"
             )
         self.separator = separator
         self.internal_topic_separator_enabled = internal_topic_separator_enabled
@@ -231,7 +234,7 @@ ACCEPTED_POLICY_NAMES = (
 
 
 def for_name(name: str, separator: str = DEFAULT_SEPARATOR) -> DefaultReplicationPolicy:
-    """Build the policy named in a pair's config (case-insensitive; MM2's fully qualified class names work too).
+    """Build the policy named in a pair's config (case-insensitive; MM2's full class names work too).
 
     :param name: ``default``, ``DefaultReplicationPolicy``, ``identity`` or ``IdentityReplicationPolicy``.
     :param separator: ``replication.policy.separator``.

@@ -71,7 +71,7 @@ class TopicPartition:
 
 @dataclass(frozen=True, slots=True)
 class Watermarks:
-    """A target partition's offset range: ``low`` is the first offset still stored, ``high`` the next to be written.
+    """A target partition's offset range: ``low`` is the first offset stored, ``high`` the next to be written.
 
     :param low: log start offset.
     :param high: high watermark (log end offset for committed reads).
@@ -82,7 +82,9 @@ class Watermarks:
 
     def __post_init__(self) -> None:
         if not 0 <= self.low <= self.high:
-            raise TranslationError(f"watermarks must satisfy 0 <= low <= high, got low={self.low} high={self.high}")
+            raise TranslationError(
+                f"watermarks must satisfy 0 <= low <= high, got low={self.low} high={self.high}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +239,9 @@ class OffsetSyncHistory:
         return cls._from_checked_lists(*_replay_syncs(pairs))
 
     @classmethod
-    def _from_checked_lists(cls, upstream: list[int], downstream: list[int], resets: int) -> OffsetSyncHistory:
+    def _from_checked_lists(
+        cls, upstream: list[int], downstream: list[int], resets: int
+    ) -> OffsetSyncHistory:
         # from_syncs already guarantees the invariants; skipping the O(n) re-check keeps bulk builds cheap.
         history = cls.__new__(cls)
         history.upstream, history.downstream, history.resets = upstream, downstream, resets
@@ -315,7 +319,7 @@ def sync_histories_by_partition(syncs: Iterable[OffsetSync]) -> dict[TopicPartit
 
 
 def latest_checkpoints(checkpoints: Iterable[Checkpoint], group: str) -> dict[TopicPartition, Checkpoint]:
-    """Keep the last checkpoint per target partition for one group, as ``RemoteClusterUtils.translateOffsets`` does.
+    """Keep the last checkpoint per target partition of one group, as ``RemoteClusterUtils`` does.
 
     :param checkpoints: records of one checkpoints topic, in the order they were read.
     :param group: the bookkeeping consumer group of the job.
@@ -446,9 +450,8 @@ def translate_by_checkpoint(
         )
     cu, cd = checkpoint.upstream_offset, checkpoint.downstream_offset
     if cu < 0 or cd < 0:
-        return _untranslated(
-            source, position, target, method, f"checkpoint of group {checkpoint.group!r} has no offset ({cu}, {cd})"
-        )
+        reason = f"checkpoint of group {checkpoint.group!r} has no offset ({cu}, {cd})"
+        return _untranslated(source, position, target, method, reason)
     if cu > position:
         return _untranslated(
             source,
@@ -490,7 +493,9 @@ def _checkpoint_redelivery_bound(position: int, cu: int, cd: int, history: Offse
     return min(bounds) if bounds else None
 
 
-def translate_by_identity(source: TopicPartition, position: int, target: TopicPartition) -> PartitionTranslation:
+def translate_by_identity(
+    source: TopicPartition, position: int, target: TopicPartition
+) -> PartitionTranslation:
     """Offset-preserving replication (Cluster Linking, shadowing): the same offset, exactly.
 
     :param source: partition the job read.
@@ -509,7 +514,7 @@ def translate_by_timestamp(
     lookup: TimestampLookup,
     high_watermark: int | None,
 ) -> PartitionTranslation:
-    """Record the offset offsets-for-times found on the target for the newest processed timestamp minus a margin.
+    """Record the offset that offsets-for-times found on the target for a processed timestamp minus a margin.
 
     Not proven: record timestamps need not grow with offsets, and ``LogAppendTime`` on the
     target rewrites them; the margin makes an early start likely, not certain.
@@ -603,7 +608,7 @@ def choose_translation(
     bound includes.
 
     :param candidates: one result per method tried, all for the same source and target partition.
-    :param method_order: configured methods, most preferred first (or ranks from :func:`validate_method_order`).
+    :param method_order: configured methods, most preferred first (or :func:`validate_method_order` ranks).
     :param watermarks: the target partition's watermarks; None skips clamping.
     """
     rank = method_order if isinstance(method_order, dict) else validate_method_order(method_order)
@@ -622,8 +627,9 @@ def choose_translation(
             first.source_offset,
         ):
             raise TranslationError(
-                f"candidates mix partitions: {candidate.source}@{candidate.source_offset}->{candidate.target} "
-                f"and {first.source}@{first.source_offset}->{first.target}"
+                "candidates mix partitions: "
+                f"{candidate.source}@{candidate.source_offset}->{candidate.target} and "
+                f"{first.source}@{first.source_offset}->{first.target}"
             )
     chosen = _pick(candidates, rank)
     if chosen.target_offset is None or watermarks is None:
@@ -641,7 +647,8 @@ def _pick(candidates: Sequence[PartitionTranslation], rank: dict[str, int]) -> P
     else:
         usable = [c for c in by_rank if c.target_offset is not None]
         if not usable:
-            reasons = [f"{c.method}: {w}" for c in by_rank for w in c.warnings] or ["no method produced an offset"]
+            reasons = [f"{c.method}: {w}" for c in by_rank for w in c.warnings]
+            reasons = reasons or ["no method produced an offset"]
             return replace(by_rank[0], warnings=["no method could translate this partition", *reasons])
         best = usable[0]
         bound = best.redelivery_bound
@@ -718,9 +725,8 @@ class PartitionRequest:
 
 def _offset_sync_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.offset_syncs is None:
-        return _untranslated(
-            request.source, request.position, request.target, "offset_sync", f"no offset syncs for {request.source}"
-        )
+        reason = f"no offset syncs for {request.source}"
+        return _untranslated(request.source, request.position, request.target, "offset_sync", reason)
     return translate_by_offset_sync(request.source, request.position, request.target, request.offset_syncs)
 
 
@@ -735,9 +741,8 @@ def _reverse_offset_sync_candidate(request: PartitionRequest) -> PartitionTransl
 
 def _checkpoint_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.checkpoint is None:
-        return _untranslated(
-            request.source, request.position, request.target, "checkpoint", f"no checkpoint for {request.target}"
-        )
+        reason = f"no checkpoint for {request.target}"
+        return _untranslated(request.source, request.position, request.target, "checkpoint", reason)
     return translate_by_checkpoint(
         request.source, request.position, request.target, request.checkpoint, request.offset_syncs
     )
@@ -752,7 +757,9 @@ def _timestamp_candidate(request: PartitionRequest) -> PartitionTranslation:
         reason = f"no record timestamp known for {request.source}"
         return _untranslated(request.source, request.position, request.target, "timestamp", reason)
     high = None if request.watermarks is None else request.watermarks.high
-    return translate_by_timestamp(request.source, request.position, request.target, request.timestamp_lookup, high)
+    return translate_by_timestamp(
+        request.source, request.position, request.target, request.timestamp_lookup, high
+    )
 
 
 def _initial_candidate(request: PartitionRequest) -> PartitionTranslation:
@@ -778,7 +785,7 @@ def translate_partition(
     """Run every configured method on one partition and choose the result.
 
     :param request: the partition's inputs.
-    :param method_order: configured methods, most preferred first (or ranks from :func:`validate_method_order`).
+    :param method_order: configured methods, most preferred first (or :func:`validate_method_order` ranks).
     """
     rank = method_order if isinstance(method_order, dict) else validate_method_order(method_order)
     if request.position < 0:

@@ -69,7 +69,8 @@ class StreamPosition:
             raise ConfigError(f"{where} is not valid JSON ({err}): {text!r}") from None
         offsets = kafka_offsets_from_json(data, where, ConfigError)
         if not offsets:
-            raise ConfigError(f"{where} names no partitions: {text!r}; expected e.g. {{\"orders\": {{\"0\": 12}}}}")
+            example = '{"orders": {"0": 12}}'
+            raise ConfigError(f"{where} names no partitions: {text!r}; expected e.g. {example}")
         return cls(offsets)
 
 
@@ -110,13 +111,13 @@ def kafka_offsets_from_json(
             )
         for key, offset in partitions.items():
             if not isinstance(key, str) or not _PARTITION_KEY.fullmatch(key):
-                raise error(f"{where}: topic {topic!r} has partition key {key!r}, expected a number like \"0\"")
+                raise error(f"{where}: topic {topic!r} has partition key {key!r}, expected a number like '0'")
             if isinstance(offset, bool) or not isinstance(offset, int):
                 raise error(f"{where}: {topic}-{key} has non-numeric offset {offset!r}")
             if offset < 0:
                 raise error(
-                    f"{where}: {topic}-{key} has negative offset {offset}; -2/-1 mean earliest/latest in start "
-                    "options and never appear in a checkpoint"
+                    f"{where}: {topic}-{key} has negative offset {offset}; -2/-1 mean earliest/latest in "
+                    "start options and never appear in a checkpoint"
                 )
             offsets[TopicPartition(topic, int(key))] = offset
     return offsets
@@ -171,8 +172,8 @@ def _check_offsets_header(path: Path, lines: list[str]) -> None:
         raise CheckpointError(f"{path}:1: empty offsets file; expected '{OFFSET_LOG_VERSION}' on line 1")
     if lines[0].strip() != OFFSET_LOG_VERSION:
         raise CheckpointError(
-            f"{path}:1: unsupported offset log version {lines[0]!r}; only {OFFSET_LOG_VERSION!r} is supported "
-            "(was the checkpoint written by a newer Spark?)"
+            f"{path}:1: unsupported offset log version {lines[0]!r}; only {OFFSET_LOG_VERSION!r} is "
+            "supported (was the checkpoint written by a newer Spark?)"
         )
     if len(lines) < 2:
         raise CheckpointError(f"{path}:2: missing the metadata line")
@@ -190,11 +191,15 @@ def _source_offsets(where: str, line: str) -> dict[TopicPartition, int]:
     try:
         data = json.loads(line)
     except json.JSONDecodeError as err:
-        raise CheckpointError(f"{where}: corrupt source offset JSON ({err.msg} at column {err.colno})") from None
+        raise CheckpointError(
+            f"{where}: corrupt source offset JSON ({err.msg} at column {err.colno})"
+        ) from None
     return kafka_offsets_from_json(data, where)
 
 
-def _progress_record(value: Any, where: str) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int]]:
+def _progress_record(
+    value: Any, where: str
+) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int]]:
     if not isinstance(value, dict):
         raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
     batch_id = value.get("batch_id")
@@ -213,7 +218,7 @@ def _progress_record(value: Any, where: str) -> tuple[int, dict[TopicPartition, 
 def read_progress_timestamps(
     path: Path, committed_batch: int, committed_offsets: dict[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
-    """Newest record timestamps per partition from the newest progress record at or before the committed batch.
+    """Newest record timestamp per partition, from the last progress record up to the committed batch.
 
     A torn last line (the job died while appending) is ignored; a corrupt line elsewhere is an error.
 
@@ -235,7 +240,9 @@ def read_progress_timestamps(
         except json.JSONDecodeError as err:
             if line_number == len(lines):
                 continue
-            raise CheckpointError(f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})") from None
+            raise CheckpointError(
+                f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})"
+            ) from None
         batch_id, end_offsets, timestamps = _progress_record(value, where)
         if batch_id <= committed_batch and (best is None or batch_id >= best[0]):
             best = (batch_id, line_number, end_offsets, timestamps)
@@ -267,8 +274,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
     if not complete:
         if committed:
             raise CheckpointError(
-                f"{commits_dir}: batches {sorted(committed)[-5:]} are committed but none has an offsets file in "
-                f"{offsets_dir}; the checkpoint is damaged"
+                f"{commits_dir}: batches {sorted(committed)[-5:]} are committed but none has an offsets "
+                f"file in {offsets_dir}; the checkpoint is damaged"
             )
         if planned:
             reason = (
@@ -286,7 +293,9 @@ def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
 
 
 def read_stream_position(path: str | os.PathLike[str]) -> StreamPosition | None:
-    """The committed position of a checkpoint directory; None if no batch was committed (see :func:`read_checkpoint`).
+    """The committed position of a checkpoint directory; None if no batch was committed.
+
+    :func:`read_checkpoint` also says why there is none.
 
     :param path: the checkpoint directory.
     """

@@ -107,7 +107,9 @@ def test_bad_partition_counts_and_naive_time():
 
 
 def test_gap_and_redelivery_figures():
-    plan = make_plan([translation(0, 90, bound=3), translation(1, 80, bound=4, gap=7), translation(2, 70, bound=0)])
+    plan = make_plan(
+        [translation(0, 90, bound=3), translation(1, 80, bound=4, gap=7), translation(2, 70, bound=0)]
+    )
     assert plan.has_gaps
     assert [t.target.partition for t in plan.gaps] == [1]
     assert plan.total_gap_records == 7
@@ -182,7 +184,8 @@ def test_table():
         ]
     )
     lines = plan.to_table().splitlines()
-    assert lines[0].split() == ["source", "offset", "target", "start", "method", "redeliver<=", "gap", "warnings"]
+    header = ["source", "offset", "target", "start", "method", "redeliver<=", "gap", "warnings"]
+    assert lines[0].split() == header
     assert set(lines[1].replace(" ", "")) == {"-"}
     assert lines[2].split() == ["orders-0", "100", "A.orders-0", "12345", "offset_sync", "3"]
     assert lines[3].split()[:6] == ["orders-1", "101", "A.orders-1", "80", "checkpoint", "-"]

@@ -14,10 +14,14 @@ from airflow_kafka_failover.translation.spark_checkpoint import (
     read_stream_position,
 )
 
-METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}'
+METADATA = (
+    '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}'
+)
 
 
-def write_offsets(root: Path, batch: int, *sources: str, version: str = "v1", metadata: str = METADATA) -> Path:
+def write_offsets(
+    root: Path, batch: int, *sources: str, version: str = "v1", metadata: str = METADATA
+) -> Path:
     path = root / "offsets" / str(batch)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Spark writes no trailing newline after the last source line.
@@ -33,7 +37,8 @@ def write_commit(root: Path, batch: int) -> None:
 
 def write_progress(root: Path, *records: dict | str) -> Path:
     path = root / "progress.jsonl"
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
+    lines = [(r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records]
+    path.write_text("".join(lines), encoding="utf-8")
     return path
 
 
@@ -201,7 +206,12 @@ def test_progress_record_of_committed_batch_gives_timestamps(checkpoint):
     write_offsets(checkpoint, 2, '{"orders":{"0":30,"1":12}}')
     write_progress(
         checkpoint,
-        {"epoch": 3, "batch_id": 0, "end_offsets": {"orders": {"0": 10, "1": 4}}, "max_timestamp_ms": {"orders": {"0": 100}}},
+        {
+            "epoch": 3,
+            "batch_id": 0,
+            "end_offsets": {"orders": {"0": 10, "1": 4}},
+            "max_timestamp_ms": {"orders": {"0": 100}},
+        },
         {
             "epoch": 3,
             "batch_id": 1,
@@ -209,7 +219,12 @@ def test_progress_record_of_committed_batch_gives_timestamps(checkpoint):
             "max_timestamp_ms": {"orders": {"0": 200, "1": 190}, "other": {"0": 5}},
         },
         # Written for batch 2 before it was committed: must not be used.
-        {"epoch": 3, "batch_id": 2, "end_offsets": {"orders": {"0": 30, "1": 12}}, "max_timestamp_ms": {"orders": {"0": 300}}},
+        {
+            "epoch": 3,
+            "batch_id": 2,
+            "end_offsets": {"orders": {"0": 30, "1": 12}},
+            "max_timestamp_ms": {"orders": {"0": 300}},
+        },
     )
     position = read_stream_position(checkpoint)
     assert position.max_timestamps_ms == {TopicPartition("orders", 0): 200, TopicPartition("orders", 1): 190}
@@ -269,7 +284,8 @@ def test_progress_of_another_checkpoint_is_detected(checkpoint):
     write_offsets(checkpoint, 1, '{"orders":{"0":10}}')
     write_commit(checkpoint, 1)
     path = write_progress(checkpoint, {"epoch": 1, "batch_id": 1, "end_offsets": {"orders": {"0": 999}}})
-    with pytest.raises(CheckpointError, match=f"{path}:1: progress record of batch 1 has end offsets that differ"):
+    expected = f"{path}:1: progress record of batch 1 has end offsets that differ"
+    with pytest.raises(CheckpointError, match=expected):
         read_checkpoint(checkpoint)
 
 

@@ -1,0 +1,86 @@
+"""Process groups tracked by pid files, and the jar folder manifest (real processes, no Kafka)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_failover.exceptions import SandboxError
+from airflow_kafka_failover.sandbox import jars
+from airflow_kafka_failover.sandbox.loopback import free_ports, port_in_use, wait_until
+from airflow_kafka_failover.sandbox.process import ManagedProcess
+
+
+def test_process_lives_in_its_own_group_and_stops_with_it(tmp_path: Path):
+    proc = ManagedProcess("sleeper", tmp_path)
+    # A shell with a child: stopping must take the whole group, not just the leader.
+    pid = proc.start(["sh", "-c", "sleep 300 & sleep 300; wait"])
+    assert os.getpgid(pid) == pid
+    assert proc.is_running()
+    proc.signal_group(signal.SIGSTOP)
+    assert wait_until(proc.is_stopped, 5)
+    proc.stop(timeout=5)
+    assert not proc.is_running()
+    assert not proc.pid_file.exists()
+    assert "starting sleeper" in proc.log_file.read_text()
+
+
+def test_recycled_pid_is_not_taken_for_ours(tmp_path: Path):
+    proc = ManagedProcess("ghost", tmp_path)
+    proc.pid_file.parent.mkdir(parents=True)
+    # Our own pid, but with a start time that is not ours: must not be signalled.
+    proc.pid_file.write_text(json.dumps({"pid": os.getpid(), "start_ticks": 1, "argv0": "java"}))
+    assert proc.pid() is None
+    proc.stop()  # nothing to stop; must not kill the test process
+    assert not proc.pid_file.exists()
+
+
+def test_free_ports_are_distinct_and_free():
+    ports = free_ports(20)
+    assert len(set(ports)) == 20
+    assert not any(port_in_use(p) for p in ports)
+
+
+def test_artifact_names_keep_scala_suffixes():
+    assert jars._artifact_name("spark-sql-kafka-0-10_2.13-4.0.0.jar") == "spark-sql-kafka-0-10_2.13"
+    assert jars._artifact_name("javassist-3.30.2-GA.jar") == "javassist"
+    assert jars._artifact_name("zstd-jni-1.5.6-10.jar") == "zstd-jni"
+
+
+def test_corrupt_or_missing_jar_folder_is_resolved_again(tmp_path: Path, monkeypatch):
+    """A copy of the resolved spark-kafka folder with one jar truncated and one deleted gets re-resolved."""
+    real = jars.ArtifactSet("spark-kafka")
+    real_jars = real.ensure()
+    real_folder = real.folder  # resolved now: the property follows AKF_JARS_DIR
+    monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    shutil.copytree(real_folder, tmp_path / "spark-kafka")
+    copy = jars.ArtifactSet("spark-kafka")
+    assert copy.problem() is None
+    victims = copy.jars()[:2]
+    victims[0].write_bytes(b"not a jar")
+    victims[1].unlink()
+    assert "missing or has the wrong size" in copy.problem()
+    restored = copy.ensure()
+    assert copy.problem() is None
+    assert {j.name for j in restored} == {j.name for j in real_jars}
+
+
+def test_missing_maven_gives_one_clear_line(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SandboxError, match=r"mvn \(Apache Maven 3.8\+\) is not on PATH: install Maven"):
+        jars.ArtifactSet("kafka").ensure()
+
+
+def test_spark_jars_leave_out_what_pyspark_ships(tmp_path: Path):
+    shipped = tmp_path / "pyspark-jars"
+    shipped.mkdir()
+    (shipped / "scala-library-2.13.16.jar").write_bytes(b"")
+    names = {j.name for j in jars.spark_kafka_jars(shipped)}
+    assert any(n.startswith("spark-sql-kafka-0-10_2.13") for n in names)
+    assert not any(n.startswith("scala-library") for n in names)
