@@ -18,12 +18,12 @@ import time
 from airflow_kafka_failover.translation.plan import TranslationPlan
 from airflow_kafka_failover.translation.records import Checkpoint
 from airflow_kafka_failover.translation.rules import (
-    OffsetSyncHistory,
     PartitionRequest,
     TopicPartition,
     Watermarks,
     translate_partitions,
 )
+from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
 
 TOPICS = 100
 PARTITIONS = 100

@@ -176,7 +176,7 @@ class KafkaBroker:
         def answers() -> bool:
             if not self.process.is_running():
                 raise SandboxError(f"broker of cluster {self.name} exited during start:\n{self.process.log_tail()}")
-            return accepts_connections(self.port) and self.answers_metadata(timeout=2.0)
+            return accepts_connections(self.port) and self.serves_all_partitions(timeout=2.0)
 
         if not wait_until(answers, timeout, interval=0.3):
             raise SandboxError(
@@ -194,6 +194,25 @@ class KafkaBroker:
         except Exception:  # noqa: BLE001 - any failure means "does not answer"
             return False
         return bool(metadata.brokers)
+
+    def serves_all_partitions(self, timeout: float = 2.0) -> bool:
+        """Say whether the broker answers and every partition it hosts has a leader.
+
+        After a restart the broker answers metadata requests before log recovery has finished and its
+        partitions have leaders again; clients would see NOT_LEADER errors until then.
+        """
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000})
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except Exception:  # noqa: BLE001 - any failure means "not ready"
+            return False
+        return bool(metadata.brokers) and all(
+            part.leader >= 0 and part.error is None
+            for topic in metadata.topics.values()
+            for part in topic.partitions.values()
+        )
 
     def wipe(self) -> None:
         """Delete the data folder; the next start formats an empty one under a new cluster id."""

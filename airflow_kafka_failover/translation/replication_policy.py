@@ -21,17 +21,41 @@ def _internal_separator(separator: str, internal_topic_separator_enabled: bool) 
     return separator if internal_topic_separator_enabled else "."
 
 
-def offset_syncs_topic(
-    target_alias: str, separator: str = DEFAULT_SEPARATOR, internal_topic_separator_enabled: bool = True
-) -> str:
-    """Name of the offset-syncs topic of flows into ``target_alias``: ``mm2-offset-syncs.<target>.internal``.
+OFFSET_SYNCS_LOCATIONS = ("source", "target")
 
-    :param target_alias: MM2 alias of the target cluster of the flow.
+
+def offset_syncs_topic(
+    source_alias: str,
+    target_alias: str,
+    location: str = "target",
+    separator: str = DEFAULT_SEPARATOR,
+    internal_topic_separator_enabled: bool = True,
+) -> str:
+    """Name of the offset-syncs topic of the flow ``source_alias -> target_alias``.
+
+    MM2 names the topic after the cluster that does *not* store it: with the default
+    ``offset-syncs.topic.location=source`` it is ``mm2-offset-syncs.<target>.internal`` on the source;
+    with ``location=target`` it is ``mm2-offset-syncs.<source>.internal`` on the target (seen on real
+    MM2 4.1: flow A->B with target location writes ``mm2-offset-syncs.A.internal`` on B).
+
+    :param source_alias: MM2 alias of the flow's source cluster.
+    :param target_alias: MM2 alias of the flow's target cluster.
+    :param location: ``offset-syncs.topic.location``: ``source`` or ``target``.
     :param separator: ``replication.policy.separator``.
     :param internal_topic_separator_enabled: ``replication.policy.internal.topic.separator.enabled``.
     """
+    if location not in OFFSET_SYNCS_LOCATIONS:
+        raise ConfigError(f"offset-syncs.topic.location must be 'source' or 'target', got {location!r}")
+    named = target_alias if location == "source" else source_alias
     sep = _internal_separator(separator, internal_topic_separator_enabled)
-    return f"mm2-offset-syncs{sep}{target_alias}{sep}internal"
+    return f"mm2-offset-syncs{sep}{named}{sep}internal"
+
+
+def offset_syncs_cluster(source_alias: str, target_alias: str, location: str = "target") -> str:
+    """Alias of the cluster that stores the offset syncs of the flow ``source_alias -> target_alias``."""
+    if location not in OFFSET_SYNCS_LOCATIONS:
+        raise ConfigError(f"offset-syncs.topic.location must be 'source' or 'target', got {location!r}")
+    return source_alias if location == "source" else target_alias
 
 
 def checkpoints_topic(
@@ -140,12 +164,16 @@ class DefaultReplicationPolicy:
             topic, upstream = upstream, self.upstream_topic(upstream)
         return topic
 
-    def offset_syncs_topic(self, target_alias: str) -> str:
-        """Offset-syncs topic name for flows into ``target_alias``, with this policy's separator.
+    def offset_syncs_topic(self, source_alias: str, target_alias: str, location: str = "target") -> str:
+        """Offset-syncs topic name of the flow ``source_alias -> target_alias`` with this policy's separator.
 
-        :param target_alias: MM2 alias of the target cluster of the flow.
+        :param source_alias: MM2 alias of the flow's source cluster.
+        :param target_alias: MM2 alias of the flow's target cluster.
+        :param location: ``offset-syncs.topic.location`` (``source`` or ``target``).
         """
-        return offset_syncs_topic(target_alias, self.separator, self.internal_topic_separator_enabled)
+        return offset_syncs_topic(
+            source_alias, target_alias, location, self.separator, self.internal_topic_separator_enabled
+        )
 
     def checkpoints_topic(self, source_alias: str) -> str:
         """Checkpoints topic name (on the target) for flows from ``source_alias``.

@@ -9,6 +9,7 @@ from airflow_kafka_failover.translation.replication_policy import (
     checkpoints_topic,
     for_name,
     is_internal_topic,
+    offset_syncs_cluster,
     offset_syncs_topic,
     remote_heartbeats_topic,
 )
@@ -60,14 +61,14 @@ def test_custom_separator():
     assert policy.topic_source("A__orders") == "A"
     assert policy.upstream_topic("A__orders") == "orders"
     assert policy.topic_source("A.orders") is None
-    assert policy.offset_syncs_topic("B") == "mm2-offset-syncs__B__internal"
+    assert policy.offset_syncs_topic("A", "B", "source") == "mm2-offset-syncs__B__internal"
     assert policy.checkpoints_topic("A") == "A__checkpoints__internal"
     assert policy.heartbeats_topic("A") == "A__heartbeats"
 
 
 def test_custom_separator_with_internal_separator_disabled():
     policy = DefaultReplicationPolicy(separator="_", internal_topic_separator_enabled=False)
-    assert policy.offset_syncs_topic("B") == "mm2-offset-syncs.B.internal"
+    assert policy.offset_syncs_topic("A", "B", "source") == "mm2-offset-syncs.B.internal"
     assert policy.checkpoints_topic("A") == "A.checkpoints.internal"
 
 
@@ -77,11 +78,17 @@ def test_empty_separator_is_rejected():
 
 
 def test_internal_topic_names():
-    assert offset_syncs_topic("B") == "mm2-offset-syncs.B.internal"
+    # Named after the cluster that does not store the topic.
+    assert offset_syncs_topic("A", "B", "source") == "mm2-offset-syncs.B.internal"
+    assert offset_syncs_topic("A", "B", "target") == "mm2-offset-syncs.A.internal"
+    assert offset_syncs_cluster("A", "B", "target") == "B"
+    assert offset_syncs_cluster("A", "B", "source") == "A"
+    with pytest.raises(ConfigError, match="offset-syncs.topic.location must be 'source' or 'target', got 'middle'"):
+        offset_syncs_topic("A", "B", "middle")
     assert checkpoints_topic("A") == "A.checkpoints.internal"
     assert remote_heartbeats_topic("A") == "A.heartbeats"
     policy = DefaultReplicationPolicy()
-    assert policy.offset_syncs_topic("B") == "mm2-offset-syncs.B.internal"
+    assert policy.offset_syncs_topic("A", "B") == "mm2-offset-syncs.A.internal"
     assert policy.checkpoints_topic("A") == "A.checkpoints.internal"
     assert policy.heartbeats_topic("A") == "A.heartbeats"
 

@@ -9,9 +9,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.records import Checkpoint, OffsetSync
+from airflow_kafka_failover.translation.records import Checkpoint
 from airflow_kafka_failover.translation.rules import (
-    OffsetSyncHistory,
     PartitionRequest,
     PartitionTranslation,
     TimestampLookup,
@@ -19,8 +18,6 @@ from airflow_kafka_failover.translation.rules import (
     TranslationMethod,
     Watermarks,
     choose_translation,
-    latest_checkpoints,
-    sync_histories_by_partition,
     translate_by_checkpoint,
     translate_by_identity,
     translate_by_offset_sync,
@@ -31,6 +28,7 @@ from airflow_kafka_failover.translation.rules import (
     translate_partitions,
     validate_method_order,
 )
+from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)
@@ -418,56 +416,6 @@ def test_chosen_and_clamped_result_is_safe(truth, data):
     assert lost <= result.gap_records
     if result.redelivery_bound is not None:
         assert truth.redelivered_downstream(result.target_offset, position) <= result.redelivery_bound
-
-
-# ---------------------------------------------------------------- histories
-
-
-@PROPERTY
-@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=40))
-def test_history_from_any_sync_sequence_is_strictly_increasing(syncs):
-    history = OffsetSyncHistory.from_syncs(syncs)
-    for i in range(1, len(history)):
-        assert history.upstream[i] > history.upstream[i - 1]
-        assert history.downstream[i] > history.downstream[i - 1]
-    if syncs:
-        # The newest sync always survives: it describes the logs as they are now.
-        assert (history.upstream[-1], history.downstream[-1]) == syncs[-1]
-
-
-def test_history_resets_when_a_side_goes_backwards():
-    rewind = OffsetSyncHistory.from_syncs([(10, 10), (20, 20), (15, 30), (25, 40)])
-    assert (rewind.upstream, rewind.downstream, rewind.resets) == ([15, 25], [30, 40], 1)
-    truncated = OffsetSyncHistory.from_syncs([(10, 10), (20, 20), (30, 5)])
-    assert (truncated.upstream, truncated.downstream, truncated.resets) == ([30], [5], 1)
-
-
-def test_history_repeated_upstream_keeps_the_newer_copy():
-    history = OffsetSyncHistory.from_syncs([(10, 10), (20, 20), (20, 20), (20, 35)])
-    assert (history.upstream, history.downstream, history.resets) == ([10, 20], [10, 35], 0)
-
-
-def test_history_rejects_negative_and_unsorted():
-    with pytest.raises(TranslationError, match="negative"):
-        OffsetSyncHistory.from_syncs([(-1, 0)])
-    with pytest.raises(TranslationError, match="strictly increasing"):
-        OffsetSyncHistory([1, 1], [1, 2])
-    with pytest.raises(TranslationError, match="as many"):
-        OffsetSyncHistory([1], [])
-
-
-def test_sync_histories_by_partition_and_latest_checkpoints():
-    syncs = [OffsetSync("orders", 0, 10, 9), OffsetSync("orders", 1, 5, 5), OffsetSync("orders", 0, 20, 19)]
-    histories = sync_histories_by_partition(syncs)
-    assert histories[TopicPartition("orders", 0)].upstream == [10, 20]
-    assert histories[TopicPartition("orders", 1)].downstream == [5]
-    checkpoints = [
-        Checkpoint("job", "A.orders", 0, 10, 9),
-        Checkpoint("other", "A.orders", 0, 99, 98),
-        Checkpoint("job", "A.orders", 0, 20, 19),
-    ]
-    latest = latest_checkpoints(checkpoints, "job")
-    assert latest == {TopicPartition("A.orders", 0): checkpoints[2]}
 
 
 # ---------------------------------------------------------------- per-partition and vectorised entry points

@@ -1,0 +1,96 @@
+"""The I/O edge of health checking: probe a cluster once and return evidence, never a bare boolean."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+
+_ERROR_CHARS = 200
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 3] + "..."
+
+
+def probe_cluster(
+    hook: KafkaClusterHook,
+    cluster: str,
+    topics: Sequence[str],
+    timeout: float,
+    min_insync_replicas: Mapping[str, int] | None = None,
+    canary_topic: str | None = None,
+) -> ProbeResult:
+    """Probe one cluster: one metadata request, and optionally a canary round trip.
+
+    :param hook: the cluster's hook.
+    :param cluster: the cluster's alias, recorded in the evidence.
+    :param topics: the configured topics whose partitions must have leaders.
+    :param timeout: seconds the cluster has to answer.
+    :param min_insync_replicas: per topic, ``min.insync.replicas`` when known (fetched once by the caller);
+        partitions with fewer in-sync replicas are reported.
+    :param canary_topic: a topic to produce one record to and read it back; skipped when None.
+    """
+    at = time.time()
+    started = time.monotonic()
+    try:
+        metadata = hook.describe_cluster(topics, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - every failure to answer is evidence, not a crash
+        return ProbeResult(cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=_short(exc))
+    latency = time.monotonic() - started
+    leaderless = [f"{p.topic}-{p.partition}" for p in metadata.partitions if p.leader < 0]
+    leaderless += [f"{topic} (topic missing)" for topic in metadata.missing_topics]
+    under_min_isr = [
+        f"{p.topic}-{p.partition}"
+        for p in metadata.partitions
+        if min_insync_replicas and p.topic in min_insync_replicas and len(p.isrs) < min_insync_replicas[p.topic]
+    ]
+    canary_ok = None
+    error = None
+    if canary_topic is not None and metadata.broker_ids:
+        remaining = max(timeout - latency, 0.5)
+        try:
+            canary_ok = canary_round_trip(hook, canary_topic, remaining)
+        except Exception as exc:  # noqa: BLE001 - a failed canary degrades the verdict
+            canary_ok, error = False, f"canary: {_short(exc)}"
+    return ProbeResult(
+        cluster=cluster,
+        at=at,
+        reachable=True,
+        latency_s=round(latency, 4),
+        broker_count=len(metadata.broker_ids),
+        leaderless_partitions=tuple(leaderless),
+        under_min_isr_partitions=tuple(under_min_isr),
+        canary_ok=canary_ok,
+        error=error,
+    )
+
+
+def canary_round_trip(hook: KafkaClusterHook, topic: str, timeout: float) -> bool:
+    """Produce one record to ``topic`` (partition 0) and read it back; True when it came back intact."""
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    token = uuid.uuid4().hex.encode()
+    delivered: list = []
+    producer = hook.producer(timeout=timeout)
+    producer.produce(topic, value=token, partition=0, on_delivery=lambda err, msg: delivered.append((err, msg)))
+    producer.flush(timeout)
+    if not delivered or delivered[0][0] is not None:
+        reason = delivered[0][0] if delivered else "no delivery report"
+        raise RuntimeError(f"producing to {topic} failed: {reason}")
+    offset = delivered[0][1].offset()
+    consumer = hook.consumer(timeout=timeout)
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0, offset)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                return msg.value() == token
+        return False
+    finally:
+        consumer.close()

@@ -1,0 +1,277 @@
+"""Watching a cluster over time: probes on a fixed cadence, their history, and the decision they support.
+
+A watch is what the sensors (poke and reschedule modes) and ``ClusterHealthTrigger`` (deferrable mode)
+share. Its ``observe()`` does blocking I/O and is safe to run in worker threads; several observations may
+be in flight at once, because a hung cluster makes every probe run into its timeout and the cadence must
+not stretch while that happens (or detecting a hang would take ``failure_threshold`` x timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_kafka_failover.health.decisions import (
+    DownDecision,
+    RecoveryDecision,
+    decide_down,
+    decide_recovered,
+    find_data_loss,
+    replication_lag,
+)
+from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.heartbeats import HeartbeatTrail
+from airflow_kafka_failover.health.probe import probe_cluster
+from airflow_kafka_failover.health.verdict import HealthThresholds, recent_history
+from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+
+log = logging.getLogger(__name__)
+
+Decision = DownDecision | RecoveryDecision
+
+
+@dataclass
+class ClusterWatch:
+    """State shared by both watches: the probe history of the watched cluster.
+
+    :param cluster: alias of the watched cluster.
+    :param kafka_config_id: its Airflow connection id.
+    :param topics: topics on the watched cluster whose partitions must have leaders.
+    :param thresholds: validated health thresholds.
+    :param canary_topic: optional topic for a produce/read-back round trip per probe.
+    :param history: earlier probes (e.g. from the sensor's check before deferring).
+    """
+
+    cluster: str
+    kafka_config_id: str
+    topics: Sequence[str]
+    thresholds: HealthThresholds
+    canary_topic: str | None = None
+    history: list[ProbeResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self.hook = KafkaClusterHook(self.kafka_config_id, timeout=self.thresholds.probe_timeout)
+
+    def probe(self) -> ProbeResult:
+        result = probe_cluster(
+            self.hook, self.cluster, self.topics, self.thresholds.probe_timeout, canary_topic=self.canary_topic
+        )
+        with self._lock:
+            self.history.append(result)
+            self.history.sort(key=lambda probe: probe.at)
+            self.history[:] = recent_history(self.history, self.thresholds, time.time())
+        return result
+
+    def observe(self) -> None:
+        """Take one observation (a probe, plus what the concrete watch needs)."""
+        self.probe()
+
+    def decide(self, now: float | None = None) -> Decision:
+        raise NotImplementedError
+
+    def conclusive(self, decision: Decision) -> bool:
+        """Say whether the decision ends the wait (success, or an error such as data loss)."""
+        raise NotImplementedError
+
+    def state(self) -> dict[str, Any]:
+        """Return what a trigger must carry across serialization to continue this watch."""
+        with self._lock:
+            return {"history": [probe.to_dict() for probe in self.history]}
+
+
+@dataclass
+class DownWatch(ClusterWatch):
+    """Watch a cluster for "down", corroborated by its MM2 heartbeats replicated to a peer cluster.
+
+    :param peer_kafka_config_id: connection of the other cluster, where the heartbeats arrive; None when
+        the pair has no MirrorMaker 2 (then ``require_corroboration`` must be False).
+    :param heartbeats_topic: the replicated heartbeats topic on the peer, e.g. ``A.heartbeats``.
+    :param require_corroboration: without heartbeat evidence, never decide "down".
+    :param heartbeat_looks: earlier ``(observed_at, newest heartbeat timestamp ms)`` pairs.
+    """
+
+    peer_kafka_config_id: str | None = None
+    heartbeats_topic: str | None = None
+    require_corroboration: bool = True
+    heartbeat_looks: list[tuple[float, int]] = field(default_factory=list)
+    heartbeat_problem: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.peer = (
+            KafkaClusterHook(self.peer_kafka_config_id, timeout=self.thresholds.probe_timeout)
+            if self.peer_kafka_config_id
+            else None
+        )
+
+    def observe(self) -> None:
+        self.probe()
+        if self.peer is None or not self.heartbeats_topic:
+            return
+        observed_at = time.time()
+        try:
+            newest = self.peer.newest_record_timestamp(self.heartbeats_topic, 0, self.thresholds.probe_timeout)
+        except Exception as exc:  # noqa: BLE001 - the peer's trouble is reported, not raised
+            with self._lock:
+                self.heartbeat_problem = f"cannot read {self.heartbeats_topic} on the peer cluster: {exc}"
+            return
+        with self._lock:
+            self.heartbeat_problem = None if newest is not None else f"{self.heartbeats_topic} is empty"
+            if newest is not None:
+                self.heartbeat_looks.append((observed_at, newest))
+                horizon = observed_at - self.thresholds.history_horizon
+                self.heartbeat_looks[:] = [look for look in self.heartbeat_looks if look[0] >= horizon]
+
+    def decide(self, now: float | None = None) -> DownDecision:
+        now = time.time() if now is None else now
+        with self._lock:
+            trail = None
+            if self.peer is not None:
+                trail = HeartbeatTrail.from_pairs(self.heartbeat_looks, unavailable_reason=self.heartbeat_problem)
+            return decide_down(self.history, trail, self.thresholds, now, self.require_corroboration)
+
+    def conclusive(self, decision: Decision) -> bool:
+        return bool(getattr(decision, "is_down", False))
+
+    def state(self) -> dict[str, Any]:
+        state = super().state()
+        with self._lock:
+            state["heartbeat_looks"] = [list(look) for look in self.heartbeat_looks]
+        return state
+
+
+@dataclass
+class RecoveryWatch(ClusterWatch):
+    """Watch a recovering cluster: stable, caught up with the active cluster, and without data loss.
+
+    :param active_kafka_config_id: connection of the cluster that is active now.
+    :param replicated_topics: active-cluster topic -> its name on the watched cluster.
+    :param offset_syncs_topic: MM2 offset-syncs topic of the flow active -> watched.
+    :param offset_syncs_on_watched: whether that topic is stored on the watched cluster (MM2
+        ``offset-syncs.topic.location=target``) or on the active one.
+    :param recorded_high_watermarks: ``"topic-partition"`` -> high watermark the watched cluster had
+        while it was last active; lower ones now mean it lost data.
+    """
+
+    active_kafka_config_id: str = ""
+    replicated_topics: Mapping[str, str] = field(default_factory=dict)
+    offset_syncs_topic: str = ""
+    offset_syncs_on_watched: bool = True
+    recorded_high_watermarks: Mapping[str, int] = field(default_factory=dict)
+    lags: dict[str, int | None] = field(default_factory=dict)
+    data_loss: dict[str, int] = field(default_factory=dict)
+    measure_problem: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.active = KafkaClusterHook(self.active_kafka_config_id, timeout=self.thresholds.probe_timeout)
+
+    def observe(self) -> None:
+        probe = self.probe()
+        if probe.failed:
+            return
+        try:
+            lags, loss = self._measure()
+        except Exception as exc:  # noqa: BLE001 - reported as "not caught up yet", with the reason
+            with self._lock:
+                self.measure_problem = f"could not measure replication lag: {exc}"
+                self.lags = {}
+            return
+        with self._lock:
+            self.lags, self.data_loss, self.measure_problem = lags, loss, None
+
+    def _measure(self) -> tuple[dict[str, int | None], dict[str, int]]:
+        from airflow_kafka_failover.translation.records import OffsetSync
+        from airflow_kafka_failover.translation.rules import TopicPartition
+
+        timeout = self.thresholds.probe_timeout
+        counts = self.active.partition_counts(self.replicated_topics, timeout)
+        sources = [TopicPartition(topic, p) for topic, n in counts.items() for p in range(n)]
+        source_marks = self.active.watermarks(sources, timeout)
+        remote_names = {tp: TopicPartition(self.replicated_topics[tp.topic], tp.partition) for tp in sources}
+        present = self.hook.describe_cluster(set(self.replicated_topics.values()), timeout)
+        existing = {(p.topic, p.partition) for p in present.partitions}
+        remote_marks = self.hook.watermarks(
+            [r for r in remote_names.values() if (r.topic, r.partition) in existing], timeout
+        )
+        syncs_hook = self.hook if self.offset_syncs_on_watched else self.active
+        newest_sync: dict[tuple[str, int], tuple[int, int]] = {}
+        if self.offset_syncs_topic in {p.topic for p in syncs_hook.describe_cluster([self.offset_syncs_topic]).partitions}:
+            for record in syncs_hook.read_topic_to_end(self.offset_syncs_topic, timeout=max(timeout, 10.0)):
+                sync = OffsetSync.decode(record.key, record.value)
+                if sync.topic in self.replicated_topics:
+                    newest_sync[(sync.topic, sync.partition)] = (sync.upstream_offset, sync.downstream_offset)
+        lags: dict[str, int | None] = {}
+        for tp in sources:
+            remote = remote_marks.get(remote_names[tp])
+            lags[str(tp)] = replication_lag(
+                source_marks[tp].high,
+                source_marks[tp].low,
+                newest_sync.get((tp.topic, tp.partition)),
+                remote.high if remote else 0,
+            )
+        loss = self._data_loss(timeout)
+        return lags, loss
+
+    def _data_loss(self, timeout: float) -> dict[str, int]:
+        from airflow_kafka_failover.translation.rules import TopicPartition
+
+        if not self.recorded_high_watermarks:
+            return {}
+        topics = {key.rsplit("-", 1)[0] for key in self.recorded_high_watermarks}
+        present = self.hook.describe_cluster(topics, timeout)
+        partitions = [TopicPartition(p.topic, p.partition) for p in present.partitions]
+        current = {str(tp): marks.high for tp, marks in self.hook.watermarks(partitions, timeout).items()}
+        return find_data_loss(self.recorded_high_watermarks, current)
+
+    def decide(self, now: float | None = None) -> RecoveryDecision:
+        now = time.time() if now is None else now
+        with self._lock:
+            lags = dict(self.lags)
+            if self.measure_problem and not lags:
+                lags = {self.measure_problem: None}
+            return decide_recovered(self.history, self.thresholds, now, lags, self.data_loss)
+
+    def conclusive(self, decision: Decision) -> bool:
+        return bool(getattr(decision, "is_recovered", False) or getattr(decision, "data_loss", None))
+
+
+def watch_until(watch: ClusterWatch, deadline: float, on_probe=None) -> Decision:
+    """Observe on a fixed cadence until the decision is conclusive or ``deadline`` (unix seconds) passes.
+
+    Observations overlap when the cluster is slow to answer, so the cadence holds during a hang.
+
+    :param watch: the watch to drive.
+    :param deadline: when to give up and return the last (inconclusive) decision.
+    :param on_probe: called with each decision, e.g. to log progress.
+    """
+    interval = watch.thresholds.probe_interval
+    workers = max(2, int(watch.thresholds.probe_timeout // interval) + 2)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"probe-{watch.cluster}") as pool:
+        pending = []
+        next_start = time.monotonic()
+        decision = watch.decide()
+        while True:
+            now_mono = time.monotonic()
+            if now_mono >= next_start:
+                pending.append(pool.submit(watch.observe))
+                next_start += interval
+            done = [f for f in pending if f.done()]
+            for future in done:
+                pending.remove(future)
+                future.result()
+            if done:
+                decision = watch.decide()
+                if on_probe is not None:
+                    on_probe(decision)
+                if watch.conclusive(decision):
+                    return decision
+            if time.time() >= deadline:
+                return decision
+            time.sleep(min(0.05, max(next_start - time.monotonic(), 0.0)))

@@ -1,0 +1,320 @@
+"""KafkaClusterHook: what the provider asks of one Kafka cluster, each call with an explicit timeout.
+
+Built on the official Kafka provider's ``KafkaBaseHook``: the ``kafka`` connection's extra is the
+confluent-kafka config dict, turned into client config there (callbacks, cloud auth). This hook only
+says which clients it builds and what it asks them. Calls that concern many partitions are batched into
+one request per call (per partition leader, inside the client), never one request per partition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+
+from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.translation.rules import TopicPartition, Watermarks
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """Metadata of one partition: its leader (-1 when it has none) and in-sync replicas."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isrs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """One metadata answer: the cluster's brokers and the partitions of the topics asked about."""
+
+    cluster_id: str | None
+    broker_ids: tuple[int, ...]
+    partitions: tuple[PartitionInfo, ...]
+    missing_topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CompactedRecord:
+    """A record read from a (compacted) topic: enough to decode MirrorMaker 2's internal records."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
+class KafkaClusterHook(KafkaBaseHook):
+    """Talk to one Kafka cluster through an Airflow ``kafka`` connection.
+
+    :param kafka_config_id: the connection id; its extra holds the confluent-kafka config dict with at
+        least ``bootstrap.servers``.
+    :param timeout: default timeout in seconds for each call that does not pass its own.
+    """
+
+    hook_name = "Kafka Cluster (failover)"
+
+    def __init__(self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout: float = DEFAULT_TIMEOUT_S):
+        super().__init__(kafka_config_id=kafka_config_id)
+        if timeout <= 0:
+            raise ConfigError(f"timeout must be greater than 0 seconds, got {timeout!r}")
+        self.timeout = timeout
+
+    # ---- configuration -----------------------------------------------------------------------------
+
+    @cached_property
+    def client_config(self) -> dict[str, Any]:
+        """The confluent-kafka config of the connection, validated, with errors that name the connection."""
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            config = self._build_config()
+        except AirflowNotFoundException:
+            raise ConfigError(
+                f"Airflow connection {self.kafka_config_id!r} does not exist: create a connection of type "
+                "'kafka' whose extra is the confluent-kafka config, e.g. {\"bootstrap.servers\": \"host:9092\"}"
+            ) from None
+        except ValueError as exc:
+            if "bootstrap.servers" in str(exc):
+                raise ConfigError(
+                    f"Airflow connection {self.kafka_config_id!r} has no 'bootstrap.servers' in its extra: "
+                    "set it to the cluster's bootstrap addresses, e.g. {\"bootstrap.servers\": \"host:9092\"}"
+                ) from None
+            raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: {exc}") from None
+        return config
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return str(self.client_config["bootstrap.servers"])
+
+    def _fast_fail(self, timeout: float) -> dict[str, Any]:
+        """Settings that keep librdkafka from retrying longer than the caller is willing to wait."""
+        millis = max(int(timeout * 1000), 100)
+        return {"socket.connection.setup.timeout.ms": millis, "socket.timeout.ms": max(millis, 10)}
+
+    def admin(self, timeout: float | None = None):
+        """Return a new AdminClient for this cluster (not cached: probes must not share a stuck client)."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({**self.client_config, **self._fast_fail(timeout or self.timeout)})
+
+    def consumer(self, group_id: str | None = None, timeout: float | None = None, **extra: Any):
+        """Return a new Consumer that never commits on its own.
+
+        :param group_id: the consumer group; a throwaway one when omitted (we only assign partitions).
+        """
+        from confluent_kafka import Consumer
+
+        config = {
+            **{k: v for k, v in self.client_config.items() if k != "group.id"},
+            **self._fast_fail(timeout or self.timeout),
+            "group.id": group_id or "airflow-kafka-failover-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            **extra,
+        }
+        return Consumer(config)
+
+    def producer(self, timeout: float | None = None, **extra: Any):
+        """Return a new idempotent Producer whose deliveries time out within ``timeout``."""
+        from confluent_kafka import Producer
+
+        millis = max(int((timeout or self.timeout) * 1000), 1000)
+        return Producer({**self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra})
+
+    # ---- cluster and topic metadata ----------------------------------------------------------------
+
+    def describe_cluster(self, topics: Iterable[str] = (), timeout: float | None = None) -> ClusterMetadata:
+        """Return brokers and partition metadata of ``topics`` in one metadata request.
+
+        Raises ``confluent_kafka.KafkaException`` when the cluster does not answer within ``timeout``.
+        """
+        timeout = timeout or self.timeout
+        metadata = self.admin(timeout).list_topics(timeout=timeout)
+        wanted = list(dict.fromkeys(topics))
+        partitions: list[PartitionInfo] = []
+        missing: list[str] = []
+        for topic in wanted:
+            topic_md = metadata.topics.get(topic)
+            if topic_md is None or topic_md.error is not None:
+                missing.append(topic)
+                continue
+            for partition_id, part in sorted(topic_md.partitions.items()):
+                partitions.append(
+                    PartitionInfo(topic, partition_id, part.leader, tuple(part.replicas), tuple(part.isrs))
+                )
+        return ClusterMetadata(
+            cluster_id=metadata.cluster_id,
+            broker_ids=tuple(sorted(metadata.brokers)),
+            partitions=tuple(partitions),
+            missing_topics=tuple(missing),
+        )
+
+    def partition_counts(self, topics: Iterable[str], timeout: float | None = None) -> dict[str, int]:
+        """Return {topic: number of partitions}; raise naming the topics that do not exist on the cluster."""
+        metadata = self.describe_cluster(topics, timeout)
+        if metadata.missing_topics:
+            raise ConfigError(
+                f"topics {', '.join(metadata.missing_topics)} do not exist on the cluster of connection "
+                f"{self.kafka_config_id!r} ({self.bootstrap_servers}); create them or fix the configured topics"
+            )
+        counts: dict[str, int] = {}
+        for info in metadata.partitions:
+            counts[info.topic] = counts.get(info.topic, 0) + 1
+        return counts
+
+    def min_insync_replicas(self, topics: Iterable[str], timeout: float | None = None) -> dict[str, int]:
+        """Return each topic's ``min.insync.replicas`` (one DescribeConfigs request for all topics)."""
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        timeout = timeout or self.timeout
+        resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in dict.fromkeys(topics)]
+        if not resources:
+            return {}
+        futures = self.admin(timeout).describe_configs(resources, request_timeout=timeout)
+        result = {}
+        for resource, future in futures.items():
+            entries = future.result(timeout=timeout)
+            result[resource.name] = int(entries["min.insync.replicas"].value)
+        return result
+
+    # ---- offsets -----------------------------------------------------------------------------------
+
+    def watermarks(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, Watermarks]:
+        """Return the low and high watermark of every partition: two batched ListOffsets requests."""
+        from confluent_kafka.admin import OffsetSpec
+
+        partitions = list(dict.fromkeys(partitions))
+        lows = self._list_offsets({tp: OffsetSpec.earliest() for tp in partitions}, timeout)
+        highs = self._list_offsets({tp: OffsetSpec.latest() for tp in partitions}, timeout)
+        return {tp: Watermarks(low=lows[tp][0], high=highs[tp][0]) for tp in partitions}
+
+    def offsets_for_times(
+        self, timestamps_ms: Mapping[TopicPartition, int], timeout: float | None = None
+    ) -> dict[TopicPartition, int | None]:
+        """Return, per partition, the earliest offset whose record timestamp is >= the given time.
+
+        None means no such record yet (the caller starts at the high watermark). One batched request.
+        """
+        from confluent_kafka.admin import OffsetSpec
+
+        found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps_ms.items()}, timeout)
+        return {tp: (offset if offset >= 0 else None) for tp, (offset, _ts) in found.items()}
+
+    def _list_offsets(self, specs: Mapping[TopicPartition, Any], timeout: float | None) -> dict:
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        if not specs:
+            return {}
+        timeout = timeout or self.timeout
+        request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
+        futures = self.admin(timeout).list_offsets(request, request_timeout=timeout)
+        result = {}
+        for ktp, future in futures.items():
+            info = future.result(timeout=timeout)
+            result[TopicPartition(ktp.topic, ktp.partition)] = (info.offset, info.timestamp)
+        return result
+
+    def committed_offsets(self, group_id: str, timeout: float | None = None) -> dict[TopicPartition, int]:
+        """Return a consumer group's committed offsets (partitions without a commit are left out)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        timeout = timeout or self.timeout
+        futures = self.admin(timeout).list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout
+        )
+        answer = futures[group_id].result(timeout=timeout)
+        return {
+            TopicPartition(tp.topic, tp.partition): tp.offset
+            for tp in answer.topic_partitions
+            if tp.offset >= 0 and tp.error is None
+        }
+
+    def alter_committed_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], timeout: float | None = None
+    ) -> None:
+        """Set a consumer group's committed offsets (the group must have no active members)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        bad = {str(tp): offset for tp, offset in offsets.items() if not isinstance(offset, int) or offset < 0}
+        if bad:
+            raise ConfigError(f"committed offsets must be integers >= 0; got {bad} for group {group_id!r}")
+        timeout = timeout or self.timeout
+        request = ConsumerGroupTopicPartitions(
+            group_id, [KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
+        )
+        futures = self.admin(timeout).alter_consumer_group_offsets([request], request_timeout=timeout)
+        futures[group_id].result(timeout=timeout)
+
+    # ---- reading -----------------------------------------------------------------------------------
+
+    def read_topic_to_end(self, topic: str, timeout: float | None = None) -> Iterator[CompactedRecord]:
+        """Yield every record of ``topic`` from its low to its current high watermark, all partitions.
+
+        Meant for MirrorMaker 2's compacted internal topics (checkpoints, offset syncs): reading stops at
+        the high watermark taken at the start, so it ends even while MM2 keeps writing.
+        """
+        timeout = timeout or self.timeout
+        counts = self.partition_counts([topic], timeout)
+        ends = self.watermarks([TopicPartition(topic, p) for p in range(counts[topic])], timeout)
+        todo = {tp.partition: marks for tp, marks in ends.items() if marks.high > marks.low}
+        if not todo:
+            return
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        consumer = self.consumer(timeout=timeout)
+        try:
+            consumer.assign([KafkaTopicPartition(topic, p, marks.low) for p, marks in todo.items()])
+            deadline = time.monotonic() + timeout
+            while todo:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"reading {topic} on {self.bootstrap_servers} did not reach the end of partitions "
+                        f"{sorted(todo)} within {timeout:.0f} s"
+                    )
+                for msg in consumer.consume(num_messages=5000, timeout=0.2):
+                    if msg.error() is not None:
+                        continue
+                    yield CompactedRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
+                    marks = todo.get(msg.partition())
+                    if marks is not None and msg.offset() + 1 >= marks.high:
+                        del todo[msg.partition()]
+                # Compaction and transaction markers leave offsets without records: trust the position.
+                for ktp in consumer.position([KafkaTopicPartition(topic, p) for p in list(todo)]):
+                    if ktp.offset >= todo[ktp.partition].high:
+                        del todo[ktp.partition]
+        finally:
+            consumer.close()
+
+    def newest_record_timestamp(self, topic: str, partition: int = 0, timeout: float | None = None) -> int | None:
+        """Return the timestamp (ms) of the last record in a partition, or None when it is empty."""
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+        timeout = timeout or self.timeout
+        marks = self.watermarks([TopicPartition(topic, partition)], timeout)[TopicPartition(topic, partition)]
+        if marks.high <= marks.low:
+            return None
+        consumer = self.consumer(timeout=timeout)
+        try:
+            consumer.assign([KafkaTopicPartition(topic, partition, marks.high - 1)])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    return msg.timestamp()[1]
+            raise TimeoutError(f"reading the last record of {topic}[{partition}] took longer than {timeout:.0f} s")
+        finally:
+            consumer.close()

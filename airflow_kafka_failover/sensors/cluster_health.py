@@ -1,0 +1,308 @@
+"""Sensors that start a switch: a cluster is down (fail over), or recovered and caught up (fail back)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.providers.common.compat.sdk import conf
+from airflow.sdk import BaseSensorOperator
+
+from airflow_kafka_failover.exceptions import ConfigError, DataLossError
+from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger, build_watch, decision_event
+
+_THRESHOLD_NAMES = (
+    "failure_threshold",
+    "min_down_seconds",
+    "probe_interval",
+    "probe_timeout",
+    "stability_window",
+    "max_replication_lag",
+    "heartbeat_stale_seconds",
+)
+
+
+class _ClusterHealthSensor(BaseSensorOperator):
+    """Shared mechanics: validate before waiting, check once, then defer, poke or reschedule.
+
+    Subclasses say which watch they drive (``kind``) and with which arguments (``watch_kwargs``).
+    """
+
+    kind = ""
+    template_fields: Sequence[str] = ("kafka_config_id", "topics")
+    ui_color = "#f3e5ab"
+
+    def __init__(
+        self,
+        *,
+        kafka_config_id: str,
+        cluster_alias: str,
+        topics: Sequence[str] = (),
+        thresholds: Mapping[str, Any] | None = None,
+        canary_topic: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poke_interval: timedelta | float = 5.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(poke_interval=poke_interval, **kwargs)
+        self.kafka_config_id = kafka_config_id
+        self.cluster_alias = cluster_alias
+        self.topics = topics
+        self.thresholds = dict(thresholds or {})
+        self.canary_topic = canary_topic
+        self.deferrable = deferrable
+        self._watch = None
+
+    # ---- what subclasses provide -------------------------------------------------------------------
+
+    def watch_kwargs(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster_alias,
+            "kafka_config_id": self.kafka_config_id,
+            "topics": list(self.topics),
+            "canary_topic": self.canary_topic,
+        }
+
+    def observation_window(self) -> float:
+        """Seconds of probing one poke needs to be able to reach a decision on its own."""
+        raise NotImplementedError
+
+    # ---- mechanics ---------------------------------------------------------------------------------
+
+    def _build(self, state: dict[str, Any] | None = None):
+        unknown = sorted(set(self.thresholds) - set(_THRESHOLD_NAMES))
+        if unknown:
+            raise ConfigError(f"unknown health threshold(s) {unknown}; known: {list(_THRESHOLD_NAMES)}")
+        watch = build_watch(self.kind, self.watch_kwargs(), self.thresholds, state or {})
+        self._validate_inputs(watch)
+        return watch
+
+    def _validate_inputs(self, watch) -> None:
+        """Fail before any waiting on a bad connection, or on topics the reachable cluster lacks."""
+        hooks = [watch.hook, *(h for h in (getattr(watch, "peer", None), getattr(watch, "active", None)) if h)]
+        for hook in hooks:
+            _ = hook.client_config  # raises ConfigError naming the connection
+        if not watch.topics:
+            return
+        try:
+            metadata = watch.hook.describe_cluster(watch.topics, timeout=watch.thresholds.probe_timeout)
+        except Exception:  # noqa: BLE001 - unreachable now: nothing to validate against; probing decides
+            self.log.info("Cluster %s is not reachable now; topic names are checked once it answers", watch.cluster)
+            return
+        if metadata.missing_topics:
+            raise ConfigError(
+                f"topics {', '.join(metadata.missing_topics)} do not exist on cluster {watch.cluster} "
+                f"(connection {self.kafka_config_id!r}); fix the sensor's topics"
+            )
+
+    def execute(self, context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        watch = self._build()
+        watch.observe()  # check once: no trigger round trip when the answer is already known
+        event = decision_event(self.kind, watch, watch.decide())
+        if event["status"] != "waiting":
+            return self.execute_complete(context, event)
+        deadline = time.time() + self._timeout_seconds() if self._timeout_seconds() else None
+        self.log.info("Deferring: %s", event["message"])
+        self.defer(
+            trigger=ClusterHealthTrigger(
+                kind=self.kind,
+                watch_kwargs=self.watch_kwargs(),
+                thresholds=self.thresholds,
+                deadline=deadline,
+                state=watch.state(),
+            ),
+            method_name="execute_complete",
+        )
+
+    def _timeout_seconds(self) -> float | None:
+        timeout = self.timeout
+        if isinstance(timeout, timedelta):
+            return timeout.total_seconds()
+        return float(timeout) if timeout else None
+
+    def poke(self, context) -> bool:
+        if self._watch is None:
+            self._watch = self._build()
+        from airflow_kafka_failover.health.watch import watch_until
+
+        decision = watch_until(self._watch, time.time() + self.observation_window())
+        event = decision_event(self.kind, self._watch, decision)
+        if event["status"] == "waiting":
+            self.log.info("Not yet: %s", event["message"])
+            self._log_evidence(event)
+            return False
+        self._finish(context, event)
+        return True
+
+    def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume after the trigger (or the check before deferring): succeed, or raise with its message."""
+        from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+
+        status = event.get("status")
+        if status == "timeout":
+            self._log_evidence(event)
+            if self.soft_fail:
+                raise AirflowSkipException(f"{self.kind} sensor timed out (soft_fail): {event['message']}")
+            raise AirflowSensorTimeout(f"{self.kind} sensor timed out: {event['message']}")
+        return self._finish(context, event)
+
+    def _finish(self, context, event: dict[str, Any]) -> dict[str, Any]:
+        self._log_evidence(event)
+        if event.get("status") == "error":
+            raise DataLossError(event["message"])
+        if event.get("status") != "success":
+            raise RuntimeError(f"unexpected event from the health trigger: {event!r}")
+        self.log.info("Decision: %s", event["message"])
+        evidence = {"decision": event["decision"], "history": event["state"].get("history", [])}
+        context["ti"].xcom_push(key="health_evidence", value=evidence)
+        return event["decision"]
+
+    def _log_evidence(self, event: dict[str, Any]) -> None:
+        from airflow_kafka_failover.health.evidence import ProbeResult, format_probe_table
+
+        history = [ProbeResult.from_dict(p) for p in event.get("state", {}).get("history", [])]
+        if history:
+            self.log.info("Probes of cluster %s:\n%s", self.cluster_alias, format_probe_table(history[-15:]))
+
+
+class KafkaClusterDownSensor(_ClusterHealthSensor):
+    """Succeed when the watched Kafka cluster is down, corroborated by its MirrorMaker 2 heartbeats.
+
+    Down means ``failure_threshold`` consecutive failed probes spanning ``min_down_seconds``, and, when
+    ``peer_kafka_config_id`` is set, the watched cluster's heartbeats replicated to the peer have stopped.
+    Probes failing while heartbeats keep arriving mean a network split between Airflow and the cluster:
+    the sensor keeps waiting and logs a warning saying so.
+
+    :param kafka_config_id: ``kafka`` connection of the watched cluster.
+    :param cluster_alias: its MirrorMaker 2 alias (e.g. ``A``).
+    :param topics: topics on the watched cluster whose partitions must have a leader.
+    :param peer_kafka_config_id: ``kafka`` connection of the other cluster, where the watched cluster's
+        heartbeats are replicated; None when the pair has no MirrorMaker 2.
+    :param heartbeats_topic: replicated heartbeats topic on the peer (default ``<cluster_alias>.heartbeats``).
+    :param require_corroboration: never decide "down" without heartbeat evidence (default: True when a
+        peer is given).
+    :param thresholds: health thresholds (``failure_threshold`` 3, ``min_down_seconds`` 6,
+        ``probe_interval`` 2, ``probe_timeout`` 2, ``heartbeat_stale_seconds`` 6, ...).
+    :param canary_topic: optional topic for a produce/read-back round trip in each probe.
+    :param deferrable: wait in the triggerer (default: the ``operators.default_deferrable`` setting).
+    """
+
+    kind = "down"
+    template_fields: Sequence[str] = ("kafka_config_id", "peer_kafka_config_id", "topics")
+
+    def __init__(
+        self,
+        *,
+        peer_kafka_config_id: str | None = None,
+        heartbeats_topic: str | None = None,
+        require_corroboration: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.peer_kafka_config_id = peer_kafka_config_id
+        self.heartbeats_topic = heartbeats_topic
+        self.require_corroboration = require_corroboration
+
+    def watch_kwargs(self) -> dict[str, Any]:
+        corroborate = self.require_corroboration
+        if corroborate is None:
+            corroborate = self.peer_kafka_config_id is not None
+        if corroborate and not self.peer_kafka_config_id:
+            raise ConfigError(
+                "require_corroboration=True needs peer_kafka_config_id (the cluster that receives "
+                f"{self.cluster_alias}'s MirrorMaker 2 heartbeats); set it, or set require_corroboration=False"
+            )
+        heartbeats = self.heartbeats_topic or (f"{self.cluster_alias}.heartbeats" if self.peer_kafka_config_id else None)
+        return {
+            **super().watch_kwargs(),
+            "peer_kafka_config_id": self.peer_kafka_config_id,
+            "heartbeats_topic": heartbeats,
+            "require_corroboration": corroborate,
+        }
+
+    def observation_window(self) -> float:
+        from airflow_kafka_failover.health.verdict import HealthThresholds
+
+        limits = HealthThresholds.from_dict(self.thresholds)
+        return limits.min_down_seconds + limits.heartbeat_stale_seconds + limits.max_probe_gap
+
+    def _log_evidence(self, event: dict[str, Any]) -> None:
+        super()._log_evidence(event)
+        if event.get("decision", {}).get("split_suspected"):
+            self.log.warning("Network split suspected, not failing over: %s", event["decision"]["reason"])
+
+
+class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
+    """Succeed when a recovered cluster is stable, caught up with the active one, and lost no data.
+
+    :param kafka_config_id: ``kafka`` connection of the recovering cluster.
+    :param cluster_alias: its MirrorMaker 2 alias (e.g. ``A``).
+    :param active_kafka_config_id: ``kafka`` connection of the cluster that is active now.
+    :param active_alias: the active cluster's MirrorMaker 2 alias (e.g. ``B``).
+    :param replicated_topics: topics on the active cluster that must be replicated to the recovering one.
+    :param replication_policy: ``default`` (``orders`` on B is ``B.orders`` on A) or ``identity``.
+    :param separator: the replication policy's separator.
+    :param offset_syncs_location: MM2 ``offset-syncs.topic.location`` of the flow active -> recovering.
+    :param recorded_high_watermarks: ``"topic-partition"`` -> high watermark the recovering cluster had
+        while it was last active; a lower one now is data loss, and the sensor fails.
+    :param topics: topics on the recovering cluster whose partitions must have a leader.
+    :param thresholds: health thresholds (``stability_window`` 30, ``max_replication_lag`` 0, ...).
+    """
+
+    kind = "recovered"
+    template_fields: Sequence[str] = (
+        "kafka_config_id", "active_kafka_config_id", "topics", "replicated_topics", "recorded_high_watermarks",
+    )
+
+    def __init__(
+        self,
+        *,
+        active_kafka_config_id: str,
+        active_alias: str,
+        replicated_topics: Sequence[str] = (),
+        replication_policy: str = "default",
+        separator: str = ".",
+        offset_syncs_location: str = "target",
+        recorded_high_watermarks: Mapping[str, int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.active_kafka_config_id = active_kafka_config_id
+        self.active_alias = active_alias
+        self.replicated_topics = replicated_topics
+        self.replication_policy = replication_policy
+        self.separator = separator
+        self.offset_syncs_location = offset_syncs_location
+        self.recorded_high_watermarks = recorded_high_watermarks or {}
+
+    def watch_kwargs(self) -> dict[str, Any]:
+        from airflow_kafka_failover.translation.replication_policy import (
+            for_name,
+            offset_syncs_cluster,
+            offset_syncs_topic,
+        )
+
+        policy = for_name(self.replication_policy, self.separator)
+        bad = {k: v for k, v in dict(self.recorded_high_watermarks).items() if not isinstance(v, int) or v < 0}
+        if bad:
+            raise ConfigError(f"recorded_high_watermarks must map 'topic-partition' to integers >= 0; bad: {bad}")
+        location = self.offset_syncs_location
+        return {
+            **super().watch_kwargs(),
+            "active_kafka_config_id": self.active_kafka_config_id,
+            "replicated_topics": {t: policy.remote_topic(self.active_alias, t) for t in self.replicated_topics},
+            "offset_syncs_topic": offset_syncs_topic(self.active_alias, self.cluster_alias, location, self.separator),
+            "offset_syncs_on_watched": offset_syncs_cluster(self.active_alias, self.cluster_alias, location)
+            == self.cluster_alias,
+            "recorded_high_watermarks": dict(self.recorded_high_watermarks),
+        }
+
+    def observation_window(self) -> float:
+        from airflow_kafka_failover.health.verdict import HealthThresholds
+
+        limits = HealthThresholds.from_dict(self.thresholds)
+        return limits.stability_window + 2 * limits.max_probe_gap

@@ -1,0 +1,135 @@
+"""ClusterHealthTrigger: probes a Kafka cluster in the triggerer until it is down, or recovered.
+
+The trigger holds no client across ``serialize()``: it builds its watch (and its hooks) inside ``run()``.
+Blocking confluent-kafka calls run in worker threads through ``sync_to_async``, so the triggerer's event
+loop never blocks. The probe history travels in the serialized kwargs, so a trigger that is started
+again (a triggerer restart) continues from what the sensor already saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.verdict import HealthThresholds
+
+KINDS = ("down", "recovered")
+
+
+def build_watch(kind: str, watch_kwargs: dict[str, Any], thresholds: dict[str, Any], state: dict[str, Any]):
+    """Build the watch a sensor or trigger drives, from plain (serializable) arguments.
+
+    :param kind: ``down`` or ``recovered``.
+    :param watch_kwargs: the watch's own arguments (connection ids, topics, ...).
+    :param thresholds: health thresholds as a mapping.
+    :param state: ``{"history": [...], "heartbeat_looks": [...]}`` carried over from earlier probing.
+    """
+    from airflow_kafka_failover.health.watch import DownWatch, RecoveryWatch
+
+    if kind not in KINDS:
+        raise ValueError(f"unknown watch kind {kind!r}: use 'down' or 'recovered'")
+    history = [ProbeResult.from_dict(probe) for probe in state.get("history", [])]
+    limits = HealthThresholds.from_dict(thresholds)
+    if kind == "down":
+        looks = [(float(at), int(newest)) for at, newest in state.get("heartbeat_looks", [])]
+        return DownWatch(thresholds=limits, history=history, heartbeat_looks=looks, **watch_kwargs)
+    return RecoveryWatch(thresholds=limits, history=history, **watch_kwargs)
+
+
+def decision_event(kind: str, watch, decision, *, timed_out: bool = False) -> dict[str, Any]:
+    """Turn a watch's decision into the one event payload a sensor resumes with."""
+    payload = {
+        "kind": kind,
+        "decision": decision.to_dict(),
+        "state": watch.state(),
+        "message": decision.reason,
+    }
+    if kind == "recovered" and getattr(decision, "data_loss", None):
+        payload.update(status="error", message=str(decision.data_loss_error()))
+    elif watch.conclusive(decision):
+        payload["status"] = "success"
+    elif timed_out:
+        payload.update(status="timeout", message=f"gave up waiting: {decision.reason}")
+    else:
+        payload["status"] = "waiting"
+    return payload
+
+
+class ClusterHealthTrigger(BaseTrigger):
+    """Probe a cluster on a fixed cadence until a down or recovered decision, or a deadline.
+
+    Yields exactly one event: ``{"status": "success" | "error" | "timeout", "message": ..., "decision":
+    ..., "state": {"history": [...]}}``.
+
+    :param kind: ``down`` or ``recovered``.
+    :param watch_kwargs: arguments of the watch (see ``DownWatch`` and ``RecoveryWatch``).
+    :param thresholds: health thresholds as a mapping.
+    :param deadline: unix seconds after which a ``timeout`` event is yielded; None waits forever.
+    :param state: probe history (and heartbeat looks) gathered before deferring.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        watch_kwargs: dict[str, Any],
+        thresholds: dict[str, Any],
+        deadline: float | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.kind = kind
+        self.watch_kwargs = watch_kwargs
+        self.thresholds = thresholds
+        self.deadline = deadline
+        self.state = state or {}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "kind": self.kind,
+                "watch_kwargs": self.watch_kwargs,
+                "thresholds": self.thresholds,
+                "deadline": self.deadline,
+                "state": self.state,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from asgiref.sync import sync_to_async
+
+        watch = await sync_to_async(build_watch, thread_sensitive=False)(
+            self.kind, self.watch_kwargs, self.thresholds, self.state
+        )
+        observe = sync_to_async(watch.observe, thread_sensitive=False)
+        interval = watch.thresholds.probe_interval
+        in_flight: set[asyncio.Task] = set()
+        next_start = time.monotonic()
+        decision = watch.decide()
+        try:
+            while True:
+                if time.monotonic() >= next_start:
+                    in_flight.add(asyncio.ensure_future(observe()))
+                    next_start += interval
+                wait = max(next_start - time.monotonic(), 0.01)
+                done, in_flight = await asyncio.wait(in_flight, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+                if done:
+                    decision = watch.decide()
+                    self.log.info("%s watch of %s: %s", self.kind, watch.cluster, decision.reason)
+                    event = decision_event(self.kind, watch, decision)
+                    if event["status"] != "waiting":
+                        yield TriggerEvent(event)
+                        return
+                if self.deadline is not None and time.time() >= self.deadline:
+                    yield TriggerEvent(decision_event(self.kind, watch, decision, timed_out=True))
+                    return
+        finally:
+            for task in in_flight:
+                task.cancel()
