@@ -111,7 +111,12 @@ class DownWatch(ClusterWatch):
         )
 
     def observe(self) -> None:
+        # Look at the heartbeats first: a failing probe takes its whole timeout, and seeing the last
+        # heartbeat that late would hold "stopped" back by that much.
+        self._look_at_heartbeats()
         self.probe()
+
+    def _look_at_heartbeats(self) -> None:
         if self.peer is None or not self.heartbeats_topic:
             return
         observed_at = time.time()
@@ -119,7 +124,7 @@ class DownWatch(ClusterWatch):
             newest = self.peer.newest_record_timestamp(self.heartbeats_topic, 0, self.thresholds.probe_timeout)
         except Exception as exc:  # noqa: BLE001 - the peer's trouble is reported, not raised
             with self._lock:
-                self.heartbeat_problem = f"cannot read {self.heartbeats_topic} on the peer cluster: {exc}"
+                self.heartbeat_problem = f"cannot read {self.heartbeats_topic} on the peer cluster: {exc!r}"
             return
         with self._lock:
             self.heartbeat_problem = None if newest is not None else f"{self.heartbeats_topic} is empty"

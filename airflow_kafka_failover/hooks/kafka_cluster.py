@@ -78,6 +78,12 @@ class KafkaClusterHook(KafkaBaseHook):
         from airflow.sdk.exceptions import AirflowNotFoundException
 
         try:
+            conn_type = self.get_connection(self.kafka_config_id).conn_type
+            if conn_type != "kafka":
+                raise ConfigError(
+                    f"Airflow connection {self.kafka_config_id!r} is of type {conn_type!r}, not 'kafka': point the "
+                    "task at a connection of type 'kafka' (the official Kafka provider's)"
+                )
             config = self._build_config()
         except AirflowNotFoundException:
             raise ConfigError(
@@ -181,7 +187,8 @@ class KafkaClusterHook(KafkaBaseHook):
         resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in dict.fromkeys(topics)]
         if not resources:
             return {}
-        futures = self.admin(timeout).describe_configs(resources, request_timeout=timeout)
+        admin = self.admin(timeout)  # must outlive its futures: they die with the client
+        futures = admin.describe_configs(resources, request_timeout=timeout)
         result = {}
         for resource, future in futures.items():
             entries = future.result(timeout=timeout)
@@ -220,7 +227,8 @@ class KafkaClusterHook(KafkaBaseHook):
             return {}
         timeout = timeout or self.timeout
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
-        futures = self.admin(timeout).list_offsets(request, request_timeout=timeout)
+        admin = self.admin(timeout)  # must outlive its futures: they die with the client
+        futures = admin.list_offsets(request, request_timeout=timeout)
         result = {}
         for ktp, future in futures.items():
             info = future.result(timeout=timeout)
@@ -232,7 +240,8 @@ class KafkaClusterHook(KafkaBaseHook):
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         timeout = timeout or self.timeout
-        futures = self.admin(timeout).list_consumer_group_offsets(
+        admin = self.admin(timeout)  # must outlive its futures: they die with the client
+        futures = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout
         )
         answer = futures[group_id].result(timeout=timeout)
@@ -256,7 +265,8 @@ class KafkaClusterHook(KafkaBaseHook):
         request = ConsumerGroupTopicPartitions(
             group_id, [KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
         )
-        futures = self.admin(timeout).alter_consumer_group_offsets([request], request_timeout=timeout)
+        admin = self.admin(timeout)  # must outlive its futures: they die with the client
+        futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout)
         futures[group_id].result(timeout=timeout)
 
     # ---- reading -----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from contextlib import ExitStack
 
@@ -56,3 +57,84 @@ def wait_until(predicate, timeout: float, interval: float = 0.2) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+class TcpProxy:
+    """A TCP forwarder on loopback whose path can be cut and restored, to fake a network split.
+
+    Cutting closes the listener and every forwarded connection, so new connections are refused and
+    open ones break, while the target keeps serving everyone who reaches it directly.
+
+    :param target_port: where connections are forwarded (on 127.0.0.1).
+    :param listen_port: the proxy's own port; a free one when 0.
+    """
+
+    def __init__(self, target_port: int, listen_port: int = 0) -> None:
+        self.target_port = target_port
+        self.listen_port = listen_port or free_ports(1)[0]
+        self._listener: socket.socket | None = None
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> TcpProxy:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.listen_port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True, name="proxy-accept").start()
+        return self
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # the listener was closed: cut or stopped
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._connections.update((client, upstream))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True, name="proxy-pump").start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                self._close(sock)
+
+    def _close(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(sock)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+
+    def cut(self) -> None:
+        """Refuse new connections and break the open ones."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            open_now = list(self._connections)
+        for sock in open_now:
+            self._close(sock)
+
+    def restore(self) -> None:
+        """Accept and forward connections again on the same port."""
+        if self._listener is None:
+            self.start()
+
+    def stop(self) -> None:
+        self.cut()

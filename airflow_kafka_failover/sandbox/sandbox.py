@@ -136,14 +136,15 @@ class Sandbox:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / MARKER).write_text("created by airflow-kafka-failover; safe to delete when down\n")
 
-    def up(self, timeout: float = 90.0, extra_listeners: dict[str, list[str]] | None = None) -> dict:
+    def up(self, timeout: float = 90.0, extra_listeners: dict[str, dict[str, int]] | None = None) -> dict:
         """Start both clusters and MirrorMaker 2 on free ports; return once all of them are ready.
 
         An already running, healthy sandbox in the same run directory is returned as it is.
 
         :param timeout: seconds to wait for readiness before stopping everything and raising.
-        :param extra_listeners: per cluster, names of additional listeners to open (each gets a free port;
-            it is advertised on its own port until ``set_advertised`` changes that).
+        :param extra_listeners: per cluster, additional listeners as ``{name: advertised port}``; each
+            listens on a free port of its own and tells clients to connect to 127.0.0.1:<advertised port>
+            (e.g. a ``TcpProxy`` in front of it, to cut one client's path to the cluster).
         """
         if self.brokers and self.is_up():
             log.info("Sandbox in %s is already up", self.run_dir)
@@ -156,9 +157,8 @@ class Sandbox:
         for name in self.cluster_names:
             port, controller_port = next(ports), next(ports)
             extra = {}
-            for listener in extra_listeners.get(name, []):
-                listener_port = next(ports)
-                extra[listener] = (listener_port, f"127.0.0.1:{listener_port}")
+            for listener, advertised_port in extra_listeners.get(name, {}).items():
+                extra[listener] = (next(ports), f"127.0.0.1:{advertised_port}")
             self.brokers[name] = KafkaBroker(
                 name=name, run_dir=self.run_dir, port=port, controller_port=controller_port,
                 cluster_id=new_cluster_id(), extra_listeners=extra,

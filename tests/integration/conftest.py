@@ -71,3 +71,70 @@ def unique_topic() -> Callable[[str], str]:
         return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
     return make
+
+
+def register_connections(sandbox: Sandbox, prefix: str, overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """Expose the sandbox's clusters as Airflow ``kafka`` connections through AIRFLOW_CONN_* variables.
+
+    :param sandbox: the running sandbox.
+    :param prefix: connection ids become ``<prefix>_a`` and ``<prefix>_b``.
+    :param overrides: cluster name -> bootstrap address to use instead of the cluster's own.
+    :return: cluster name -> connection id.
+    """
+    import json
+
+    ids = {}
+    for name in sandbox.cluster_names:
+        conn_id = f"{prefix}_{name.lower()}"
+        bootstrap = (overrides or {}).get(name, sandbox.bootstrap(name))
+        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}
+        )
+        ids[name] = conn_id
+    return ids
+
+
+@pytest.fixture(scope="session")
+def airflow_home() -> Iterator[Path]:
+    """An Airflow home with a migrated SQLite metadata DB and an empty dags folder, for dag.test() runs."""
+    import subprocess
+    import sys
+
+    home = RUN_ROOT / "airflow"
+    dags = home / "dags"
+    dags.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    airflow = Path(sys.executable).with_name("airflow")
+    result = subprocess.run([str(airflow), "db", "migrate"], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    yield home
+
+
+def run_dag_test(airflow_home: Path, dag_source: str, dag_id: str, timeout: float = 300) -> tuple[str, str]:
+    """Write a DAG file into the dags folder and run it with ``dag.test()`` in a fresh Python process.
+
+    :return: the run's final state and the process output (logs of every task).
+    """
+    import subprocess
+    import sys
+    import textwrap
+
+    dags = airflow_home / "dags"
+    path = dags / f"{dag_id}.py"
+    path.write_text(
+        textwrap.dedent(dag_source)
+        + "\n\nif __name__ == '__main__':\n    run = dag.test()\n    print('DAG_RUN_STATE', run.state)\n"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
+    try:
+        result = subprocess.run(
+            [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    finally:
+        path.unlink(missing_ok=True)
+    output = result.stdout + result.stderr
+    states = [line.split()[-1] for line in output.splitlines() if line.startswith("DAG_RUN_STATE")]
+    return (states[-1] if states else f"no state (exit {result.returncode})"), output
