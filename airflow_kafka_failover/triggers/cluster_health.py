@@ -113,22 +113,26 @@ class ClusterHealthTrigger(BaseTrigger):
         decision = watch.decide()
         try:
             while True:
+                if self.deadline is not None and time.time() >= self.deadline:
+                    yield TriggerEvent(decision_event(self.kind, watch, decision, timed_out=True))
+                    return
                 if time.monotonic() >= next_start:
                     in_flight.add(asyncio.ensure_future(observe()))
                     next_start += interval
                 wait = max(next_start - time.monotonic(), 0.01)
+                if not in_flight:
+                    await asyncio.sleep(wait)
+                    continue
                 done, in_flight = await asyncio.wait(in_flight, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     task.result()
-                if done:
-                    decision = watch.decide()
-                    self.log.info("%s watch of %s: %s", self.kind, watch.cluster, decision.reason)
-                    event = decision_event(self.kind, watch, decision)
-                    if event["status"] != "waiting":
-                        yield TriggerEvent(event)
-                        return
-                if self.deadline is not None and time.time() >= self.deadline:
-                    yield TriggerEvent(decision_event(self.kind, watch, decision, timed_out=True))
+                if not done:
+                    continue
+                decision = watch.decide()
+                self.log.info("%s watch of %s: %s", self.kind, watch.cluster, decision.reason)
+                event = decision_event(self.kind, watch, decision)
+                if event["status"] != "waiting":
+                    yield TriggerEvent(event)
                     return
         finally:
             for task in in_flight:

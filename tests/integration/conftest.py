@@ -32,11 +32,13 @@ def _stop_everything() -> None:
 atexit.register(_stop_everything)
 
 
-def start_sandbox(name: str, settings: ReplicationSettings | None = None) -> Sandbox:
+def start_sandbox(
+    name: str, settings: ReplicationSettings | None = None, extra_listeners: dict[str, dict[str, int]] | None = None
+) -> Sandbox:
     """Start a sandbox in its own run directory and remember it for teardown."""
     sandbox = Sandbox(RUN_ROOT / name, settings=settings)
     _started.append(sandbox)
-    sandbox.up()
+    sandbox.up(extra_listeners=extra_listeners)
     return sandbox
 
 

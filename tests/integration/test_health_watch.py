@@ -150,3 +150,35 @@ def test_wiped_cluster_is_refused_with_data_loss(own_sandbox, conns, topic):
     assert decision.data_loss == recorded
     message = str(decision.data_loss_error())
     assert "refused" in message and f"{topic}-0" in message
+
+
+DOWN_DAG = """
+import datetime
+from airflow.sdk import DAG
+from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor
+
+with DAG("{dag_id}", schedule=None, start_date=datetime.datetime(2026, 1, 1)) as dag:
+    KafkaClusterDownSensor(
+        task_id="a_down",
+        kafka_config_id="{conn_a}",
+        cluster_alias="A",
+        peer_kafka_config_id="{conn_b}",
+        deferrable={deferrable},
+        mode="poke",
+        timeout=120,
+    )
+"""
+
+
+@pytest.mark.parametrize("deferrable", [True, False], ids=["deferrable", "poke"])
+def test_down_sensor_in_a_dag_run(own_sandbox, conns, airflow_home, deferrable):
+    from tests.integration.conftest import run_dag_test
+
+    if own_sandbox.status()["processes"]["broker-A"]["running"]:
+        own_sandbox.fault("crash", "A")
+    dag_id = f"down_{'deferrable' if deferrable else 'poke'}"
+    source = DOWN_DAG.format(dag_id=dag_id, conn_a=conns["A"], conn_b=conns["B"], deferrable=deferrable)
+    state, output = run_dag_test(airflow_home, source, dag_id)
+    assert state == "success", output[-4000:]
+    assert "is down by its probes" in output
+    assert ("Deferring" in output) == deferrable
