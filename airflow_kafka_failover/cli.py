@@ -2,6 +2,7 @@
 
 Subcommands:
     sandbox up|down|status|fault|mirrormaker   the local two-cluster Kafka sandbox with MirrorMaker 2
+    plan                                       translate a job's position to start offsets on the other cluster
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import sys
 import time
 
-from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 
 log = logging.getLogger("airflow_kafka_failover.cli")
 
@@ -47,6 +48,43 @@ def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
 
     mm2 = actions.add_parser("mirrormaker", help="stop or start MirrorMaker 2 alone")
     mm2.add_argument("mm2_action", choices=("stop", "start"))
+
+
+def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
+    plan = subparsers.add_parser(
+        "plan",
+        help="translate a job's position on one cluster into start offsets on the other",
+        description="Print the translation plan: per partition, the start offset on the target, the method "
+        "that found it, the bound on re-delivered records, and gaps. Changes nothing.",
+    )
+    plan.add_argument("--config", required=True, help="the pair config file (YAML)")
+    plan.add_argument("--pair", required=True, help="the pair's name in the config")
+    plan.add_argument("--from", dest="source", required=True, help="the cluster the job read")
+    plan.add_argument("--to", dest="target", required=True, help="the cluster it will read")
+    where = plan.add_mutually_exclusive_group(required=True)
+    where.add_argument("--checkpoint", help="the job's Spark checkpoint directory")
+    where.add_argument("--position", help='an explicit position as JSON, e.g. \'{"orders": {"0": 12}}\'')
+    where.add_argument("--group", help="a consumer group on the source cluster whose commits are the position")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON instead of a table")
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.translation.planner import build_plan, load_position
+
+    pair = load_pair(args.config, args.pair)
+    for name in (args.source, args.target):
+        pair.cluster(name)  # raises naming the pair's clusters
+    if args.source == args.target:
+        raise ConfigError(f"--from and --to are both {args.source!r}; name the two different clusters of the pair")
+    hooks = {name: KafkaClusterHook(spec.connection) for name, spec in pair.clusters.items()}
+    for hook in hooks.values():
+        _ = hook.client_config  # name a bad connection before any network call
+    position = load_position(args.checkpoint, args.position, args.group, hooks[args.source])
+    plan = build_plan(pair, args.source, args.target, position, hooks)
+    print(plan.to_json() if args.json else plan.to_table())
+    return 0
 
 
 def _positive_float(text: str) -> float:
@@ -114,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and decisions")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_sandbox_commands(subparsers)
+    _add_plan_command(subparsers)
     return parser
 
 
@@ -127,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "sandbox":
             return _run_sandbox(args)
+        if args.command == "plan":
+            return _run_plan(args)
     except FailoverError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,153 @@
+"""Test data for translation against real MirrorMaker 2: records with ids, offsets that really diverge."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from airflow_kafka_failover.sandbox.jars import ArtifactSet
+from airflow_kafka_failover.sandbox.kafka_io import end_offsets
+from airflow_kafka_failover.translation.rules import TopicPartition
+from tests.integration.waiting import wait_for
+
+
+def _value(record_id: str) -> bytes:
+    return json.dumps({"id": record_id}).encode()
+
+
+def produce_ids(bootstrap: str, topic: str, ids: list[str], partitions: int) -> None:
+    """Produce one record per id, spread round-robin over the partitions, with a current timestamp."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for n, record_id in enumerate(ids):
+        producer.produce(topic, key=record_id.encode(), value=_value(record_id), partition=n % partitions)
+    assert producer.flush(30) == 0
+
+
+def produce_with_aborts(bootstrap: str, topic: str, ids: list[str], partitions: int, every: int = 20) -> int:
+    """Produce ``ids`` in committed transactions with an aborted one after every ``every`` records.
+
+    Aborted records and transaction markers take offsets on the source that MirrorMaker 2 does not copy,
+    so offsets on the two clusters diverge. Returns the number of aborted records.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}-{time.time_ns()}"})
+    producer.init_transactions(30)
+    aborted = 0
+    for start in range(0, len(ids), every):
+        producer.begin_transaction()
+        for n, record_id in enumerate(ids[start:start + every], start=start):
+            producer.produce(topic, key=record_id.encode(), value=_value(record_id), partition=n % partitions)
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        for p in range(partitions):
+            producer.produce(topic, key=b"aborted", value=_value(f"aborted-{start}-{p}"), partition=p)
+            aborted += 1
+        producer.abort_transaction(30)
+    return aborted
+
+
+def read_ids(
+    bootstrap: str, topic: str, start: dict[int, int] | None = None
+) -> dict[int, list[tuple[int, str, int]]]:
+    """Return, per partition, the committed records ``(offset, id, timestamp ms)`` from ``start`` to the end."""
+    ends = end_offsets(bootstrap, topic)
+    assert ends is not None, f"{topic} not found on {bootstrap}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    found: dict[int, list[tuple[int, str, int]]] = {p: [] for p in ends}
+    try:
+        assignment = [KafkaTopicPartition(topic, p, (start or {}).get(p, -2)) for p in ends]
+        consumer.assign(assignment)
+        deadline = time.monotonic() + 60
+        todo = {p for p, end in ends.items() if end > (start or {}).get(p, 0)}
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.3):
+                if msg.error() is None:
+                    found[msg.partition()].append((msg.offset(), json.loads(msg.value())["id"], msg.timestamp()[1]))
+            for tp in consumer.position([KafkaTopicPartition(topic, p) for p in list(todo)]):
+                if tp.offset >= ends[tp.partition]:
+                    todo.discard(tp.partition)
+        assert not todo, f"reading {topic} did not reach the end of partitions {todo}"
+    finally:
+        consumer.close()
+    return found
+
+
+def wait_replicated(bootstrap: str, topic: str, ids: set[str], timeout: float = 90) -> None:
+    """Wait until every id is present in ``topic`` on the cluster."""
+
+    def present() -> bool:
+        if end_offsets(bootstrap, topic) is None:
+            return False
+        seen = {record[1] for records in read_ids(bootstrap, topic).values() for record in records}
+        return ids <= seen
+
+    wait_for(present, timeout, f"{len(ids)} ids replicated into {topic}", interval=2.0)
+
+
+def position_at(
+    records: dict[int, list[tuple[int, str, int]]], fraction: float
+) -> tuple[dict[int, int], set[str], dict[int, int]]:
+    """Cut each partition at ``fraction`` of its records, as a job would have processed them.
+
+    :return: next offset per partition, the ids before the cut, and the newest timestamp processed.
+    """
+    offsets, processed, newest = {}, set(), {}
+    for partition, items in records.items():
+        cut = int(len(items) * fraction)
+        offsets[partition] = items[cut][0] if cut < len(items) else items[-1][0] + 1
+        processed.update(record[1] for record in items[:cut])
+        if cut:
+            newest[partition] = max(record[2] for record in items[:cut])
+    return offsets, processed, newest
+
+
+def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[KafkaTopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def check_no_loss(
+    plan, target_bootstrap: str, must_see: set[str], processed: set[str], target_topic: str
+) -> tuple[int, int | None]:
+    """Read the target from the plan's offsets; assert no id after the position is missing.
+
+    :return: (records re-delivered, the plan's bound on them).
+    """
+    starts = {
+        t.target.partition: t.target_offset
+        for t in plan.translations
+        if t.target.topic == target_topic
+    }
+    seen = read_ids(target_bootstrap, target_topic, starts)
+    delivered = [record[1] for items in seen.values() for record in items]
+    missing = must_see - set(delivered)
+    assert not missing, f"{len(missing)} records after the position are missing on the target: {sorted(missing)[:5]}"
+    redelivered = sum(1 for record_id in delivered if record_id in processed)
+    bounds = [t.redelivery_bound for t in plan.translations if t.target.topic == target_topic]
+    bound = None if any(b is None for b in bounds) else sum(bounds)
+    return redelivered, bound
+
+
+def run_oracle(target_bootstrap: str, source_alias: str, group: str, work_dir: Path) -> dict[TopicPartition, int]:
+    """Compile and run TranslateOffsets.java (RemoteClusterUtils.translateOffsets) against the target."""
+    source = Path(__file__).with_name("oracle") / "TranslateOffsets.java"
+    classpath = str(ArtifactSet("kafka").folder / "*")
+    subprocess.run(["javac", "-cp", classpath, "-d", str(work_dir), str(source)], check=True, capture_output=True)
+    result = subprocess.run(
+        ["java", "-cp", f"{classpath}{os.pathsep}{work_dir}", "TranslateOffsets", target_bootstrap, source_alias, group],
+        check=True, capture_output=True, text=True, timeout=120,
+    )
+    translated = {}
+    for line in result.stdout.splitlines():
+        topic, partition, offset = line.split()
+        translated[TopicPartition(topic, int(partition))] = int(offset)
+    return translated
