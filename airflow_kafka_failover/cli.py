@@ -8,8 +8,10 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 import time
 
@@ -70,21 +72,44 @@ def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_plan(args: argparse.Namespace) -> int:
     from airflow_kafka_failover.config import load_pair
-    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-    from airflow_kafka_failover.translation.planner import build_plan, load_position
 
     pair = load_pair(args.config, args.pair)
     for name in (args.source, args.target):
         pair.cluster(name)  # raises naming the pair's clusters
     if args.source == args.target:
         raise ConfigError(f"--from and --to are both {args.source!r}; name the two different clusters of the pair")
-    hooks = {name: KafkaClusterHook(spec.connection) for name, spec in pair.clusters.items()}
-    for hook in hooks.values():
-        _ = hook.client_config  # name a bad connection before any network call
-    position = load_position(args.checkpoint, args.position, args.group, hooks[args.source])
-    plan = build_plan(pair, args.source, args.target, position, hooks)
-    print(plan.to_json() if args.json else plan.to_table())
+    # Airflow's loggers print to stdout; only the plan itself may go there (``--json`` is parsed by tools).
+    with _stdout_to_stderr() as real_stdout:
+        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # imports Airflow, which logs
+        from airflow_kafka_failover.translation.planner import build_plan, load_position
+
+        hooks = {name: KafkaClusterHook(spec.connection) for name, spec in pair.clusters.items()}
+        for hook in hooks.values():
+            _ = hook.client_config  # name a bad connection before any network call
+        position = load_position(args.checkpoint, args.position, args.group, hooks[args.source])
+        plan = build_plan(pair, args.source, args.target, position, hooks)
+        print(plan.to_json() if args.json else plan.to_table(), file=real_stdout)
     return 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send everything written to file descriptor 1 to stderr; yield a file on the real stdout.
+
+    Done at the descriptor level because Airflow's structlog keeps its own reference to stdout.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    real = os.fdopen(os.dup(saved), "w")
+    try:
+        yield real
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        real.flush()
+        real.close()
 
 
 def _positive_float(text: str) -> float:

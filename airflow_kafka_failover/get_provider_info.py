@@ -26,4 +26,22 @@ def get_provider_info() -> dict:
                 "tags": ["apache"],
             }
         ],
+        "hooks": [
+            {
+                "integration-name": "Kafka Failover",
+                "python-modules": ["airflow_kafka_failover.hooks.kafka_cluster"],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Kafka Failover",
+                "python-modules": ["airflow_kafka_failover.sensors.cluster_health"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Kafka Failover",
+                "python-modules": ["airflow_kafka_failover.triggers.cluster_health"],
+            }
+        ],
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,9 @@ def probe_cluster(
     """
     at = time.time()
     started = time.monotonic()
+    refused = every_address_refuses(hook.bootstrap_servers, timeout)
+    if refused is not None:
+        return ProbeResult(cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=refused)
     try:
         metadata = hook.describe_cluster(topics, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - every failure to answer is evidence, not a crash
@@ -68,6 +72,27 @@ def probe_cluster(
         canary_ok=canary_ok,
         error=error,
     )
+
+
+def every_address_refuses(bootstrap_servers: str, timeout: float) -> str | None:
+    """Return why, when every bootstrap address actively refuses a TCP connection; else None.
+
+    A refused connection means no process listens there: a crashed broker is known at once, instead of
+    after the client library has retried for the whole probe timeout. Anything else (accepted, timed
+    out, unresolvable) is left to the real metadata request to judge.
+    """
+    refusals = []
+    for address in (part.strip() for part in bootstrap_servers.split(",") if part.strip()):
+        host, _, port = address.rpartition(":")
+        host = host.split("://")[-1].strip("[]")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return None
+        except ConnectionRefusedError:
+            refusals.append(address)
+        except (OSError, ValueError):
+            return None
+    return f"connection refused by every bootstrap address ({', '.join(refusals)})" if refusals else None
 
 
 def canary_round_trip(hook: KafkaClusterHook, topic: str, timeout: float) -> bool:

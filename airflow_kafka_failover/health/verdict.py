@@ -252,7 +252,8 @@ def _judge_failing(
     cluster = newest.cluster
     first = failures.probes[0]
     count = len(failures.probes)
-    span = newest.at - first.at
+    # Milliseconds: probe start times a few microseconds short of the cadence must not cost a cycle.
+    span = round(newest.at - first.at, 3)
     error = newest.error or "no error text"
     restarted = (
         f" (counting restarted after a {failures.cut_by_gap:.1f} s gap in probing, which is no evidence)"

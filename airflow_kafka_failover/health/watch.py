@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_kafka_failover.health.decisions import (
@@ -58,19 +58,25 @@ class ClusterWatch:
         self._lock = threading.Lock()
         self.hook = KafkaClusterHook(self.kafka_config_id, timeout=self.thresholds.probe_timeout)
 
-    def probe(self) -> ProbeResult:
+    def probe(self, at: float | None = None) -> ProbeResult:
         result = probe_cluster(
             self.hook, self.cluster, self.topics, self.thresholds.probe_timeout, canary_topic=self.canary_topic
         )
+        if at is not None:
+            result = replace(result, at=at)
         with self._lock:
             self.history.append(result)
             self.history.sort(key=lambda probe: probe.at)
             self.history[:] = recent_history(self.history, self.thresholds, time.time())
         return result
 
-    def observe(self) -> None:
-        """Take one observation (a probe, plus what the concrete watch needs)."""
-        self.probe()
+    def observe(self, at: float | None = None) -> None:
+        """Take one observation (a probe, plus what the concrete watch needs).
+
+        :param at: the cadence tick this observation belongs to (unix seconds); probes are recorded at
+            their tick, so that spans between them are exact multiples of the probe interval.
+        """
+        self.probe(at)
 
     def decide(self, now: float | None = None) -> Decision:
         raise NotImplementedError
@@ -110,11 +116,12 @@ class DownWatch(ClusterWatch):
             else None
         )
 
-    def observe(self) -> None:
+    def observe(self, at: float | None = None) -> None:
         # Look at the heartbeats first: a failing probe takes its whole timeout, and seeing the last
         # heartbeat that late would hold "stopped" back by that much.
+        at = time.time() if at is None else at
         self._look_at_heartbeats()
-        self.probe()
+        self.probe(at)
 
     def _look_at_heartbeats(self) -> None:
         if self.peer is None or not self.heartbeats_topic:
@@ -177,8 +184,8 @@ class RecoveryWatch(ClusterWatch):
         super().__post_init__()
         self.active = KafkaClusterHook(self.active_kafka_config_id, timeout=self.thresholds.probe_timeout)
 
-    def observe(self) -> None:
-        probe = self.probe()
+    def observe(self, at: float | None = None) -> None:
+        probe = self.probe(at)
         if probe.failed:
             return
         try:
@@ -261,12 +268,14 @@ def watch_until(watch: ClusterWatch, deadline: float, on_probe=None) -> Decision
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"probe-{watch.cluster}") as pool:
         pending = []
         next_start = time.monotonic()
+        tick_wall = time.time()
         decision = watch.decide()
         while True:
             now_mono = time.monotonic()
             if now_mono >= next_start:
-                pending.append(pool.submit(watch.observe))
+                pending.append(pool.submit(watch.observe, tick_wall))
                 next_start += interval
+                tick_wall += interval
             done = [f for f in pending if f.done()]
             for future in done:
                 pending.remove(future)

@@ -177,12 +177,23 @@ def _target_topics(pair: PairConfig, target: str, hook: KafkaClusterHook, requir
     otherwise left out with a warning; the job then does not subscribe to them.
     """
     wanted = list(dict.fromkeys([*pair.topics_on(target), *sorted(required)]))
-    metadata = hook.describe_cluster(wanted)
+    try:
+        metadata = hook.describe_cluster(wanted)
+    except Exception as exc:  # noqa: BLE001 - any failure to answer: the plan cannot be made
+        raise TranslationError(
+            f"the target cluster {target} ({hook.bootstrap_servers}, connection {hook.kafka_config_id!r}) did not "
+            f"answer within {hook.timeout:g} s: {exc}; a plan needs the target reachable"
+        ) from None
     missing = set(metadata.missing_topics)
     if missing & required:
         raise TranslationError(
             f"topics {sorted(missing & required)} do not exist on the target cluster {target}; they must hold the "
             "replicated records the job has to continue from: check the replication flow and its topic filter"
+        )
+    if missing == set(wanted):
+        raise TranslationError(
+            f"none of the topics {wanted} exist on the target cluster {target}, so the job would read nothing "
+            "there; check the pair's topics and that replication has created them"
         )
     for topic in sorted(missing):
         log.warning("Topic %s does not exist on %s yet; the job will not read it there", topic, target)

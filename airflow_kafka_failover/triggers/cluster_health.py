@@ -110,6 +110,7 @@ class ClusterHealthTrigger(BaseTrigger):
         interval = watch.thresholds.probe_interval
         in_flight: set[asyncio.Task] = set()
         next_start = time.monotonic()
+        tick_wall = time.time()
         decision = watch.decide()
         try:
             while True:
@@ -117,8 +118,9 @@ class ClusterHealthTrigger(BaseTrigger):
                     yield TriggerEvent(decision_event(self.kind, watch, decision, timed_out=True))
                     return
                 if time.monotonic() >= next_start:
-                    in_flight.add(asyncio.ensure_future(observe()))
+                    in_flight.add(asyncio.ensure_future(observe(tick_wall)))
                     next_start += interval
+                    tick_wall += interval
                 wait = max(next_start - time.monotonic(), 0.01)
                 if not in_flight:
                     await asyncio.sleep(wait)

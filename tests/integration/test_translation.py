@@ -156,7 +156,7 @@ def test_bad_positions_are_refused_with_names(world):
     with pytest.raises(ConfigError):
         StreamPosition.from_json('{"orders": {"0": "twelve"}}')
     missing = parse_pair("orders2", {**_pair_dict(world), "topics": [f"missing-{uuid.uuid4().hex[:6]}"]})
-    with pytest.raises(TranslationError, match="do not exist on the target cluster B"):
+    with pytest.raises(TranslationError, match=r"none of the topics .* exist on the target cluster B"):
         build_plan(missing, "A", "B", None, world["hooks"])
 
 
@@ -164,3 +164,38 @@ def _pair_dict(world) -> dict:
     pair = world["pair"]
     return {"clusters": {n: {"connection": c.connection} for n, c in pair.clusters.items()}, "primary": "A",
             "topics": list(pair.topics), "bookkeeping_group": GROUP}
+
+
+def test_plan_cli_prints_the_plan(world, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = tmp_path / "pairs.yaml"
+    config.write_text(yaml.safe_dump({"pairs": {"orders": _pair_dict(world)}}))
+    position = json.dumps({TOPIC: {str(p): o for p, o in world["offsets"].items()}})
+    cli = [sys.executable, "-m", "airflow_kafka_failover.cli", "plan", "--config", str(config), "--pair", "orders"]
+    result = subprocess.run([*cli, "--from", "A", "--to", "B", "--position", position, "--json"],
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("{"), result.stdout[:500]
+    plan = json.loads(result.stdout)
+    assert plan["source_cluster"] == "A" and plan["target_cluster"] == "B"
+    table = subprocess.run([*cli, "--from", "A", "--to", "B", "--position", position],
+                           capture_output=True, text=True, check=False, timeout=120)
+    assert "A -> B: 3 partitions translated" in table.stdout
+    same = subprocess.run([*cli, "--from", "A", "--to", "A", "--position", position],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert same.returncode == 1 and "--from and --to are both 'A'" in same.stderr
+    unknown = subprocess.run([*cli, "--from", "A", "--to", "C", "--position", position],
+                             capture_output=True, text=True, check=False, timeout=60)
+    assert unknown.returncode == 1 and "pair 'orders' has no cluster 'C'" in unknown.stderr
+    corrupt = tmp_path / "ckpt"
+    (corrupt / "offsets").mkdir(parents=True)
+    (corrupt / "commits").mkdir()
+    (corrupt / "offsets" / "0").write_text('v1\n{}\n{"orders": {"0": "x"}}\n')
+    (corrupt / "commits" / "0").write_text("v1\n{}\n")
+    bad = subprocess.run([*cli, "--from", "A", "--to", "B", "--checkpoint", str(corrupt)],
+                         capture_output=True, text=True, check=False, timeout=60)
+    assert bad.returncode == 1 and "ckpt/offsets/0:3: orders-0 has non-numeric offset 'x'" in bad.stderr, bad.stderr
