@@ -24,6 +24,9 @@ from airflow_kafka_failover.health.evidence import ProbeResult, format_clock
 
 # Reasons list at most this many partitions; the full list stays in waiting_on / data_loss.
 _PARTITIONS_IN_REASON = 5
+SPAN_TOLERANCE_S = 0.001
+"""A failed run spans ``min_down_seconds`` when it is short by at most this much: probe start times sit on a
+fixed cadence, and floating-point noise must not cost a whole probe interval."""
 
 
 @dataclass(frozen=True)
@@ -252,15 +255,14 @@ def _judge_failing(
     cluster = newest.cluster
     first = failures.probes[0]
     count = len(failures.probes)
-    # Milliseconds: probe start times a few microseconds short of the cadence must not cost a cycle.
-    span = round(newest.at - first.at, 3)
+    span = newest.at - first.at
     error = newest.error or "no error text"
     restarted = (
         f" (counting restarted after a {failures.cut_by_gap:.1f} s gap in probing, which is no evidence)"
         if failures.cut_by_gap is not None
         else ""
     )
-    if count >= thresholds.failure_threshold and span >= thresholds.min_down_seconds:
+    if count >= thresholds.failure_threshold and span >= thresholds.min_down_seconds - SPAN_TOLERANCE_S:
         return Verdict(
             HealthState.DOWN,
             f"cluster {cluster} is down by its probes: the last {count} probes failed "

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from airflow_kafka_failover.health.evidence import ProbeResult
 from airflow_kafka_failover.health.heartbeats import HeartbeatMeasure, HeartbeatTrail
-from airflow_kafka_failover.health.verdict import HealthThresholds
+from airflow_kafka_failover.health.verdict import SPAN_TOLERANCE_S, HealthThresholds
 
 BASE = 1_700_000_000.0
 DEFAULTS = HealthThresholds()
@@ -100,7 +100,7 @@ def probes_say_down(history: Sequence[ProbeResult], t: HealthThresholds, now: fl
     return (
         now - newest(history).at <= t.max_probe_gap
         and len(run) >= t.failure_threshold
-        and newest(history).at - run[0].at >= t.min_down_seconds
+        and newest(history).at - run[0].at >= t.min_down_seconds - SPAN_TOLERANCE_S
     )
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.decisions import decide_down, decide_recovered
 from airflow_kafka_failover.health.evidence import ProbeResult
-from airflow_kafka_failover.health.verdict import HealthState, HealthThresholds, judge, recent_history
+from airflow_kafka_failover.health.verdict import SPAN_TOLERANCE_S, HealthState, HealthThresholds, judge, recent_history
 from tests.unit.health.probe_histories import (
     BASE,
     DEFAULTS,
@@ -48,12 +48,12 @@ def test_never_down_with_too_few_failures_or_too_short_a_span(
     history, now = case
     verdict = judge(history, t, now)
     naive = naive_trailing_failures(history)
-    if len(naive) < t.failure_threshold or not naive or newest(history).at - naive[0].at < t.min_down_seconds:
+    if len(naive) < t.failure_threshold or not naive or newest(history).at - naive[0].at < t.min_down_seconds - SPAN_TOLERANCE_S:
         assert verdict.state is not HealthState.DOWN
     if verdict.state is HealthState.DOWN:
         assert verdict.consecutive_failures >= t.failure_threshold
         assert verdict.failing_since is not None
-        assert newest(history).at - verdict.failing_since >= t.min_down_seconds
+        assert newest(history).at - verdict.failing_since >= t.min_down_seconds - SPAN_TOLERANCE_S
 
 
 @given(histories(), thresholds(), st.sampled_from(["ok", "degraded"]), st.floats(0.0, 3.0))
