@@ -166,7 +166,33 @@ def build_plan(
             )
         )
     translations = translate_partitions(requests, list(translation.methods))
+    _mark_replication_gaps(translations, requests)
     return TranslationPlan.create(source, target, translations, target_counts, translation.untracked_partitions)
+
+
+def _mark_replication_gaps(translations, requests) -> None:
+    """Report positions beyond what replication has delivered to the target, as gaps with a count.
+
+    The offset-sync rule gives a safe start inside the target's watermarks even when the job has read
+    further on the source than MM2 has copied; the records between the copied end and the position are
+    then not on the target. The copied end is estimated from the newest sync (records after it copied one
+    for one), which over-counts the gap when the source has transaction markers after that sync.
+    """
+    from airflow_kafka_failover.health.decisions import replication_lag
+
+    for translation, request in zip(translations, requests, strict=True):
+        history = request.offset_syncs
+        if history is None or not len(history) or request.watermarks is None:
+            continue
+        newest = (history.upstream[-1], history.downstream[-1])
+        lag = replication_lag(request.position, 0, newest, request.watermarks.high)
+        if lag and lag > translation.gap_records:
+            translation.warnings.append(
+                f"replication is behind the job: up to {lag} record(s) before position {request.position} of "
+                f"{request.source} are not on {request.target} yet (copied up to about "
+                f"{request.position - lag})"
+            )
+            translation.gap_records = lag
 
 
 def _target_topics(pair: PairConfig, target: str, hook: KafkaClusterHook, required: set[str]) -> dict[str, int]:

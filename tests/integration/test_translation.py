@@ -199,3 +199,23 @@ def test_plan_cli_prints_the_plan(world, tmp_path):
     bad = subprocess.run([*cli, "--from", "A", "--to", "B", "--checkpoint", str(corrupt)],
                          capture_output=True, text=True, check=False, timeout=60)
     assert bad.returncode == 1 and "ckpt/offsets/0:3: orders-0 has non-numeric offset 'x'" in bad.stderr, bad.stderr
+
+
+def test_replication_behind_the_position_is_a_gap_with_its_count(world, own_sandbox):
+    """MM2 stopped; the job read further on A than B holds: the plan reports the gap, never hides it."""
+    a = world["a"]
+    own_sandbox.stop_mirrormaker()
+    try:
+        late = [f"late-{n}" for n in range(150)]
+        data.produce_ids(a, TOPIC, late, PARTITIONS)
+        on_a = data.read_ids(a, TOPIC)
+        end = {TopicPartition(TOPIC, p): items[-1][0] + 1 for p, items in on_a.items()}
+        plan = build_plan(world["pair"], "A", "B", StreamPosition(offsets=end), world["hooks"])
+        assert plan.has_gaps, plan.to_table()
+        assert plan.total_gap_records >= len(late), plan.to_table()
+        assert all("replication is behind the job" in " ".join(t.warnings) for t in plan.gaps)
+    finally:
+        own_sandbox.start_mirrormaker()
+    data.wait_replicated(world["b"], f"A.{TOPIC}", set(late))
+    caught_up = build_plan(world["pair"], "A", "B", StreamPosition(offsets=end), world["hooks"])
+    assert caught_up.total_gap_records < len(late), caught_up.to_table()
