@@ -140,3 +140,10 @@ def run_dag_test(airflow_home: Path, dag_source: str, dag_id: str, timeout: floa
     output = result.stdout + result.stderr
     states = [line.split()[-1] for line in output.splitlines() if line.startswith("DAG_RUN_STATE")]
     return (states[-1] if states else f"no state (exit {result.returncode})"), output
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop anything still running; keep the run directory (logs) only when something failed."""
+    _stop_everything()
+    if exitstatus == 0:
+        shutil.rmtree(RUN_ROOT, ignore_errors=True)
