@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -254,38 +253,55 @@ class RecoveryWatch(ClusterWatch):
         return bool(getattr(decision, "is_recovered", False) or getattr(decision, "data_loss", None))
 
 
-def watch_until(watch: ClusterWatch, deadline: float, on_probe=None) -> Decision:
+async def observe_until(watch: ClusterWatch, deadline: float | None, on_decision=None) -> Decision:
     """Observe on a fixed cadence until the decision is conclusive or ``deadline`` (unix seconds) passes.
 
-    Observations overlap when the cluster is slow to answer, so the cadence holds during a hang.
+    The one implementation of the cadence, shared by the trigger (in the triggerer's event loop) and by
+    :func:`watch_until` (poke mode, tests, benchmarks). Observations run in worker threads and overlap
+    when the cluster is slow to answer, so the cadence holds during a hang; each is stamped with its tick.
 
     :param watch: the watch to drive.
-    :param deadline: when to give up and return the last (inconclusive) decision.
-    :param on_probe: called with each decision, e.g. to log progress.
+    :param deadline: when to give up and return the last (inconclusive) decision; None waits forever.
+    :param on_decision: called with each new decision, e.g. to log progress.
     """
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    observe = sync_to_async(watch.observe, thread_sensitive=False)
     interval = watch.thresholds.probe_interval
-    workers = max(2, int(watch.thresholds.probe_timeout // interval) + 2)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"probe-{watch.cluster}") as pool:
-        pending = []
-        next_start = time.monotonic()
-        tick_wall = time.time()
-        decision = watch.decide()
-        while True:
-            now_mono = time.monotonic()
-            if now_mono >= next_start:
-                pending.append(pool.submit(watch.observe, tick_wall))
+    in_flight: set[asyncio.Future] = set()
+    next_start = time.monotonic()
+    tick = time.time()
+    decision = watch.decide()
+    try:
+        while deadline is None or time.time() < deadline:
+            if time.monotonic() >= next_start:
+                in_flight.add(asyncio.ensure_future(observe(tick)))
                 next_start += interval
-                tick_wall += interval
-            done = [f for f in pending if f.done()]
+                tick += interval
+            wait = max(next_start - time.monotonic(), 0.01)
+            if not in_flight:
+                await asyncio.sleep(wait)
+                continue
+            done, in_flight = await asyncio.wait(in_flight, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
-                pending.remove(future)
                 future.result()
-            if done:
-                decision = watch.decide()
-                if on_probe is not None:
-                    on_probe(decision)
-                if watch.conclusive(decision):
-                    return decision
-            if time.time() >= deadline:
+            if not done:
+                continue
+            decision = watch.decide()
+            if on_decision is not None:
+                on_decision(decision)
+            if watch.conclusive(decision):
                 return decision
-            time.sleep(min(0.05, max(next_start - time.monotonic(), 0.0)))
+        return decision
+    finally:
+        for future in in_flight:
+            future.cancel()
+
+
+def watch_until(watch: ClusterWatch, deadline: float, on_probe=None) -> Decision:
+    """Blocking form of :func:`observe_until`, for poke mode, tests and benchmarks."""
+    import asyncio
+
+    return asyncio.run(observe_until(watch, deadline, on_probe))

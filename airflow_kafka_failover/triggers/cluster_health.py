@@ -8,8 +8,6 @@ again (a triggerer restart) continues from what the sensor already saw.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -103,39 +101,14 @@ class ClusterHealthTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
 
+        from airflow_kafka_failover.health.watch import observe_until
+
         watch = await sync_to_async(build_watch, thread_sensitive=False)(
             self.kind, self.watch_kwargs, self.thresholds, self.state
         )
-        observe = sync_to_async(watch.observe, thread_sensitive=False)
-        interval = watch.thresholds.probe_interval
-        in_flight: set[asyncio.Task] = set()
-        next_start = time.monotonic()
-        tick_wall = time.time()
-        decision = watch.decide()
-        try:
-            while True:
-                if self.deadline is not None and time.time() >= self.deadline:
-                    yield TriggerEvent(decision_event(self.kind, watch, decision, timed_out=True))
-                    return
-                if time.monotonic() >= next_start:
-                    in_flight.add(asyncio.ensure_future(observe(tick_wall)))
-                    next_start += interval
-                    tick_wall += interval
-                wait = max(next_start - time.monotonic(), 0.01)
-                if not in_flight:
-                    await asyncio.sleep(wait)
-                    continue
-                done, in_flight = await asyncio.wait(in_flight, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    task.result()
-                if not done:
-                    continue
-                decision = watch.decide()
-                self.log.info("%s watch of %s: %s", self.kind, watch.cluster, decision.reason)
-                event = decision_event(self.kind, watch, decision)
-                if event["status"] != "waiting":
-                    yield TriggerEvent(event)
-                    return
-        finally:
-            for task in in_flight:
-                task.cancel()
+
+        def log_decision(decision) -> None:
+            self.log.info("%s watch of %s: %s", self.kind, watch.cluster, decision.reason)
+
+        decision = await observe_until(watch, self.deadline, log_decision)
+        yield TriggerEvent(decision_event(self.kind, watch, decision, timed_out=not watch.conclusive(decision)))
