@@ -67,7 +67,7 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 5.0) -> dict[int, i
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0, **configs: str) -> None:
-    """Create a topic (one replica) and wait until it exists."""
+    """Create a topic (one replica) and wait until every partition has a leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs)],
@@ -75,6 +75,15 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 1
         request_timeout=timeout,
     )
     futures[topic].result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        described = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if described is not None and described.error is None and len(described.partitions) == partitions and all(
+            part.leader >= 0 for part in described.partitions.values()
+        ):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} on {bootstrap} has partitions without a leader after {timeout:.0f} s")
 
 
 def produce(

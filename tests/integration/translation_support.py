@@ -47,6 +47,9 @@ def produce_with_aborts(bootstrap: str, topic: str, ids: list[str], partitions: 
         for p in range(partitions):
             producer.produce(topic, key=b"aborted", value=_value(f"aborted-{start}-{p}"), partition=p)
             aborted += 1
+        # Written before the abort, so that the aborted records really take offsets on the log (and the
+        # abort never races the partitions' registration with the transaction).
+        producer.flush(30)
         producer.abort_transaction(30)
     return aborted
 
