@@ -122,50 +122,59 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _run_sandbox(args: argparse.Namespace) -> int:
+def _sandbox_up(args: argparse.Namespace) -> int:
     from airflow_kafka_failover.sandbox.mirrormaker import ReplicationSettings
     from airflow_kafka_failover.sandbox.sandbox import Sandbox
 
-    if args.action == "up":
-        settings = ReplicationSettings(policy=args.policy, topics=args.topics, groups=args.groups)
-        started = time.monotonic()
-        info = Sandbox(args.run_dir, settings=settings).up(timeout=args.timeout)
-        if args.json:
-            print(json.dumps(info))
-        else:
-            print(f"sandbox up in {time.monotonic() - started:.1f} s (run dir {info['run_dir']})")
-            for name, cluster in info["clusters"].items():
-                print(f"  cluster {name}: {cluster['bootstrap']}")
-            print(f"  MirrorMaker 2: {', '.join(info['replication']['flows'])} ({settings.policy} policy)")
+    settings = ReplicationSettings(policy=args.policy, topics=args.topics, groups=args.groups)
+    started = time.monotonic()
+    info = Sandbox(args.run_dir, settings=settings).up(timeout=args.timeout)
+    if args.json:
+        print(json.dumps(info))
         return 0
+    print(f"sandbox up in {time.monotonic() - started:.1f} s (run dir {info['run_dir']})")
+    for name, cluster in info["clusters"].items():
+        print(f"  cluster {name}: {cluster['bootstrap']}")
+    print(f"  MirrorMaker 2: {', '.join(info['replication']['flows'])} ({settings.policy} policy)")
+    return 0
 
+
+def _sandbox_status(sandbox, as_json: bool) -> int:
+    status = sandbox.status()
+    if as_json:
+        print(json.dumps(status))
+    else:
+        print(f"run dir {status['run_dir']}")
+        if not status["processes"]:
+            print("  no sandbox has been started here")
+        for name, proc in status["processes"].items():
+            state = "frozen" if proc["frozen"] else "running" if proc["running"] else "stopped"
+            answers = "" if "answers" not in proc else (" answers" if proc["answers"] else " does not answer")
+            print(f"  {name:<12} {state:<8} pid {proc['pid'] or '-'}{answers}")
+    return 0 if sandbox.brokers and all(p["running"] for p in status["processes"].values()) else 3
+
+
+def _run_sandbox(args: argparse.Namespace) -> int:
+    from airflow_kafka_failover.sandbox.sandbox import Sandbox
+
+    if args.action == "up":
+        return _sandbox_up(args)
     sandbox = Sandbox(args.run_dir)
+    if args.action == "status":
+        return _sandbox_status(sandbox, args.json)
     if args.action == "down":
         started = time.monotonic()
         sandbox.down()
         print(f"sandbox down in {time.monotonic() - started:.1f} s")
-    elif args.action == "status":
-        status = sandbox.status()
-        if args.json:
-            print(json.dumps(status))
-        else:
-            print(f"run dir {status['run_dir']}")
-            if not status["processes"]:
-                print("  no sandbox has been started here")
-            for name, proc in status["processes"].items():
-                state = "frozen" if proc["frozen"] else "running" if proc["running"] else "stopped"
-                answers = "" if "answers" not in proc else (" answers" if proc["answers"] else " does not answer")
-                print(f"  {name:<12} {state:<8} pid {proc['pid'] or '-'}{answers}")
-        return 0 if sandbox.brokers and all(p["running"] for p in status["processes"].values()) else 3
     elif args.action == "fault":
         sandbox.fault(args.kind, args.cluster)
         print(f"{args.kind} injected on cluster {args.cluster}")
-    elif args.action == "mirrormaker":
-        if args.mm2_action == "stop":
-            sandbox.stop_mirrormaker()
-        else:
-            sandbox.start_mirrormaker()
-        print(f"MirrorMaker 2 {args.mm2_action}ped" if args.mm2_action == "stop" else "MirrorMaker 2 started")
+    elif args.mm2_action == "stop":
+        sandbox.stop_mirrormaker()
+        print("MirrorMaker 2 stopped")
+    else:
+        sandbox.start_mirrormaker()
+        print("MirrorMaker 2 started")
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.hooks.partition_reader import consume_ranges
 from airflow_kafka_failover.translation.rules import TopicPartition, Watermarks
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -280,32 +281,11 @@ class KafkaClusterHook(KafkaBaseHook):
         timeout = timeout or self.timeout
         counts = self.partition_counts([topic], timeout)
         ends = self.watermarks([TopicPartition(topic, p) for p in range(counts[topic])], timeout)
-        todo = {tp.partition: marks for tp, marks in ends.items() if marks.high > marks.low}
-        if not todo:
-            return
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
-
+        ranges = {tp.partition: (marks.low, marks.high) for tp, marks in ends.items()}
         consumer = self.consumer(timeout=timeout)
         try:
-            consumer.assign([KafkaTopicPartition(topic, p, marks.low) for p, marks in todo.items()])
-            deadline = time.monotonic() + timeout
-            while todo:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"reading {topic} on {self.bootstrap_servers} did not reach the end of partitions "
-                        f"{sorted(todo)} within {timeout:.0f} s"
-                    )
-                for msg in consumer.consume(num_messages=5000, timeout=0.2):
-                    if msg.error() is not None:
-                        continue
-                    yield CompactedRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
-                    marks = todo.get(msg.partition())
-                    if marks is not None and msg.offset() + 1 >= marks.high:
-                        del todo[msg.partition()]
-                # Compaction and transaction markers leave offsets without records: trust the position.
-                for ktp in consumer.position([KafkaTopicPartition(topic, p) for p in list(todo)]):
-                    if ktp.offset >= todo[ktp.partition].high:
-                        del todo[ktp.partition]
+            for msg in consume_ranges(consumer, topic, ranges, timeout, self.bootstrap_servers):
+                yield CompactedRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
         finally:
             consumer.close()
 

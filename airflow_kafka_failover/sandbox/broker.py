@@ -184,16 +184,20 @@ class KafkaBroker:
                 f"log {self.process.log_file}:\n{self.process.log_tail()}"
             )
 
-    def answers_metadata(self, timeout: float = 2.0) -> bool:
-        """Say whether the broker returns cluster metadata with at least one broker within ``timeout``."""
+    def _metadata(self, timeout: float):
+        """Return the broker's cluster metadata, or None when it does not answer within ``timeout``."""
         from confluent_kafka.admin import AdminClient  # deferred: not needed to write configs
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000})
         try:
-            metadata = admin.list_topics(timeout=timeout)
+            return admin.list_topics(timeout=timeout)
         except Exception:  # noqa: BLE001 - any failure means "does not answer"
-            return False
-        return bool(metadata.brokers)
+            return None
+
+    def answers_metadata(self, timeout: float = 2.0) -> bool:
+        """Say whether the broker returns cluster metadata with at least one broker within ``timeout``."""
+        metadata = self._metadata(timeout)
+        return metadata is not None and bool(metadata.brokers)
 
     def serves_all_partitions(self, timeout: float = 2.0) -> bool:
         """Say whether the broker answers and every partition it hosts has a leader.
@@ -201,17 +205,15 @@ class KafkaBroker:
         After a restart the broker answers metadata requests before log recovery has finished and its
         partitions have leaders again; clients would see NOT_LEADER errors until then.
         """
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000})
-        try:
-            metadata = admin.list_topics(timeout=timeout)
-        except Exception:  # noqa: BLE001 - any failure means "not ready"
-            return False
-        return bool(metadata.brokers) and all(
-            part.leader >= 0 and part.error is None
-            for topic in metadata.topics.values()
-            for part in topic.partitions.values()
+        metadata = self._metadata(timeout)
+        return (
+            metadata is not None
+            and bool(metadata.brokers)
+            and all(
+                part.leader >= 0 and part.error is None
+                for topic in metadata.topics.values()
+                for part in topic.partitions.values()
+            )
         )
 
     def wipe(self) -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from airflow_kafka_failover.hooks.partition_reader import consume_ranges
+
 
 @dataclass(frozen=True)
 class Record:
@@ -131,34 +133,13 @@ def read_all(bootstrap: str, topic: str, timeout: float = 30.0, **config: object
         metadata = consumer.list_topics(topic, timeout=timeout)
         if metadata.topics[topic].error is not None:
             raise RuntimeError(f"topic {topic} on {bootstrap}: {metadata.topics[topic].error}")
-        ends: dict[int, int] = {}
-        assignment = []
-        for partition in metadata.topics[topic].partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-            if high > low:
-                ends[partition] = high
-                assignment.append(TopicPartition(topic, partition, low))
-        records: list[Record] = []
-        if not assignment:
-            return records
-        consumer.assign(assignment)
-        done: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(done) < len(ends):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic} on {bootstrap}: partitions {set(ends) - done} unfinished")
-            for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                if msg.error() is not None:
-                    continue
-                records.append(
-                    Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
-                )
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    done.add(msg.partition())
-            # Transaction markers and aborted records occupy offsets without being delivered.
-            for tp in consumer.position([TopicPartition(topic, p) for p in ends if p not in done]):
-                if tp.offset >= ends[tp.partition]:
-                    done.add(tp.partition)
-        return records
+        ranges = {
+            partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            for partition in metadata.topics[topic].partitions
+        }
+        return [
+            Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
+            for msg in consume_ranges(consumer, topic, ranges, timeout, bootstrap)
+        ]
     finally:
         consumer.close()

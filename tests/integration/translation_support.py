@@ -11,6 +11,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from airflow_kafka_failover.hooks.partition_reader import consume_ranges
 from airflow_kafka_failover.sandbox.jars import ArtifactSet
 from airflow_kafka_failover.sandbox.kafka_io import end_offsets
 from airflow_kafka_failover.translation.rules import TopicPartition
@@ -61,21 +62,12 @@ def read_ids(
     ends = end_offsets(bootstrap, topic)
     assert ends is not None, f"{topic} not found on {bootstrap}"
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+                         "isolation.level": "read_committed"})
+    ranges = {p: ((start or {}).get(p, 0), end) for p, end in ends.items()}
     found: dict[int, list[tuple[int, str, int]]] = {p: [] for p in ends}
     try:
-        assignment = [KafkaTopicPartition(topic, p, (start or {}).get(p, -2)) for p in ends]
-        consumer.assign(assignment)
-        deadline = time.monotonic() + 60
-        todo = {p for p, end in ends.items() if end > (start or {}).get(p, 0)}
-        while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=0.3):
-                if msg.error() is None:
-                    found[msg.partition()].append((msg.offset(), json.loads(msg.value())["id"], msg.timestamp()[1]))
-            for tp in consumer.position([KafkaTopicPartition(topic, p) for p in list(todo)]):
-                if tp.offset >= ends[tp.partition]:
-                    todo.discard(tp.partition)
-        assert not todo, f"reading {topic} did not reach the end of partitions {todo}"
+        for msg in consume_ranges(consumer, topic, ranges, 60.0, bootstrap):
+            found[msg.partition()].append((msg.offset(), json.loads(msg.value())["id"], msg.timestamp()[1]))
     finally:
         consumer.close()
     return found
