@@ -13,7 +13,7 @@ from pathlib import Path
 from airflow_kafka_failover.exceptions import SandboxError
 from airflow_kafka_failover.sandbox.jars import kafka_classpath
 from airflow_kafka_failover.sandbox.loopback import accepts_connections, wait_until
-from airflow_kafka_failover.sandbox.process import ManagedProcess
+from airflow_kafka_failover.process_group import ManagedProcess
 
 log = logging.getLogger(__name__)
 

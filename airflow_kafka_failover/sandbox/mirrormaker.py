@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_kafka_failover.sandbox.broker import java_argv
-from airflow_kafka_failover.sandbox.process import ManagedProcess
+from airflow_kafka_failover.process_group import ManagedProcess
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import pytest
 from airflow_kafka_failover.exceptions import SandboxError
 from airflow_kafka_failover.sandbox import jars
 from airflow_kafka_failover.sandbox.loopback import free_ports, port_in_use, wait_until
-from airflow_kafka_failover.sandbox.process import ManagedProcess
+from airflow_kafka_failover.process_group import ManagedProcess
 
 
 def test_process_lives_in_its_own_group_and_stops_with_it(tmp_path: Path):

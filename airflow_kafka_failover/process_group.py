@@ -1,4 +1,4 @@
-"""Background processes of the sandbox, each in its own process group, tracked by pid files.
+"""Background processes (sandbox brokers, MirrorMaker 2, detached Spark jobs), each in its own process group.
 
 The pid file records the process's start time as the kernel reports it, so a pid that the system has
 since given to an unrelated process is never signalled. Everything here works across Python processes:
@@ -41,10 +41,10 @@ def _state(pid: int) -> str | None:
 
 @dataclass
 class ManagedProcess:
-    """A process of the sandbox (a broker, MirrorMaker 2) known by its name and its pid file.
+    """A background process (a broker, MirrorMaker 2, a Spark job) known by its name and its pid file.
 
     :param name: short name, used for the pid and log file names (``broker-A``, ``mirrormaker``).
-    :param run_dir: the sandbox run directory holding ``pids/`` and ``logs/``.
+    :param run_dir: the run directory holding ``pids/`` and ``logs/``.
     """
 
     name: str

@@ -1,0 +1,290 @@
+"""Submit the streaming job detached, stop it, and check on it, on top of the Spark provider's hook.
+
+``SparkSubmitHook`` builds the spark-submit command from a ``spark`` connection (master, deploy mode,
+binary) and the usual options. It waits for the application to end, which a streaming job never does,
+so this hook uses it differently per deploy mode:
+
+- **local** (``local[*]`` master) and **client** (a cluster master, driver next to Airflow): the command
+  runs as a detached process in its own process group, output to ``<run_dir>/logs/job.log``. Stopping the
+  process group stops the application. Spark standalone runs Python drivers only this way.
+- **cluster** (YARN, Kubernetes): spark-submit is run with ``waitAppCompletion=false``, so it returns once
+  the application is accepted; the handle keeps the application id or driver pod for the kill.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_kafka_failover.exceptions import ConfigError, FailoverError, SandboxError
+from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.layout import RunLayout, read_status, stop_request_file
+from airflow_kafka_failover.jobs.settings import JobSettings
+
+log = logging.getLogger(__name__)
+
+JOB_APPLICATION = Path(__file__).resolve().parents[1] / "jobs" / "stream_job.py"
+"""The packaged PySpark job."""
+LOG4J_CONFIG = Path(__file__).resolve().parents[1] / "jobs" / "log4j2.properties"
+WAIT_APP_COMPLETION = {
+    "yarn": "spark.yarn.submit.waitAppCompletion",
+    "k8s": "spark.kubernetes.submission.waitAppCompletion",
+    "spark": "spark.standalone.submit.waitAppCompletion",
+}
+
+
+class JobStartError(FailoverError):
+    """The job died or did not report running during start-up."""
+
+
+class StreamingJobHook(BaseHook):
+    """Runs the streaming job through a ``spark`` connection.
+
+    :param spark_conn_id: the Spark connection (master, deploy mode, spark binary), as the Spark provider
+        defines it; ``local[2]`` as host runs in local mode.
+    :param conf: Spark configuration (``--conf``).
+    :param jars: comma-separated jars for ``--jars``; defaults to the Kafka source jars resolved by
+        ``make setup`` (``.jars/spark-kafka``) when neither ``jars`` nor ``packages`` is given.
+    :param packages: Maven coordinates for ``--packages`` instead of ``jars``.
+    :param driver_memory: ``--driver-memory``.
+    :param executor_memory: ``--executor-memory``.
+    :param total_executor_cores: ``--total-executor-cores`` (standalone).
+    :param deploy_mode: overrides the connection's ``deploy-mode``.
+    :param py_files: ``--py-files``; in cluster deploy mode this must carry the provider package.
+    """
+
+    conn_name_attr = "spark_conn_id"
+    default_conn_name = "spark_default"
+    conn_type = "spark"
+    hook_name = "Spark streaming job (failover)"
+
+    def __init__(
+        self,
+        spark_conn_id: str = default_conn_name,
+        conf: dict[str, Any] | None = None,
+        jars: str | None = None,
+        packages: str | None = None,
+        driver_memory: str | None = None,
+        executor_memory: str | None = None,
+        total_executor_cores: int | None = None,
+        deploy_mode: str | None = None,
+        py_files: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.spark_conn_id = spark_conn_id
+        self.conf = dict(conf or {})
+        self.jars = jars
+        self.packages = packages
+        self.driver_memory = driver_memory
+        self.executor_memory = executor_memory
+        self.total_executor_cores = total_executor_cores
+        self.deploy_mode = deploy_mode
+        self.py_files = py_files
+
+    # ---- building the command --------------------------------------------------------------------------
+
+    def _jars(self) -> str | None:
+        if self.jars or self.packages:
+            return self.jars
+        from airflow_kafka_failover.sandbox.jars import spark_kafka_jars
+
+        try:
+            return ",".join(str(jar) for jar in spark_kafka_jars())
+        except SandboxError as exc:
+            raise ConfigError(
+                "the job needs Spark's Kafka source: pass jars=... (spark-sql-kafka-0-10 and its dependencies) "
+                f"or packages='org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>' ({exc})"
+            ) from None
+
+    def spark_submit_hook(self, name: str, application_args: list[str], conf: dict[str, Any]) -> Any:
+        """The Spark provider's hook, configured for one run."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        try:
+            return SparkSubmitHook(
+                conn_id=self.spark_conn_id, conf=conf, jars=self._jars(), packages=self.packages,
+                driver_memory=self.driver_memory, executor_memory=self.executor_memory,
+                total_executor_cores=self.total_executor_cores, deploy_mode=self.deploy_mode,
+                py_files=self.py_files, name=name, application_args=application_args,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}") from None
+
+    def _conf_for(self, master: str, deploy_mode: str) -> dict[str, Any]:
+        conf = dict(self.conf)
+        if LOG4J_CONFIG.is_file() and "spark.driver.extraJavaOptions" not in conf and deploy_mode != "cluster":
+            conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+        if deploy_mode == "cluster":
+            scheme = master.split("://", 1)[0]
+            if scheme in WAIT_APP_COMPLETION:
+                conf.setdefault(WAIT_APP_COMPLETION[scheme], "false")
+            if deploy_mode == "cluster" and scheme == "spark":
+                raise ConfigError(
+                    f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone master "
+                    f"({master}); Spark standalone does not run Python drivers in cluster mode: use deploy-mode "
+                    "client (the driver then runs detached next to Airflow)"
+                )
+        return conf
+
+    @staticmethod
+    def deploy_mode_of(master: str, deploy_mode: str | None) -> str:
+        if master.startswith("local"):
+            return "local"
+        return "cluster" if deploy_mode == "cluster" else "client"
+
+    # ---- submit --------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        settings: JobSettings,
+        layout: RunLayout,
+        application: str | os.PathLike[str] = JOB_APPLICATION,
+        startup_timeout: float = 180.0,
+        env: dict[str, str] | None = None,
+    ) -> JobHandle:
+        """Start one run detached and wait until it reports running; return its handle.
+
+        A run of the same (pair, cluster, epoch) that is already running is adopted, not started twice, so
+        a retried task converges.
+        """
+        application = Path(application)
+        if not application.is_file():
+            raise ConfigError(f"application file {application} does not exist; point 'application' at the job "
+                              f"(the packaged one is {JOB_APPLICATION})")
+        probe = self.spark_submit_hook("probe", [], self.conf)
+        master, deploy_mode = probe._connection["master"], probe._connection["deploy_mode"]
+        mode = self.deploy_mode_of(master, deploy_mode)
+        handle = JobHandle(
+            pair=settings.pair, cluster=settings.cluster, epoch=settings.epoch, deploy_mode=mode, master=master,
+            run_dir=str(layout.run_dir), checkpoint=settings.checkpoint, sink_root=settings.sink_root,
+            spark_conn_id=self.spark_conn_id, submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        if mode != "cluster" and handle.process.is_running():
+            log.info("%s is already running; adopting it instead of starting another", handle.describe())
+            return handle
+        settings_path = settings.write(layout.settings_file)
+        stop_request_file(layout.run_dir).unlink(missing_ok=True)
+        (layout.run_dir / "status.json").unlink(missing_ok=True)
+        name = f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
+        submit_hook = self.spark_submit_hook(name, ["--settings", str(settings_path)], self._conf_for(master, mode))
+        command = submit_hook._build_spark_submit_command(str(application))
+        child_env = self._child_env(env)
+        if mode == "cluster":
+            return self._submit_to_cluster(submit_hook, application, handle, child_env)
+        pid = handle.process.start(command, env=child_env)
+        log.info("submitted %s: pid %s, log %s", handle.describe(), pid, handle.log_file)
+        self.wait_running(handle, startup_timeout)
+        return handle
+
+    @staticmethod
+    def _child_env(env: dict[str, str] | None) -> dict[str, str]:
+        """PATH with this interpreter's bin (spark-submit of the pyspark install), the same Python for the driver."""
+        bin_dir = str(Path(sys.executable).parent)
+        path = os.environ.get("PATH", "")
+        child = {
+            "PATH": bin_dir + (os.pathsep + path if path else ""),
+            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
+        }
+        return {**child, **(env or {})}
+
+    def _submit_to_cluster(self, submit_hook: Any, application: Path, handle: JobHandle,
+                           env: dict[str, str]) -> JobHandle:
+        try:
+            submit_hook.submit(str(application), env={**os.environ, **env})
+        except Exception as exc:
+            raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
+        driver = submit_hook._driver_id or (
+            f"{submit_hook._connection.get('namespace') or 'default'}:{submit_hook._kubernetes_driver_pod}"
+            if submit_hook._kubernetes_driver_pod else None
+        )
+        app_id = submit_hook._yarn_application_id
+        if not driver and not app_id:
+            raise JobStartError(f"spark-submit to {handle.master} returned without an application id or driver; "
+                                "the job's state is unknown: check the cluster before retrying")
+        handle = JobHandle(**{**handle.to_dict(), "driver_id": driver, "application_id": app_id})
+        log.info("submitted %s", handle.describe())
+        return handle
+
+    def wait_running(self, handle: JobHandle, timeout: float) -> None:
+        """Wait until the job reports running; raise with its log tail if it dies or stays silent."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = read_status(handle.run_dir)
+            state = status.get("state")
+            if state == "running":
+                log.info("%s is running (Spark application %s)", handle.describe(), status.get("application_id"))
+                return
+            if state in ("refused", "failed") or not handle.process.is_running():
+                reason = status.get("reason") or f"the process exited during start-up (state {state!r})"
+                raise JobStartError(f"{handle.describe()} did not start: {reason}\n--- log tail ---\n"
+                                    f"{handle.log_tail()}")
+            if time.monotonic() > deadline:
+                tail = handle.log_tail()
+                handle.process.stop(timeout=10)
+                raise JobStartError(f"{handle.describe()} did not report running within {timeout:.0f} s; it was "
+                                    f"stopped. Raise startup_timeout on a slow machine.\n--- log tail ---\n{tail}")
+            time.sleep(0.5)
+
+    # ---- stop ----------------------------------------------------------------------------------------
+
+    def stop(self, handle: JobHandle | dict | None, timeout: float = 60.0) -> str:
+        """Ask the job to finish its batch and stop; force it after ``timeout``. Idempotent.
+
+        :return: ``not-running`` (nothing to stop), ``stopped`` (it stopped on request), or ``forced``.
+        """
+        if not handle:
+            log.info("no job handle given: there is no job to stop")
+            return "not-running"
+        handle = JobHandle.from_dict(handle)
+        if handle.deploy_mode == "cluster":
+            return self._stop_on_cluster(handle, timeout)
+        if not handle.process.is_running():
+            log.info("%s is not running (last state %r); nothing to stop", handle.describe(),
+                     handle.status().get("state"))
+            return "not-running"
+        request = stop_request_file(handle.run_dir)
+        request.parent.mkdir(parents=True, exist_ok=True)
+        request.write_text(datetime.now(UTC).isoformat())
+        log.info("asked %s to finish its batch and stop (waiting up to %.0f s)", handle.describe(), timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not handle.process.is_running():
+                log.info("%s stopped on request: %s", handle.describe(), handle.status().get("reason"))
+                return "stopped"
+            time.sleep(0.25)
+        log.warning("%s did not stop within %.0f s; terminating its process group", handle.describe(), timeout)
+        handle.process.stop(timeout=10)
+        return "forced"
+
+    def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
+        request = stop_request_file(handle.run_dir)
+        try:
+            request.parent.mkdir(parents=True, exist_ok=True)
+            request.write_text(datetime.now(UTC).isoformat())
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if handle.status().get("state") in ("stopped", "fenced", "failed"):
+                    return "stopped"
+                time.sleep(1)
+        except OSError as exc:
+            log.warning("cannot write the stop request %s (%s); killing through the cluster manager", request, exc)
+        if handle.application_id:
+            command = ["yarn", "application", "-kill", handle.application_id]
+        else:
+            command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]
+        log.info("killing %s: %s", handle.describe(), " ".join(command))
+        result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **self._child_env(None)},
+                                check=False, timeout=120)
+        if result.returncode != 0:
+            raise FailoverError(f"could not kill {handle.describe()}: {' '.join(command)} exited "
+                                f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}")
+        return "forced"

@@ -1,0 +1,97 @@
+"""The job handle: what the submit operator returns to XCom, and what stop and progress checks need.
+
+A handle is plain JSON (XCom- and Variable-friendly) and holds no secret: the settings file it points to
+does, and stays on disk with owner-only permissions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
+from airflow_kafka_failover.process_group import ManagedProcess
+
+DEPLOY_MODES = ("local", "client", "cluster")
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    """One submitted run of the job.
+
+    :param pair: the pair's name.
+    :param cluster: the cluster the run reads.
+    :param epoch: its epoch.
+    :param deploy_mode: ``local`` (detached spark-submit in local mode), ``client`` (detached driver next to
+        Airflow, executors on a cluster), or ``cluster`` (driver on the cluster, known by its id).
+    :param master: the Spark master URL.
+    :param run_dir: folder of the settings, status, stop request and (local/client) the log.
+    :param checkpoint: the run's checkpoint directory.
+    :param sink_root: the run's sink root.
+    :param spark_conn_id: the ``spark`` connection it was submitted through.
+    :param submitted_at: ISO 8601 time of submission.
+    :param driver_id: standalone driver id or Kubernetes ``namespace:pod`` (cluster mode).
+    :param application_id: YARN application id (cluster mode), or Spark's id once the job reported it.
+    """
+
+    pair: str
+    cluster: str
+    epoch: int
+    deploy_mode: str
+    master: str
+    run_dir: str
+    checkpoint: str
+    sink_root: str
+    spark_conn_id: str = "spark_default"
+    submitted_at: str = ""
+    driver_id: str | None = None
+    application_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> JobHandle:
+        """Rebuild a handle from XCom or the active record; raise ConfigError naming what is wrong."""
+        if isinstance(data, JobHandle):
+            return data
+        if not isinstance(data, dict):
+            raise ConfigError(f"a job handle must be a mapping (the submit operator's XCom), got {data!r}")
+        names = {f.name for f in fields(cls)}
+        missing = sorted(n for n in ("pair", "cluster", "epoch", "deploy_mode", "master", "run_dir", "checkpoint",
+                                     "sink_root") if n not in data)
+        if missing:
+            raise ConfigError(f"job handle {data!r} lacks {missing}; pass the submit operator's return value")
+        if data["deploy_mode"] not in DEPLOY_MODES:
+            raise ConfigError(f"job handle has deploy_mode {data['deploy_mode']!r}; expected one of {DEPLOY_MODES}")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @property
+    def process(self) -> ManagedProcess:
+        """The detached spark-submit process (local and client mode)."""
+        return ManagedProcess(PROCESS_NAME, Path(self.run_dir))
+
+    @property
+    def log_file(self) -> Path:
+        return self.process.log_file
+
+    def status(self) -> dict[str, Any]:
+        """What the job last wrote about itself (``{"state": "running", ...}``)."""
+        return read_status(self.run_dir)
+
+    def is_alive(self) -> bool | None:
+        """True/False for a detached process; None in cluster mode, where only the cluster manager knows."""
+        if self.deploy_mode == "cluster":
+            return None
+        return self.process.is_running()
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.deploy_mode == "cluster":
+            return f"(the driver runs on the cluster as {self.driver_id or self.application_id}; see its logs there)"
+        return self.process.log_tail(lines)
+
+    def describe(self) -> str:
+        where = f"pid {self.process.pid()}" if self.deploy_mode != "cluster" else (self.driver_id or self.application_id)
+        return f"job of pair {self.pair!r} on {self.cluster} at epoch {self.epoch} ({self.deploy_mode}, {where})"

@@ -1,0 +1,114 @@
+"""The job's default sink: Parquet, one directory per (epoch, batch), and its deduplicating reader.
+
+Layout under the sink root::
+
+    epoch=<e>/batch=<b>/part-*.parquet    one micro-batch, complete (moved in by one rename)
+    _staging/epoch=<e>-batch=<b>-<uuid>/  a batch being written; never read
+
+A batch is written to ``_staging`` and renamed into place only when Spark finished writing it, so a
+directory under ``epoch=*`` is always complete. A batch id that Spark replays after a crash finds its
+directory already there and writes nothing new: the sink is idempotent per (epoch, batch).
+
+Columns: ``record_id`` (from a JSON field of the value, or the key), ``key``, ``value``, ``source_cluster``,
+``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``epoch``, ``batch_id``.
+
+:func:`read_sink` returns the records deduplicated by record id, which is how the end result of any number
+of switches is checked for exactly-once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STAGING = "_staging"
+COLUMNS = ("record_id", "key", "value", "source_cluster", "topic", "partition", "offset", "timestamp_ms",
+           "epoch", "batch_id")
+_BATCH_DIR = re.compile(r"^batch=(\d+)$")
+_EPOCH_DIR = re.compile(r"^epoch=(\d+)$")
+
+
+def batch_dir(sink_root: str | os.PathLike[str], epoch: int, batch_id: int) -> Path:
+    """The final directory of one micro-batch."""
+    return Path(sink_root) / f"epoch={epoch}" / f"batch={batch_id}"
+
+
+def staging_dir(sink_root: str | os.PathLike[str], epoch: int, batch_id: int, token: str) -> Path:
+    """A private directory a batch is written to before it is renamed into place."""
+    return Path(sink_root) / STAGING / f"epoch={epoch}-batch={batch_id}-{token}"
+
+
+def batch_dirs(sink_root: str | os.PathLike[str]) -> list[tuple[int, int, Path]]:
+    """Every complete batch directory as (epoch, batch_id, path), in order."""
+    root = Path(sink_root)
+    found = []
+    if not root.is_dir():
+        return found
+    for epoch_dir in root.iterdir():
+        epoch_match = _EPOCH_DIR.match(epoch_dir.name)
+        if not epoch_match or not epoch_dir.is_dir():
+            continue
+        for batch in epoch_dir.iterdir():
+            batch_match = _BATCH_DIR.match(batch.name)
+            if batch_match and batch.is_dir():
+                found.append((int(epoch_match.group(1)), int(batch_match.group(1)), batch))
+    return sorted(found)
+
+
+@dataclass
+class SinkContents:
+    """What the sink holds.
+
+    :param rows: rows written, over all batches (duplicates included).
+    :param records: the first row of every record id, in (epoch, batch, topic, partition, offset) order.
+    :param duplicates: rows whose record id was already seen (re-deliveries across switches).
+    :param without_id: rows that have no record id (they cannot be deduplicated).
+    :param rows_by_cluster: rows per source cluster.
+    """
+
+    rows: int = 0
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    duplicates: int = 0
+    without_id: int = 0
+    rows_by_cluster: Counter = field(default_factory=Counter)
+
+    @property
+    def record_ids(self) -> set[str]:
+        return set(self.records)
+
+
+def read_sink(sink_root: str | os.PathLike[str], columns: tuple[str, ...] = COLUMNS) -> SinkContents:
+    """Read every complete batch and deduplicate by record id.
+
+    :param sink_root: the job's sink root.
+    :param columns: columns to keep in ``records`` (``record_id`` and ordering columns are always read).
+    """
+    import pyarrow.parquet as pq
+
+    needed = list(dict.fromkeys(("record_id", "source_cluster", "topic", "partition", "offset", *columns)))
+    contents = SinkContents()
+    for _epoch, _batch, path in batch_dirs(sink_root):
+        files = sorted(path.glob("*.parquet"))
+        for file in files:
+            table = pq.read_table(file, columns=needed)
+            rows = table.to_pylist()
+            rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
+            for row in rows:
+                _add(contents, row, columns)
+    return contents
+
+
+def _add(contents: SinkContents, row: dict[str, Any], columns: tuple[str, ...]) -> None:
+    contents.rows += 1
+    contents.rows_by_cluster[row["source_cluster"]] += 1
+    record_id = row["record_id"]
+    if record_id is None:
+        contents.without_id += 1
+    elif record_id in contents.records:
+        contents.duplicates += 1
+    else:
+        contents.records[record_id] = {name: row[name] for name in columns}

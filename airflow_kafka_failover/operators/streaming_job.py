@@ -1,0 +1,253 @@
+"""Operators that start and stop the streaming job on one cluster of a pair.
+
+``SubmitStreamingJobOperator`` checks everything it can before spark-submit runs (the application file,
+the Kafka connection, that the topics exist and the start map names every partition, that the checkpoint
+belongs to this cluster and epoch, that the fencing marker is at this epoch), then submits the job
+detached and returns its handle to XCom without waiting for the job to end.
+
+``StopStreamingJobOperator`` stops a job through its stop request (it finishes the batch in flight), then
+by force after a timeout. Stopping a job that is not running succeeds with a log line that says so.
+
+Bad input fails the task at once with ``AirflowFailException`` (no retry can fix it); a job that dies in
+start-up fails it with the job's log tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
+from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
+from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
+from airflow_kafka_failover.jobs.settings import JobSettings, missing_partitions, parse_starting_offsets
+
+
+def fail_on_bad_input(func):
+    """Turn configuration and checkpoint errors into AirflowFailException (retrying cannot fix them)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        try:
+            return func(*args, **kwargs)
+        except (ConfigError, CheckpointError, FencedError) as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    return wrapper
+
+
+class SubmitStreamingJobOperator(BaseOperator):
+    """Submit the streaming job on one cluster, detached; return its handle (a dict) to XCom.
+
+    :param pair: the pair's name.
+    :param cluster: the cluster the job will read (a name of the pair).
+    :param epoch: the epoch this run belongs to; the fencing marker must hold it (or not exist yet).
+    :param kafka_conn_id: the cluster's ``kafka`` connection; its bootstrap servers and security settings
+        reach the job through an owner-only settings file, never the command line.
+    :param topics: topics to read on this cluster (e.g. ``["orders", "A.orders"]``).
+    :param topic_pattern: a regex of topics instead of ``topics``.
+    :param starting_offsets: ``earliest``, ``latest``, or a start map naming every partition, as a dict or
+        JSON (a translation plan's ``to_spark_starting_offsets()``). Used only with a new checkpoint.
+    :param sink_root: the Parquet sink root.
+    :param checkpoint_root: root of the checkpoints; this run uses ``<root>/<pair>/<cluster>/epoch-<n>``.
+    :param run_root: root of the run folders (settings, status, stop request, log).
+    :param fencing_marker: the pair's fencing marker file.
+    :param bookkeeping_group: consumer group the job commits its position to.
+    :param record_id_field: JSON field of the value holding the record id, or ``key``.
+    :param kafka_options: Java Kafka client options that override those derived from the connection.
+    :param max_offsets_per_trigger: cap on records per micro-batch (None: no cap).
+    :param trigger_interval_s: micro-batch trigger interval.
+    :param spark_conn_id: the ``spark`` connection.
+    :param conf: Spark configuration.
+    :param jars: ``--jars`` (default: the Kafka source jars resolved by ``make setup``).
+    :param packages: ``--packages`` instead of ``jars``.
+    :param driver_memory: ``--driver-memory``.
+    :param executor_memory: ``--executor-memory``.
+    :param total_executor_cores: ``--total-executor-cores``.
+    :param deploy_mode: overrides the connection's deploy mode.
+    :param application: the job file (default: the packaged ``stream_job.py``).
+    :param startup_timeout: seconds the job has to report running before the task fails.
+    :param check_timeout: seconds for the Kafka checks before submission.
+    """
+
+    template_fields: Sequence[str] = ("epoch", "kafka_conn_id", "topics", "starting_offsets", "sink_root",
+                                      "checkpoint_root", "run_root", "fencing_marker", "cluster")
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        pair: str,
+        cluster: str,
+        epoch: int | str,
+        kafka_conn_id: str,
+        sink_root: str,
+        checkpoint_root: str,
+        run_root: str,
+        fencing_marker: str,
+        topics: Sequence[str] = (),
+        topic_pattern: str | None = None,
+        starting_offsets: Any = "earliest",
+        bookkeeping_group: str | None = None,
+        record_id_field: str = "id",
+        kafka_options: Mapping[str, str] | None = None,
+        max_offsets_per_trigger: int | None = None,
+        trigger_interval_s: float = 5.0,
+        spark_conn_id: str = "spark_default",
+        conf: Mapping[str, Any] | None = None,
+        jars: str | None = None,
+        packages: str | None = None,
+        driver_memory: str | None = None,
+        executor_memory: str | None = None,
+        total_executor_cores: int | None = None,
+        deploy_mode: str | None = None,
+        application: str | None = None,
+        startup_timeout: float = 180.0,
+        check_timeout: float = 10.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.pair, self.cluster, self.epoch = pair, cluster, epoch
+        self.kafka_conn_id = kafka_conn_id
+        self.sink_root, self.checkpoint_root, self.run_root = sink_root, checkpoint_root, run_root
+        self.fencing_marker = fencing_marker
+        self.topics, self.topic_pattern = list(topics), topic_pattern
+        self.starting_offsets = starting_offsets
+        self.bookkeeping_group = bookkeeping_group or f"airflow-kafka-failover.{pair}"
+        self.record_id_field = record_id_field
+        self.kafka_options = dict(kafka_options or {})
+        self.max_offsets_per_trigger = max_offsets_per_trigger
+        self.trigger_interval_s = trigger_interval_s
+        self.spark_conn_id = spark_conn_id
+        self.spark_options = {"conf": dict(conf or {}), "jars": jars, "packages": packages,
+                              "driver_memory": driver_memory, "executor_memory": executor_memory,
+                              "total_executor_cores": total_executor_cores, "deploy_mode": deploy_mode}
+        self.application = application or str(JOB_APPLICATION)
+        self.startup_timeout = startup_timeout
+        self.check_timeout = check_timeout
+
+    def _epoch(self) -> int:
+        try:
+            epoch = int(self.epoch)
+        except (TypeError, ValueError):
+            raise ConfigError(f"epoch must be an integer >= 0, got {self.epoch!r}") from None
+        if epoch < 0 or str(self.epoch).strip() != str(epoch):
+            raise ConfigError(f"epoch must be an integer >= 0, got {self.epoch!r}")
+        return epoch
+
+    def build_settings(self, epoch: int) -> tuple[JobSettings, RunLayout]:
+        """Check the inputs against the cluster and the checkpoint; return the job's settings and paths."""
+        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+        from airflow_kafka_failover.jobs.kafka_options import java_client_options
+
+        if not Path(self.application).is_file():
+            raise ConfigError(f"application file {self.application} does not exist; point 'application' at the "
+                              f"job file (the packaged one is {JOB_APPLICATION})")
+        layout = RunLayout(self.pair, self.cluster, epoch, self.checkpoint_root, self.run_root)
+        kafka = KafkaClusterHook(self.kafka_conn_id, timeout=self.check_timeout)
+        options = {**java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
+                   **self.kafka_options}
+        starting = parse_starting_offsets(self.starting_offsets)
+        settings = JobSettings(
+            pair=self.pair, cluster=self.cluster, epoch=epoch, bootstrap_servers=kafka.bootstrap_servers,
+            checkpoint=str(layout.checkpoint), sink_root=self.sink_root, bookkeeping_group=self.bookkeeping_group,
+            fencing_marker=self.fencing_marker, run_dir=str(layout.run_dir), topics=tuple(self.topics),
+            topic_pattern=self.topic_pattern, starting_offsets=starting, record_id_field=self.record_id_field,
+            kafka_options=options, max_offsets_per_trigger=self.max_offsets_per_trigger,
+            trigger_interval_s=self.trigger_interval_s,
+        )
+        if self.topics:
+            self._check_start_map(kafka, starting)
+        return settings, layout
+
+    def _check_start_map(self, kafka: Any, starting: Any) -> None:
+        try:
+            counts = kafka.partition_counts(self.topics)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot reach the Kafka cluster of connection {self.kafka_conn_id!r} ({kafka.bootstrap_servers}) "
+                f"within {self.check_timeout:.0f} s: {exc}; check the bootstrap servers and that the cluster is up"
+            ) from None
+        problems = missing_partitions(starting, counts)
+        if problems["missing"]:
+            raise ConfigError(
+                f"the start map misses partitions {problems['missing']} of {self.kafka_conn_id!r}; Spark needs an "
+                "offset for every partition (use -2 for earliest): re-plan, or add them"
+            )
+        if problems["unknown"] or problems["extra_topics"]:
+            raise ConfigError(
+                f"the start map names partitions the cluster does not have: {problems['unknown']} "
+                f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics"
+            )
+
+    def _check_fence(self, epoch: int) -> None:
+        marker = FencingMarker(Path(self.fencing_marker), self.pair)
+        fence = marker.read()
+        if fence is None:
+            self.log.info("no fencing marker at %s yet; writing epoch %s for cluster %s", self.fencing_marker,
+                          epoch, self.cluster)
+            marker.advance(None, epoch, self.cluster)
+        elif fence.epoch != epoch or fence.cluster != self.cluster:
+            raise FencedError(
+                f"fencing marker {self.fencing_marker} is at epoch {fence.epoch} for cluster {fence.cluster!r}, "
+                f"but this job is for epoch {epoch} on {self.cluster!r}: advance the fence first (a switch does) "
+                "or submit for the current epoch"
+            )
+
+    @fail_on_bad_input
+    def execute(self, context: Any) -> dict[str, Any]:
+        epoch = self._epoch()
+        settings, layout = self.build_settings(epoch)
+        resumed = claim_checkpoint(settings.checkpoint, self.pair, self.cluster, epoch, settings.bootstrap_servers)
+        if resumed:
+            self.log.info("checkpoint %s holds batches of this run: Spark resumes from it and ignores the start "
+                          "offsets", settings.checkpoint)
+        self._check_fence(epoch)
+        hook = StreamingJobHook(self.spark_conn_id, **self.spark_options)
+        handle = hook.submit(settings, layout, self.application, self.startup_timeout)
+        self.log.info("job handle: %s", handle.to_dict())
+        return handle.to_dict()
+
+
+class StopStreamingJobOperator(BaseOperator):
+    """Stop a streaming job: stop request first (it finishes its batch), force after ``timeout``.
+
+    :param handle: the submit operator's handle (templated, e.g. ``{{ ti.xcom_pull('submit') }}`` with
+        ``render_template_as_native_obj``), or None/empty to stop nothing.
+    :param timeout: seconds to wait for a graceful stop before forcing it.
+    :param spark_conn_id: the ``spark`` connection (cluster deploy mode kills through it).
+    """
+
+    template_fields: Sequence[str] = ("handle",)
+    ui_color = "#fbe8e8"
+
+    def __init__(self, *, handle: Any, timeout: float = 60.0, spark_conn_id: str = "spark_default",
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.handle = handle
+        self.timeout = timeout
+        self.spark_conn_id = spark_conn_id
+
+    @fail_on_bad_input
+    def execute(self, context: Any) -> str:
+        handle = self.handle
+        if isinstance(handle, str) and handle.strip():
+            import json
+
+            try:
+                handle = json.loads(handle)
+            except json.JSONDecodeError:
+                raise ConfigError(f"job handle is neither a mapping nor JSON: {handle[:200]!r}") from None
+        outcome = StreamingJobHook(self.spark_conn_id).stop(handle, self.timeout)
+        self.log.info("stop outcome: %s", outcome)
+        return outcome
+

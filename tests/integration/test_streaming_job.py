@@ -1,0 +1,152 @@
+"""The real PySpark job under real spark-submit (local mode) against the sandbox's clusters and MM2.
+
+A job reads A, is stopped gracefully, and a new run reads B from a translated plan with a new checkpoint:
+the deduplicated output must be exactly the produced ids. Fencing, kill -9, and a replayed batch are
+checked on the same machinery.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.progress import read_progress
+from airflow_kafka_failover.jobs.sink import read_sink
+from airflow_kafka_failover.sandbox.kafka_io import create_topic, read_all
+from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
+from airflow_kafka_failover.translation.planner import build_plan, load_position
+from airflow_kafka_failover.translation.records import Checkpoint
+from tests.integration import translation_support as data
+from tests.integration.conftest import register_connections
+from tests.integration.job_support import JobWorld, register_spark_connection
+from tests.integration.waiting import wait_for
+
+pytestmark = pytest.mark.spark
+
+PARTITIONS = 2
+
+
+@pytest.fixture
+def world(sandbox, tmp_path, request):
+    conns = register_connections(sandbox, "job")
+    spark = register_spark_connection("spark_job_local", "local[2]")
+    pair = f"p{abs(hash(request.node.name)) % 10**6}"
+    job_world = JobWorld(tmp_path, pair, conns, spark, group=f"bk-{pair}")
+    yield job_world
+    job_world.stop_all()
+
+
+def progress_sensor(handle, **kwargs) -> StreamingJobProgressSensor:
+    return StreamingJobProgressSensor(task_id="progress", handle=handle, **kwargs)
+
+
+def wait_progress(handle, timeout: float = 120, **kwargs) -> None:
+    sensor = progress_sensor(handle, **kwargs)
+    wait_for(lambda: sensor.poke({}), timeout, f"job progress {kwargs}", interval=1.0)
+
+
+def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
+    a, b = sandbox.bootstrap("A"), sandbox.bootstrap("B")
+    topic = unique_topic("orders")
+    create_topic(a, topic, PARTITIONS)
+    create_topic(b, topic, PARTITIONS)  # the topic also exists on B, as producers write to the active side
+    first = [f"r-{n}" for n in range(300)]
+    data.produce_ids(a, topic, first, PARTITIONS)
+
+    # 1. On A from an explicit start map.
+    handle = world.submit("A", 0, [topic], {topic: {"0": -2, "1": -2}})
+    wait_progress(handle, min_records=300)
+    progress = read_progress(handle["checkpoint"])
+    assert sum(progress.offsets.values()) == 300
+    lines = [json.loads(line) for line in open(os.path.join(handle["checkpoint"], "progress.jsonl"))]
+    assert lines and all(line["epoch"] == 0 for line in lines)
+    assert lines[-1]["end_offsets"] == {topic: {str(tp.partition): o for tp, o in progress.offsets.items()}}
+    committed = KafkaClusterHook(world.kafka_conns["A"]).committed_offsets(world.group)
+    assert {tp: o for tp, o in committed.items() if tp.topic == topic} == progress.offsets
+
+    def mm2_checkpointed() -> bool:
+        records = read_all(b, "A.checkpoints.internal", timeout=10)
+        found = [Checkpoint.decode(r.key, r.value) for r in records if r.key and world.group.encode() in r.key]
+        return any(c.topic == f"A.{topic}" and c.group == world.group for c in found)
+
+    wait_for(mm2_checkpointed, 60, "MM2 checkpoints of the bookkeeping group on B", interval=2.0)
+
+    # 2. Graceful stop; the fence moves to epoch 1 on B; records keep arriving on A (replicated to B).
+    assert StreamingJobHook(world.spark_conn).stop(handle, timeout=60) == "stopped"
+    assert JobHandle.from_dict(handle).status()["state"] == "stopped"
+    second = [f"r-{n}" for n in range(300, 500)]
+    data.produce_ids(a, topic, second, PARTITIONS)
+    data.wait_replicated(b, f"A.{topic}", set(first + second))
+
+    pair = parse_pair(world.pair, {
+        "clusters": {"A": {"connection": world.kafka_conns["A"]}, "B": {"connection": world.kafka_conns["B"]}},
+        "primary": "A", "topics": [topic], "bookkeeping_group": world.group,
+    })
+    hooks = {name: KafkaClusterHook(conn) for name, conn in world.kafka_conns.items()}
+    plan = build_plan(pair, "A", "B", load_position(checkpoint=handle["checkpoint"]), hooks)
+    FencingMarker(world.fence, world.pair).advance(0, 1, "B")
+
+    # 3. On B with a new checkpoint from the translated plan.
+    on_b = world.submit("B", 1, pair.topics_on("B"), plan.to_spark_starting_offsets())
+    assert on_b["checkpoint"] != handle["checkpoint"]
+    wanted = set(first + second)
+    wait_for(lambda: read_sink(world.sink).record_ids >= wanted, 120, "every id in the sink", interval=2.0)
+    contents = read_sink(world.sink)
+    assert contents.record_ids == wanted
+    assert contents.without_id == 0
+    bound = plan.max_redelivery
+    assert bound is None or contents.duplicates <= bound, (contents.duplicates, bound)
+    assert set(contents.rows_by_cluster) == {"A", "B"}
+
+    # 4. Fencing: epoch 2 stops the run on B within about one trigger interval (1 s) plus a poll.
+    FencingMarker(world.fence, world.pair).advance(1, 2, "A")
+    fenced_at = time.monotonic()
+    wait_for(lambda: not JobHandle.from_dict(on_b).is_alive(), 30, "the fenced job to exit", interval=0.2)
+    took = time.monotonic() - fenced_at
+    assert JobHandle.from_dict(on_b).status()["state"] == "fenced"
+    print(f"fenced run exited {took:.1f} s after the marker moved")
+
+
+def test_killed_job_fails_the_progress_sensor(world, sandbox, unique_topic):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    a = sandbox.bootstrap("A")
+    topic = unique_topic("killed")
+    create_topic(a, topic, 1)
+    handle = world.submit("A", 0, [topic], "earliest")
+    pid = JobHandle.from_dict(handle).process.pid()
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: not JobHandle.from_dict(handle).is_alive(), 15, "the killed job to be gone")
+    with pytest.raises(AirflowFailException, match="is not running") as failure:
+        progress_sensor(handle, min_records=1).poke({})
+    assert "log tail" in str(failure.value)
+    assert StreamingJobHook(world.spark_conn).stop(handle) == "not-running"
+
+
+def test_replayed_batch_writes_nothing_new(world, sandbox, unique_topic, monkeypatch):
+    a = sandbox.bootstrap("A")
+    topic = unique_topic("replay")
+    create_topic(a, topic, PARTITIONS)
+    ids = [f"x-{n}" for n in range(120)]
+    data.produce_ids(a, topic, ids, PARTITIONS)
+    monkeypatch.setenv("AKF_JOB_FAULT", "exit-after-sink:0")
+    handle = world.submit("A", 0, [topic], "earliest")
+    wait_for(lambda: not JobHandle.from_dict(handle).is_alive(), 120, "the job to die after writing batch 0")
+    assert read_sink(world.sink).rows == 120
+    assert read_progress(handle["checkpoint"]).batch_id is None  # batch 0 was never committed
+
+    monkeypatch.delenv("AKF_JOB_FAULT")
+    again = world.submit("A", 0, [topic], "earliest")  # same epoch: Spark resumes the checkpoint
+    wait_progress(again, min_records=120)
+    contents = read_sink(world.sink)
+    assert (contents.rows, contents.duplicates, len(contents.records)) == (120, 0, 120)
+    assert "replayed batch" in JobHandle.from_dict(again).log_tail(400)
