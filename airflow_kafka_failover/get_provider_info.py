@@ -29,13 +29,25 @@ def get_provider_info() -> dict:
         "hooks": [
             {
                 "integration-name": "Kafka Failover",
-                "python-modules": ["airflow_kafka_failover.hooks.kafka_cluster"],
+                "python-modules": [
+                    "airflow_kafka_failover.hooks.kafka_cluster",
+                    "airflow_kafka_failover.hooks.streaming_job",
+                ],
             }
         ],
         "sensors": [
             {
                 "integration-name": "Kafka Failover",
-                "python-modules": ["airflow_kafka_failover.sensors.cluster_health"],
+                "python-modules": [
+                    "airflow_kafka_failover.sensors.cluster_health",
+                    "airflow_kafka_failover.sensors.job_progress",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Kafka Failover",
+                "python-modules": ["airflow_kafka_failover.operators.streaming_job"],
             }
         ],
         "triggers": [

@@ -93,5 +93,9 @@ class JobHandle:
         return self.process.log_tail(lines)
 
     def describe(self) -> str:
-        where = f"pid {self.process.pid()}" if self.deploy_mode != "cluster" else (self.driver_id or self.application_id)
+        if self.deploy_mode == "cluster":
+            where = self.driver_id or self.application_id
+        else:
+            pid = self.process.pid()
+            where = f"pid {pid}" if pid is not None else "not running"
         return f"job of pair {self.pair!r} on {self.cluster} at epoch {self.epoch} ({self.deploy_mode}, {where})"

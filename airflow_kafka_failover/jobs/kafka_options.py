@@ -57,7 +57,8 @@ def java_client_options(confluent: Mapping[str, Any], connection: str = "the con
         options["sasl.mechanism"] = str(mechanism).upper()
     username, password = rest.pop("sasl.username", None), rest.pop("sasl.password", None)
     if username is not None or password is not None:
-        module = _LOGIN_MODULES.get(options.get("sasl.mechanism", "PLAIN"))
+        options.setdefault("sasl.mechanism", "PLAIN")  # librdkafka's default; Java's would be GSSAPI
+        module = _LOGIN_MODULES.get(options["sasl.mechanism"])
         if module is None or username is None or password is None:
             raise ConfigError(
                 f"{connection}: sasl.username/sasl.password need sasl.mechanism PLAIN, SCRAM-SHA-256 or "
@@ -73,7 +74,7 @@ def java_client_options(confluent: Mapping[str, Any], connection: str = "the con
         options["ssl.truststore.location"] = str(ca_location)
     identification = rest.pop("ssl.endpoint.identification.algorithm", None)
     if identification is not None:
-        options["ssl.endpoint.identification.algorithm"] = "" if identification == "none" else str(identification)
+        options["ssl.endpoint.identification.algorithm"] = "" if str(identification).lower() == "none" else str(identification)
     unmapped = []
     for key, value in rest.items():
         if key in SAME_IN_BOTH:

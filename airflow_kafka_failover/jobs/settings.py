@@ -23,6 +23,7 @@ RECORD_ID_FROM_KEY = "key"
 """``record_id_field`` value meaning: the record id is the Kafka key (as UTF-8 text)."""
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
+_PARTITION = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class JobSettings:
                 raise ConfigError(f"job setting {name!r} must be a non-empty string, got {value!r}")
         if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
             raise ConfigError(f"job setting 'epoch' must be an integer >= 0, got {self.epoch!r}")
+        if isinstance(self.topics, str):
+            raise ConfigError(f"job setting 'topics' must be a list of topic names, got the string {self.topics!r}")
         if bool(self.topics) == bool(self.topic_pattern):
             raise ConfigError(
                 f"job settings name topics={list(self.topics)!r} and topic_pattern={self.topic_pattern!r}: "
@@ -130,9 +133,11 @@ class JobSettings:
         """Write the settings to ``path`` readable by the owner only (it may hold secrets)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.unlink(missing_ok=True)  # a stale file would keep its old, wider mode
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:
+            os.fchmod(handle.fileno(), 0o600)
             json.dump(self.to_dict(), handle, indent=1, sort_keys=True)
         os.replace(temporary, path)
         return path
@@ -152,7 +157,8 @@ class JobSettings:
         if unknown:
             raise ConfigError(f"{where}: unknown setting(s) {unknown}")
         values = {k: v for k, v in data.items() if k in known}
-        values["topics"] = tuple(values.get("topics") or ())
+        topics = values.get("topics") or ()
+        values["topics"] = topics if isinstance(topics, str) else tuple(topics)
         try:
             return cls(**values)
         except TypeError as exc:
@@ -186,7 +192,7 @@ def check_starting_offsets(value: Any) -> None:
         if not isinstance(partitions, dict) or not partitions:
             raise ConfigError(f"starting offsets of topic {topic!r} must map partitions to offsets, got {partitions!r}")
         for partition, offset in partitions.items():
-            if not isinstance(partition, str) or not partition.isdigit():
+            if not isinstance(partition, str) or not _PARTITION.fullmatch(partition):
                 raise ConfigError(f"starting offsets of topic {topic!r} have partition key {partition!r}; "
                                   "expected a number like '0'")
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:

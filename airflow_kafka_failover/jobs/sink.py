@@ -92,13 +92,10 @@ def read_sink(sink_root: str | os.PathLike[str], columns: tuple[str, ...] = COLU
     needed = list(dict.fromkeys(("record_id", "source_cluster", "topic", "partition", "offset", *columns)))
     contents = SinkContents()
     for _epoch, _batch, path in batch_dirs(sink_root):
-        files = sorted(path.glob("*.parquet"))
-        for file in files:
-            table = pq.read_table(file, columns=needed)
-            rows = table.to_pylist()
-            rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
-            for row in rows:
-                _add(contents, row, columns)
+        rows = [row for file in sorted(path.glob("*.parquet")) for row in pq.read_table(file, columns=needed).to_pylist()]
+        rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
+        for row in rows:
+            _add(contents, row, columns)
     return contents
 
 

@@ -189,29 +189,33 @@ class SubmitStreamingJobOperator(BaseOperator):
                 f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics"
             )
 
-    def _check_fence(self, epoch: int) -> None:
+    def _check_fence(self, epoch: int) -> FencingMarker | None:
+        """Refuse a fence at another epoch or cluster; return the marker to create when there is none."""
         marker = FencingMarker(Path(self.fencing_marker), self.pair)
         fence = marker.read()
         if fence is None:
-            self.log.info("no fencing marker at %s yet; writing epoch %s for cluster %s", self.fencing_marker,
-                          epoch, self.cluster)
-            marker.advance(None, epoch, self.cluster)
-        elif fence.epoch != epoch or fence.cluster != self.cluster:
+            return marker
+        if fence.epoch != epoch or fence.cluster != self.cluster:
             raise FencedError(
                 f"fencing marker {self.fencing_marker} is at epoch {fence.epoch} for cluster {fence.cluster!r}, "
                 f"but this job is for epoch {epoch} on {self.cluster!r}: advance the fence first (a switch does) "
                 "or submit for the current epoch"
             )
+        return None
 
     @fail_on_bad_input
     def execute(self, context: Any) -> dict[str, Any]:
         epoch = self._epoch()
         settings, layout = self.build_settings(epoch)
+        new_marker = self._check_fence(epoch)
         resumed = claim_checkpoint(settings.checkpoint, self.pair, self.cluster, epoch, settings.bootstrap_servers)
         if resumed:
             self.log.info("checkpoint %s holds batches of this run: Spark resumes from it and ignores the start "
                           "offsets", settings.checkpoint)
-        self._check_fence(epoch)
+        if new_marker is not None:
+            self.log.info("no fencing marker at %s yet; writing epoch %s for cluster %s", self.fencing_marker,
+                          epoch, self.cluster)
+            new_marker.advance(None, epoch, self.cluster)
         hook = StreamingJobHook(self.spark_conn_id, **self.spark_options)
         handle = hook.submit(settings, layout, self.application, self.startup_timeout)
         self.log.info("job handle: %s", handle.to_dict())

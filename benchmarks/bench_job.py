@@ -1,0 +1,492 @@
+"""Job benchmark: throughput of the streaming job against a plain Spark Kafka->Parquet query, and the time
+from submit to the first committed batch, in local mode.
+
+Starts a sandbox (two KRaft clusters and MirrorMaker 2) and stops MirrorMaker 2 right away, so that its
+replication of the benchmark topic to B does not compete for the CPU. Then, in one run:
+
+1. **Submit to first batch**: a small fresh topic (1,000 records), a fresh run (own pair, checkpoint and
+   fencing marker); the wall time from calling ``StreamingJobHook.submit()`` until ``read_progress`` of the
+   run's checkpoint shows a committed batch. JVM and Spark start-up are included on purpose.
+2. **Pre-load** ``--records`` small records (``{"id": "r-<n>"}``, about 18 bytes) into a topic of
+   ``--partitions`` partitions on cluster A, round-robin so the partitions hold equal counts.
+3. **Throughput**, the job and the plain query one after the other (never together: the machine may have
+   only 2 cores), each from ``earliest`` on the same topic, each with a fresh checkpoint and output folder.
+   With ``--rounds`` > 1 the order alternates between rounds and the medians are reported.
+
+Same Spark settings for both: the same spark-submit (this interpreter's ``bin/spark-submit``, the one the
+hook finds first on the PATH it gives the job), ``--master local[2]``, the same ``--conf`` values,
+``--driver-memory`` and ``--jars`` (Spark's Kafka source, ``spark_kafka_jars()``), the same Python for the
+driver. Same reader: ``startingOffsets=earliest``, the same ``maxOffsetsPerTrigger`` (so both split the
+topic into the same batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the
+job sets them, and a processing-time trigger of the same interval. The plain query writes the Kafka
+columns (key, value, topic, partition, offset, timestamp) with Spark's Parquet file sink; the job writes
+its own sink (record id, epoch, batch; staging and rename), re-reads the batch for its statistics, commits
+the bookkeeping group and appends to ``progress.jsonl``; the difference is the job's cost.
+
+How throughput is measured, identically for both, from the Spark checkpoint each query writes: Spark
+writes ``offsets/<b>`` when batch ``b`` starts (after planning its offset range) and ``commits/<b>`` when
+it has finished (sink written; for the job, after its batch function returned). The interval runs from
+the modification time of ``offsets/0`` to that of ``commits/<b>``, where ``b`` is the first batch whose end
+offsets cover ``--records`` records; throughput = records / interval. JVM start-up, SparkSession creation
+and query start-up are excluded for both; the first batch's one-off costs (Kafka consumers, code
+generation) are included for both. For the job the result is cross-checked against ``progress.jsonl``
+(``written_at`` of the last batch) and its log's per-batch seconds (time inside the batch function), and
+the records each query wrote are counted in its Parquet output.
+
+    .venv/bin/python benchmarks/bench_job.py [--records 1000000] [--partitions 4]
+        [--max-offsets-per-trigger 250000] [--trigger-interval 1] [--rounds 1] [--keep]
+
+Progress and a table go to stderr; the last line on stdout is JSON with job_records_per_s,
+plain_records_per_s, throughput_ratio (job / plain; target >= 0.8) and submit_to_first_batch_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG, StreamingJobHook  # noqa: E402
+from airflow_kafka_failover.jobs.fencing import FencingMarker  # noqa: E402
+from airflow_kafka_failover.jobs.handle import JobHandle  # noqa: E402
+from airflow_kafka_failover.jobs.layout import RunLayout  # noqa: E402
+from airflow_kafka_failover.jobs.progress import read_progress  # noqa: E402
+from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
+from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
+from airflow_kafka_failover.sandbox.jars import spark_kafka_jars  # noqa: E402
+from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets  # noqa: E402
+from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
+from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file  # noqa: E402
+
+SPARK_CONN_ID = "spark_bench"
+MASTER = "local[2]"
+# The settings of both queries (the integration tests' settings; the driver holds the executor in local mode).
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
+}
+LATENCY_RECORDS = 1000
+JOB_BATCH_LINE = re.compile(r"\[akf-job\] batch (\d+): (\d+) records in ([0-9.]+) s")
+
+# The plain query, written into the run directory and run with the same spark-submit as the job.
+PLAIN_QUERY = '''"""Plain Structured Streaming query: Kafka -> Parquet file sink (bench_job.py's baseline)."""
+import argparse
+import os
+
+from pyspark.sql import SparkSession
+
+parser = argparse.ArgumentParser()
+for name in ("--bootstrap", "--topic", "--checkpoint", "--output", "--max-offsets-per-trigger",
+             "--trigger-interval", "--stop-file"):
+    parser.add_argument(name, required=True)
+args = parser.parse_args()
+spark = SparkSession.builder.appName("bench-plain").getOrCreate()
+spark.sparkContext.setLogLevel("WARN")
+query = (
+    spark.readStream.format("kafka")
+    .option("kafka.bootstrap.servers", args.bootstrap)
+    .option("subscribe", args.topic)
+    .option("startingOffsets", "earliest")
+    .option("failOnDataLoss", "true")
+    .option("kafka.isolation.level", "read_committed")
+    .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    .load()
+    .select("key", "value", "topic", "partition", "offset", "timestamp")
+    .writeStream.format("parquet")
+    .option("path", args.output)
+    .option("checkpointLocation", args.checkpoint)
+    .trigger(processingTime=args.trigger_interval + " seconds")
+    .queryName("bench-plain")
+    .start()
+)
+print("plain query running", flush=True)
+while not os.path.exists(args.stop_file):
+    if query.awaitTermination(0.5):
+        break
+query.stop()
+spark.stop()
+print("plain query stopped", flush=True)
+'''
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def jars_option() -> str:
+    """The ``--jars`` value of both queries: Spark's Kafka source, as the hook passes it by default."""
+    return ",".join(str(jar) for jar in spark_kafka_jars())
+
+
+# ---- measuring from a checkpoint ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How a query got through ``records`` records, read from its checkpoint.
+
+    :param batches: per batch (id, records, seconds from ``offsets/<b>`` to ``commits/<b>``).
+    :param started: mtime of ``offsets/0`` (epoch seconds).
+    :param finished: mtime of ``commits/<b>`` of the batch that reached the records.
+    """
+
+    records: int
+    batches: tuple[tuple[int, int, float], ...]
+    started: float
+    finished: float
+
+    @property
+    def seconds(self) -> float:
+        return self.finished - self.started
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+
+def _batch_files(folder: Path) -> dict[int, Path]:
+    if not folder.is_dir():
+        return {}
+    return {int(p.name): p for p in folder.iterdir() if p.name.isdigit()}
+
+
+def checkpoint_timing(checkpoint: Path, topic: str, records: int) -> Timing | None:
+    """Return the timing once the batch covering ``records`` records of ``topic`` is committed, else None."""
+    offsets = _batch_files(checkpoint / "offsets")
+    commits = _batch_files(checkpoint / "commits")
+    batches = []
+    before = 0
+    for batch in sorted(offsets):
+        if batch not in commits:
+            return None
+        path = offsets[batch]
+        covered = sum(o for tp, o in parse_offsets_file(path, path.read_text()).items() if tp.topic == topic)
+        batches.append((batch, covered - before, commits[batch].stat().st_mtime - path.stat().st_mtime))
+        before = covered
+        if covered >= records:
+            if 0 not in offsets:
+                raise RuntimeError(f"{checkpoint} has no offsets/0; it is not a fresh checkpoint")
+            return Timing(covered, tuple(batches), offsets[0].stat().st_mtime, commits[batch].stat().st_mtime)
+    return None
+
+
+def wait_for_records(checkpoint: Path, topic: str, records: int, process: ManagedProcess, what: str,
+                     timeout: float) -> Timing:
+    deadline = time.monotonic() + timeout
+    reported = -1
+    while time.monotonic() < deadline:
+        timing = checkpoint_timing(checkpoint, topic, records)
+        if timing is not None:
+            return timing
+        committed = max(_batch_files(checkpoint / "commits"), default=-1)
+        if committed != reported:
+            if committed >= 0:
+                say(f"  {what}: batch {committed} committed")
+            reported = committed
+        if not process.is_running():
+            raise RuntimeError(f"{what} exited before committing {records} records; log {process.log_file}:\n"
+                               f"{process.log_tail(40)}")
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not commit {records} records within {timeout:.0f} s; "
+                       f"log {process.log_file}")
+
+
+def parquet_rows(folder: Path) -> int:
+    import pyarrow.parquet as pq
+
+    files = [p for p in folder.rglob("*.parquet") if "_staging" not in p.parts]
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+
+
+# ---- the topic ---------------------------------------------------------------------------------------
+
+
+def load_topic(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    """Create ``topic`` and produce ``records`` small JSON records round-robin; return the seconds taken."""
+    create_topic(bootstrap, topic, partitions)
+    started = time.perf_counter()
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+        "batch.num.messages": 100_000, "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none",
+    })
+    for n in range(records):
+        value = b'{"id": "r-%d"}' % n
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if n % 50_000 == 0:
+            producer.poll(0)
+    if producer.flush(120):
+        raise RuntimeError(f"could not deliver every record to {topic} within 120 s")
+    seconds = time.perf_counter() - started
+    loaded = sum((end_offsets(bootstrap, topic) or {}).values())
+    if loaded != records:
+        raise RuntimeError(f"{topic} holds {loaded} records after loading, expected {records}")
+    return seconds
+
+
+# ---- the two queries ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    """What every query of one benchmark run shares."""
+
+    root: Path
+    bootstrap: str
+    args: argparse.Namespace
+    jobs: list[JobHandle]
+    plains: list[ManagedProcess]
+
+    @functools.cached_property
+    def hook(self) -> StreamingJobHook:
+        return StreamingJobHook(SPARK_CONN_ID, conf=SPARK_CONF, jars=jars_option(),
+                                driver_memory=self.args.driver_memory)
+
+    def job_settings(self, pair: str, topic: str) -> tuple[JobSettings, RunLayout]:
+        layout = RunLayout(pair, "A", 0, str(self.root / "checkpoints"), str(self.root / "runs"))
+        fence = self.root / f"fence-{pair}.json"
+        FencingMarker(fence, pair).write(0, "A")
+        settings = JobSettings(
+            pair=pair, cluster="A", epoch=0, bootstrap_servers=self.bootstrap,
+            checkpoint=str(layout.checkpoint), sink_root=str(self.root / f"sink-{pair}"),
+            bookkeeping_group=f"bk-{pair}", fencing_marker=str(fence), run_dir=str(layout.run_dir),
+            topics=(topic,), starting_offsets="earliest", record_id_field="id",
+            max_offsets_per_trigger=self.args.max_offsets_per_trigger,
+            trigger_interval_s=self.args.trigger_interval,
+        )
+        return settings, layout
+
+    def stop_job(self, handle: JobHandle) -> None:
+        outcome = self.hook.stop(handle, timeout=60)
+        handle.process.stop(timeout=10)  # no-op once it stopped on request
+        say(f"  job stopped ({outcome})")
+
+    def submit_to_first_batch(self, topic: str) -> tuple[float, float]:
+        """Submit a fresh run on ``topic``; return seconds until it runs and until its first batch commits."""
+        settings, layout = self.job_settings("bench-latency", topic)
+        started = time.monotonic()
+        handle = self.hook.submit(settings, layout, startup_timeout=240)
+        self.jobs.append(handle)
+        running = time.monotonic() - started
+        deadline = started + 240
+        while read_progress(settings.checkpoint).batch_id is None:
+            if not handle.process.is_running():
+                raise RuntimeError(f"the job exited before its first batch:\n{handle.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no batch committed within 240 s of submit:\n{handle.log_tail()}")
+            time.sleep(0.05)
+        first_batch = time.monotonic() - started
+        self.stop_job(handle)
+        return running, first_batch
+
+    def run_job(self, topic: str, round_no: int) -> dict:
+        settings, layout = self.job_settings(f"bench-r{round_no}", topic)
+        handle = self.hook.submit(settings, layout, startup_timeout=240)
+        self.jobs.append(handle)
+        say(f"  job running (log {handle.log_file})")
+        try:
+            timing = wait_for_records(Path(settings.checkpoint), topic, self.args.records, handle.process,
+                                      "job", self.args.timeout)
+        finally:
+            self.stop_job(handle)
+        progress = read_progress(settings.checkpoint)
+        lines = (Path(settings.checkpoint) / PROGRESS_FILE).read_text().splitlines()
+        last_written_at = max(json.loads(line)["written_at"] for line in lines if line.strip())
+        inside = {int(m[1]): float(m[3]) for m in JOB_BATCH_LINE.finditer(handle.log_file.read_text())}
+        return {"timing": timing, "progress_records": progress.records, "last_written_at": last_written_at,
+                "inside_batch_s": inside, "rows": parquet_rows(Path(settings.sink_root))}
+
+    def run_plain(self, topic: str, round_no: int) -> dict:
+        folder = self.root / f"plain-r{round_no}"
+        folder.mkdir(parents=True)
+        script = folder / "plain_query.py"
+        script.write_text(PLAIN_QUERY)
+        stop_file = folder / "stop-request"
+        command = [str(Path(sys.executable).parent / "spark-submit"), "--master", MASTER]
+        for key, value in SPARK_CONF.items():
+            command += ["--conf", f"{key}={value}"]
+        command += ["--jars", jars_option(), "--driver-memory", self.args.driver_memory,
+                    "--name", "bench-plain", str(script),
+                    "--bootstrap", self.bootstrap, "--topic", topic,
+                    "--checkpoint", str(folder / "checkpoint"), "--output", str(folder / "output"),
+                    "--max-offsets-per-trigger", str(self.args.max_offsets_per_trigger),
+                    "--trigger-interval", str(self.args.trigger_interval), "--stop-file", str(stop_file)]
+        process = ManagedProcess("plain", folder)
+        self.plains.append(process)
+        process.start(command, env=StreamingJobHook._child_env(None))  # the PATH and Python the job gets
+        say(f"  plain query started (log {process.log_file})")
+        try:
+            timing = wait_for_records(folder / "checkpoint", topic, self.args.records, process, "plain query",
+                                      self.args.timeout)
+        finally:
+            stop_file.write_text("stop")
+            deadline = time.monotonic() + 60
+            while process.is_running() and time.monotonic() < deadline:
+                time.sleep(0.25)
+            process.stop(timeout=10)
+            say("  plain query stopped")
+        return {"timing": timing, "rows": parquet_rows(folder / "output")}
+
+
+# ---- reporting ---------------------------------------------------------------------------------------
+
+
+def report_round(round_no: int, job: dict, plain: dict) -> None:
+    say(f"round {round_no}: per batch (records, seconds from offsets/<b> to commits/<b>)")
+    say(f"  {'batch':>5} {'records':>9} {'plain s':>8} {'job s':>8} {'job in batch fn s':>18}")
+    plain_batches = {b: (n, s) for b, n, s in plain["timing"].batches}
+    for batch, count, seconds in job["timing"].batches:
+        plain_s = f"{plain_batches[batch][1]:8.2f}" if batch in plain_batches else f"{'-':>8}"
+        inside = job["inside_batch_s"].get(batch)
+        inside_s = f"{inside:18.2f}" if inside is not None else f"{'-':>18}"
+        say(f"  {batch:>5} {count:>9} {plain_s} {seconds:8.2f} {inside_s}")
+    say(f"  {'query':<6} {'batches':>7} {'records':>9} {'seconds':>8} {'records/s':>10} {'rows written':>12}")
+    for name, result in (("plain", plain), ("job", job)):
+        timing = result["timing"]
+        say(f"  {name:<6} {len(timing.batches):>7} {timing.records:>9} {timing.seconds:8.2f} "
+            f"{timing.records_per_s:10.0f} {result['rows']:>12}")
+    lag = job["timing"].finished - job["last_written_at"]
+    say(f"  job cross-check: progress.jsonl counts {job['progress_records']} records; last written_at is "
+        f"{lag:.2f} s before the commit; records/s up to written_at "
+        f"{job['timing'].records / (job['last_written_at'] - job['timing'].started):.0f}")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in the topic (1000000)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (4)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000,
+                        help="maxOffsetsPerTrigger of both queries (250000)")
+    parser.add_argument("--trigger-interval", type=float, default=1.0,
+                        help="processing-time trigger interval of both queries, seconds (1)")
+    parser.add_argument("--driver-memory", default="1g", help="--driver-memory of both queries (1g)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of job + plain, order alternating (1)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds one query may take (900)")
+    parser.add_argument("--keep", action="store_true", help="keep the run directory (logs, data)")
+    return parser.parse_args()
+
+
+def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
+    """Bring the sandbox up and run every measurement; return the figures."""
+    spark_kafka_jars()  # resolve before timing anything
+    started = time.monotonic()
+    sandbox.up()
+    say(f"sandbox up in {time.monotonic() - started:.1f} s")
+    sandbox.stop_mirrormaker()
+    say("stopped MirrorMaker 2 so that replicating the topic to B does not compete for the CPU")
+    bench.bootstrap = sandbox.bootstrap("A")
+
+    load_topic(bench.bootstrap, "bench-latency", LATENCY_RECORDS, args.partitions)
+    say(f"submit to first batch: a fresh run on {LATENCY_RECORDS} records")
+    to_running, to_first_batch = bench.submit_to_first_batch("bench-latency")
+    say(f"  running after {to_running:.1f} s, first batch committed after {to_first_batch:.1f} s")
+
+    say(f"loading {args.records} records into {args.partitions} partitions")
+    load_s = load_topic(bench.bootstrap, "bench-records", args.records, args.partitions)
+    say(f"  loaded in {load_s:.1f} s ({args.records / load_s:.0f} records/s)")
+
+    rounds = []
+    for round_no in range(1, args.rounds + 1):
+        order = ("job", "plain") if round_no % 2 else ("plain", "job")
+        results = {}
+        for name in order:
+            say(f"round {round_no}: {name}")
+            run = bench.run_job if name == "job" else bench.run_plain
+            results[name] = run("bench-records", round_no)
+            timing = results[name]["timing"]
+            say(f"  {name}: {timing.records} records in {timing.seconds:.2f} s = "
+                f"{timing.records_per_s:.0f} records/s")
+            if results[name]["rows"] != args.records:
+                raise RuntimeError(f"the {name} wrote {results[name]['rows']} rows, expected {args.records}")
+        rounds.append((results["job"], results["plain"]))
+    return {"to_running": to_running, "to_first_batch": to_first_batch, "load_s": load_s, "rounds": rounds}
+
+
+def clean_up(bench: Bench, sandbox: Sandbox) -> None:
+    """Stop every process this run started (already stopped ones are skipped), then the sandbox."""
+    processes = [handle.process for handle in bench.jobs] + bench.plains
+    for process in processes:
+        try:
+            process.stop(timeout=10)
+        except Exception as exc:  # noqa: BLE001 - stop the rest regardless
+            say(f"could not stop {process.name} in {process.run_dir}: {exc}")
+    sandbox.down()
+    say("sandbox down")
+
+
+def main() -> int:
+    args = parse_args()
+    # Airflow's logging writes to stdout: send everything to stderr and keep stdout for the JSON line.
+    sys.stdout.flush()
+    json_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    root = REPO / ".run" / f"bench-job-{os.getpid()}"
+    others = subprocess.run(["pgrep", "-c", "java"], capture_output=True, text=True, check=False).stdout
+    say(f"machine: {platform.node()} {machine}; run dir {root}; "
+        f"java processes running before the start: {others.strip() or 0}")
+    os.environ[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": MASTER})
+    sandbox = Sandbox(root / "sandbox")
+    bench = Bench(root, "", args, [], [])
+    figures = None
+    try:
+        figures = measure(args, sandbox, bench)
+    finally:
+        clean_up(bench, sandbox)
+        if figures is not None and not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            say(f"run directory kept: {root}")
+
+    rounds = figures["rounds"]
+    for round_no, (job, plain) in enumerate(rounds, start=1):
+        report_round(round_no, job, plain)
+    job_rate = statistics.median(job["timing"].records_per_s for job, _ in rounds)
+    plain_rate = statistics.median(plain["timing"].records_per_s for _, plain in rounds)
+    summary = {
+        "records": args.records,
+        "partitions": args.partitions,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "trigger_interval_s": args.trigger_interval,
+        "rounds": args.rounds,
+        "load_s": round(figures["load_s"], 2),
+        "job_records_per_s": round(job_rate),
+        "plain_records_per_s": round(plain_rate),
+        "throughput_ratio": round(job_rate / plain_rate, 3),
+        "submit_to_running_s": round(figures["to_running"], 2),
+        "submit_to_first_batch_s": round(figures["to_first_batch"], 2),
+        "mirrormaker": "stopped during the measurements",
+        "machine": machine,
+    }
+    say(f"throughput ratio job/plain: {summary['throughput_ratio']} (target >= 0.8); "
+        f"submit to first batch {summary['submit_to_first_batch_s']} s")
+    json_out.write(json.dumps(summary) + "\n")
+    json_out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Bad input to the submit operator fails the task quickly, names the problem, and starts nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.layout import OWNER_FILE, RunLayout
+from airflow_kafka_failover.sandbox.kafka_io import create_topic
+from airflow_kafka_failover.sandbox.loopback import free_ports
+from tests.integration.conftest import register_connections
+from tests.integration.job_support import JobWorld, register_spark_connection
+
+
+@pytest.fixture
+def world(sandbox, tmp_path):
+    conns = register_connections(sandbox, "badjob")
+    spark = register_spark_connection("spark_badjob", "local[2]")
+    return JobWorld(tmp_path, "bad", conns, spark)
+
+
+@pytest.fixture
+def topic(sandbox, unique_topic):
+    name = unique_topic("bad")
+    create_topic(sandbox.bootstrap("A"), name, 2)
+    return name
+
+
+def refused(world: JobWorld, match: str, cluster: str = "A", epoch: int = 0, **kwargs) -> AirflowFailException:
+    """Run the submit operator, expect a quick AirflowFailException matching ``match``, nothing started."""
+    kwargs.setdefault("topics", [kwargs.pop("topic", "missing")])
+    kwargs.setdefault("starting_offsets", "earliest")
+    fence_before = world.fence.read_text() if world.fence.exists() else None
+    operator = world.submit_operator(cluster, epoch, **kwargs)
+    started = time.monotonic()
+    with pytest.raises(AirflowFailException, match=match) as failure:
+        operator.execute({})
+    assert time.monotonic() - started < 30
+    run_dir = RunLayout(world.pair, cluster, epoch, "", str(world.root / "runs")).run_dir
+    assert not (run_dir / "pids").exists(), "a job process was started"
+    assert (world.fence.read_text() if world.fence.exists() else None) == fence_before
+    return failure.value
+
+
+def test_start_map_missing_partitions_is_refused_with_their_names(world, topic):
+    error = refused(world, "misses partitions", topics=[topic], starting_offsets={topic: {"0": 5}})
+    assert f"{topic}-1" in str(error)
+
+
+def test_start_map_naming_partitions_that_do_not_exist(world, topic):
+    refused(world, "does not have", topics=[topic], starting_offsets={topic: {"0": 1, "1": 1, "7": 1}})
+
+
+def test_unknown_topic(world):
+    refused(world, "do not exist", topics=["no-such-topic-anywhere"])
+
+
+def test_unreachable_bootstrap_fails_fast(world, topic):
+    port = free_ports(1)[0]
+    os.environ["AIRFLOW_CONN_BADJOB_DEAD"] = json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}})
+    error = refused(world, "cannot reach", topics=[topic], kafka_conn_id="badjob_dead", check_timeout=3)
+    assert f"127.0.0.1:{port}" in str(error)
+
+
+def test_checkpoint_of_another_cluster_or_epoch_is_refused(world, topic):
+    layout = RunLayout(world.pair, "A", 0, str(world.root / "checkpoints"), str(world.root / "runs"))
+    layout.checkpoint.mkdir(parents=True)
+    (layout.checkpoint / OWNER_FILE).write_text(json.dumps({"pair": world.pair, "cluster": "B", "epoch": 3}))
+    error = refused(world, "belongs to", topics=[topic])
+    assert "'cluster': 'B'" in str(error) and "'epoch': 3" in str(error)
+
+
+def test_fence_at_another_epoch_is_refused(world, topic):
+    FencingMarker(world.fence, world.pair).write(2, "B")
+    refused(world, "epoch 2", topics=[topic], epoch=1)
+
+
+def test_missing_application_file(world, topic):
+    refused(world, "application file", topics=[topic], application=str(Path("/nonexistent/job.py")))
+
+
+@pytest.mark.parametrize("starting", ["{not json", {"t": {"zero": 1}}, {"t": {"0": -7}}])
+def test_malformed_start_maps(world, topic, starting):
+    refused(world, "starting offset|not valid JSON", topics=[topic], starting_offsets=starting)
+
+
+def test_bad_epoch(world, topic):
+    refused(world, "epoch must be an integer", topics=[topic], epoch="one")

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.jobs.layout import (
+    OWNER_FILE,
+    RunLayout,
+    claim_checkpoint,
+    read_status,
+    status_file,
+    stop_request_file,
+    write_json_atomically,
+)
+
+OWNER = {"pair": "orders", "cluster": "A", "epoch": 2}
+
+
+def claim(checkpoint: Path, **overrides) -> bool:
+    owner = {**OWNER, **overrides}
+    return claim_checkpoint(checkpoint, owner["pair"], owner["cluster"], owner["epoch"], "a1:9092")
+
+
+def add_batch(checkpoint: Path, batch: int = 0) -> None:
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch)).write_text('v1\n{}\n{"orders":{"0":1}}')
+
+
+def test_run_layout_paths():
+    layout = RunLayout("orders", "B", 4, "/ckpt", "/runs")
+    assert layout.checkpoint == Path("/ckpt/orders/B/epoch-4")
+    assert layout.run_dir == Path("/runs/orders/B/epoch-4")
+    assert layout.settings_file == Path("/runs/orders/B/epoch-4/settings.json")
+
+
+def test_run_files():
+    assert status_file("/runs/x") == Path("/runs/x/status.json")
+    assert stop_request_file(Path("/runs/x")) == Path("/runs/x/stop-request")
+
+
+# ---------------------------------------------------------------- claim_checkpoint
+
+
+def test_claim_of_a_new_directory_writes_the_owner(tmp_path):
+    checkpoint = tmp_path / "orders" / "A" / "epoch-2"
+    assert claim(checkpoint) is False
+    assert json.loads((checkpoint / OWNER_FILE).read_text()) == {**OWNER, "bootstrap_servers": "a1:9092"}
+    assert sorted(p.name for p in checkpoint.iterdir()) == [OWNER_FILE]
+
+
+def test_claim_again_without_batches_is_false(tmp_path):
+    claim(tmp_path)
+    assert claim(tmp_path) is False
+
+
+def test_claim_again_with_batches_resumes(tmp_path):
+    claim(tmp_path)
+    add_batch(tmp_path)
+    assert claim(tmp_path) is True
+
+
+def test_claim_with_empty_offsets_dir_and_no_owner_is_new(tmp_path):
+    (tmp_path / "offsets").mkdir()
+    assert claim(tmp_path) is False
+    assert (tmp_path / OWNER_FILE).is_file()
+
+
+@pytest.mark.parametrize("other", [{"cluster": "B"}, {"epoch": 3}, {"pair": "payments"}])
+def test_claim_refuses_a_checkpoint_of_another_run(tmp_path, other):
+    claim(tmp_path)
+    owner_text = (tmp_path / OWNER_FILE).read_text()
+    wanted = {**OWNER, **other}
+    with pytest.raises(CheckpointError) as err:
+        claim(tmp_path, **other)
+    assert str(err.value).startswith(f"checkpoint {tmp_path} belongs to {OWNER}, not to {wanted}: ")
+    assert (tmp_path / OWNER_FILE).read_text() == owner_text
+
+
+def test_claim_refuses_batches_without_owner(tmp_path):
+    add_batch(tmp_path, 7)
+    with pytest.raises(CheckpointError) as err:
+        claim(tmp_path)
+    assert str(err.value) == (
+        f"checkpoint {tmp_path} holds batches but no {OWNER_FILE}: it was not written by this provider for "
+        f"{OWNER}; give this run a new checkpoint directory"
+    )
+    assert not (tmp_path / OWNER_FILE).exists()
+
+
+@pytest.mark.parametrize("text", ["", "{not json", '{"pair": "orders"'])
+def test_claim_refuses_an_unreadable_owner_file(tmp_path, text):
+    (tmp_path / OWNER_FILE).write_text(text)
+    expected = r"_owner\.json: unreadable owner file \(.+\); use a new checkpoint"
+    with pytest.raises(CheckpointError, match=expected):
+        claim(tmp_path)
+
+
+def test_claim_refuses_an_owner_file_that_is_not_an_object(tmp_path):
+    (tmp_path / OWNER_FILE).write_text("[1, 2]")
+    with pytest.raises(CheckpointError, match=r"belongs to \[1, 2\], not to "):
+        claim(tmp_path)
+
+
+def test_claim_ignores_extra_owner_fields(tmp_path):
+    (tmp_path / OWNER_FILE).write_text(json.dumps({**OWNER, "bootstrap_servers": "old:9092", "note": "x"}))
+    add_batch(tmp_path)
+    assert claim(tmp_path) is True
+
+
+# ---------------------------------------------------------------- status
+
+
+def test_read_status_without_file(tmp_path):
+    assert read_status(tmp_path) == {}
+    assert read_status(tmp_path / "missing") == {}
+
+
+@pytest.mark.parametrize("text", ["", "{half", "[1]", '"running"'])
+def test_read_status_of_a_corrupt_or_odd_file(tmp_path, text):
+    status_file(tmp_path).write_text(text)
+    assert read_status(tmp_path) == {}
+
+
+def test_status_written_atomically_is_read_back(tmp_path):
+    write_json_atomically(status_file(tmp_path / "run"), {"state": "running", "batch": 3})
+    assert read_status(tmp_path / "run") == {"state": "running", "batch": 3}
+    assert status_file(tmp_path / "run").read_text() == '{"batch": 3, "state": "running"}'
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["status.json"]

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.jobs.progress import JobProgress, read_progress
+from airflow_kafka_failover.translation.rules import TopicPartition
+
+METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def write_offsets(root: Path, batch: int, offsets: dict) -> None:
+    path = root / "offsets" / str(batch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(["v1", METADATA, json.dumps(offsets)]))
+
+
+def write_commit(root: Path, batch: int) -> None:
+    path = root / "commits" / str(batch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def progress_line(batch: int, end: dict, records: int | None) -> str:
+    line = {"epoch": 0, "batch_id": batch, "end_offsets": end, "max_timestamp_ms": {"t": {"0": 123}},
+            "records": records}
+    return json.dumps(line)
+
+
+def write_progress(root: Path, *lines: str, trailing_newline: bool = True) -> None:
+    text = "\n".join(lines) + ("\n" if trailing_newline else "")
+    (root / "progress.jsonl").write_text(text)
+
+
+def batch(root: Path, batch_id: int, end: dict, committed: bool = True) -> None:
+    write_offsets(root, batch_id, end)
+    if committed:
+        write_commit(root, batch_id)
+
+
+def test_no_offsets_directory(tmp_path):
+    assert read_progress(tmp_path) == JobProgress(None, {}, 0)
+    assert read_progress(tmp_path / "never-created") == JobProgress(None, {}, 0)
+
+
+def test_planned_but_uncommitted_batch_is_no_progress(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}}, committed=False)
+    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 5))
+    assert read_progress(tmp_path) == JobProgress(None, {}, 0)
+
+
+def test_committed_batches_without_progress_file(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5, "1": 2}})
+    assert read_progress(tmp_path) == JobProgress(0, {T0: 5, T1: 2}, 0)
+
+
+def test_newest_uncommitted_batch_is_ignored(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5, "1": 1}})
+    batch(tmp_path, 1, {"t": {"0": 8, "1": 4}})
+    batch(tmp_path, 2, {"t": {"0": 20, "1": 9}}, committed=False)
+    write_progress(
+        tmp_path,
+        progress_line(0, {"t": {"0": 5, "1": 1}}, 6),
+        progress_line(1, {"t": {"0": 8, "1": 4}}, 6),
+        progress_line(2, {"t": {"0": 20, "1": 9}}, 17),
+    )
+    assert read_progress(tmp_path) == JobProgress(1, {T0: 8, T1: 4}, 12)
+
+
+def test_a_replayed_batch_counts_once(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}})
+    batch(tmp_path, 1, {"t": {"0": 9}})
+    write_progress(
+        tmp_path,
+        progress_line(0, {"t": {"0": 5}}, 5),
+        progress_line(1, {"t": {"0": 9}}, 4),
+        progress_line(1, {"t": {"0": 9}}, 4),
+        progress_line(0, {"t": {"0": 5}}, 5),
+    )
+    assert read_progress(tmp_path).records == 9
+
+
+def test_missing_or_null_record_count_is_zero(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}})
+    batch(tmp_path, 1, {"t": {"0": 9}})
+    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, None), progress_line(1, {"t": {"0": 9}}, 4))
+    assert read_progress(tmp_path).records == 4
+
+
+def test_torn_last_progress_line_is_ignored(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}})
+    batch(tmp_path, 1, {"t": {"0": 9}})
+    write_progress(
+        tmp_path,
+        progress_line(0, {"t": {"0": 5}}, 5),
+        progress_line(1, {"t": {"0": 9}}, 4)[:25],
+        trailing_newline=False,
+    )
+    assert read_progress(tmp_path) == JobProgress(1, {T0: 9}, 5)
+
+
+def test_damaged_checkpoint_is_reported(tmp_path):
+    write_commit(tmp_path, 0)
+    (tmp_path / "offsets").mkdir()
+    with pytest.raises(CheckpointError, match=r"batches \[0\] are committed but none has an offsets file"):
+        read_progress(tmp_path)
+
+
+# ---------------------------------------------------------------- reached
+
+
+def test_reached_lists_partitions_behind_in_order():
+    progress = JobProgress(3, {T0: 10, T1: 4}, 14)
+    wanted = {TopicPartition("u", 0): 1, T1: 5, T0: 10}
+    assert progress.reached(wanted) == ["t-1: 4 < 5", "u-0: none < 1"]
+
+
+def test_reached_is_empty_at_or_past_the_position():
+    progress = JobProgress(3, {T0: 10, T1: 4}, 14)
+    assert progress.reached({T0: 10, T1: 3}) == []
+    assert progress.reached({}) == []
+
+
+def test_reached_before_any_batch():
+    assert JobProgress(None, {}, 0).reached({T0: 0}) == ["t-0: none < 0"]

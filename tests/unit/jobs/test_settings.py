@@ -1,0 +1,389 @@
+from __future__ import annotations
+
+import json
+import re
+import stat
+
+import pytest
+
+from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.settings import (
+    SETTINGS_VERSION,
+    JobSettings,
+    check_starting_offsets,
+    missing_partitions,
+    parse_starting_offsets,
+)
+
+REQUIRED = {
+    "pair": "orders",
+    "cluster": "A",
+    "epoch": 3,
+    "bootstrap_servers": "a1:9092,a2:9092",
+    "checkpoint": "/ckpt/orders/A/epoch-3",
+    "sink_root": "/sink/orders",
+    "bookkeeping_group": "failover-orders",
+    "fencing_marker": "/fence/orders.json",
+    "run_dir": "/runs/orders/A/epoch-3",
+}
+STRING_FIELDS = ("pair", "cluster", "bootstrap_servers", "checkpoint", "sink_root", "bookkeeping_group",
+                 "fencing_marker", "run_dir", "record_id_field")
+
+
+def make(**overrides) -> JobSettings:
+    values = {**REQUIRED, "topics": ("orders",), **overrides}
+    return JobSettings(**values)
+
+
+def full() -> JobSettings:
+    return make(
+        topics=("orders", "A.orders"),
+        starting_offsets={"orders": {"0": 42, "1": -2}, "A.orders": {"0": -1}},
+        record_id_field="order_id",
+        kafka_options={"security.protocol": "SASL_SSL", "sasl.jaas.config": 'x required password="s3cret";'},
+        max_offsets_per_trigger=500,
+        trigger_interval_s=2.5,
+        poll_interval_s=0.5,
+    )
+
+
+# ---------------------------------------------------------------- validation
+
+
+def test_valid_settings_keep_their_values():
+    settings = make()
+    assert settings.topics == ("orders",)
+    assert settings.topic_pattern is None
+    assert settings.starting_offsets == "earliest"
+    assert settings.record_id_field == "id"
+    assert settings.kafka_options == {}
+    assert settings.max_offsets_per_trigger is None
+    assert (settings.trigger_interval_s, settings.poll_interval_s) == (5.0, 1.0)
+
+
+@pytest.mark.parametrize("name", STRING_FIELDS)
+@pytest.mark.parametrize("bad", ["", "   ", None, 7])
+def test_every_string_setting_must_be_non_empty(name, bad):
+    with pytest.raises(ConfigError) as err:
+        make(**{name: bad})
+    assert str(err.value) == f"job setting {name!r} must be a non-empty string, got {bad!r}"
+
+
+@pytest.mark.parametrize("bad", [-1, True, "3", 1.0, None])
+def test_epoch_must_be_a_non_negative_integer(bad):
+    with pytest.raises(ConfigError) as err:
+        make(epoch=bad)
+    assert str(err.value) == f"job setting 'epoch' must be an integer >= 0, got {bad!r}"
+
+
+def test_epoch_zero_is_valid():
+    assert make(epoch=0).epoch == 0
+
+
+@pytest.mark.parametrize(
+    ("topics", "pattern"),
+    [((), None), ((), ""), (("orders",), "orders.*")],
+)
+def test_exactly_one_of_topics_and_pattern(topics, pattern):
+    with pytest.raises(ConfigError) as err:
+        make(topics=topics, topic_pattern=pattern)
+    assert str(err.value) == (
+        f"job settings name topics={list(topics)!r} and topic_pattern={pattern!r}: give exactly one of them"
+    )
+
+
+def test_topic_pattern_alone_is_valid():
+    settings = make(topics=(), topic_pattern=r"(A\.)?orders")
+    assert settings.topic_pattern == r"(A\.)?orders"
+    assert settings.topics == ()
+
+
+@pytest.mark.parametrize("bad", ["two words", "orders/1", "", "ördern", 5])
+def test_invalid_topic_names_are_refused(bad):
+    with pytest.raises(ConfigError) as err:
+        make(topics=("orders", bad))
+    assert str(err.value) == f"job setting 'topics' has an invalid topic name {bad!r}"
+
+
+def test_topic_pattern_must_compile():
+    with pytest.raises(ConfigError, match=r"job setting 'topic_pattern' '\(orders' is not a regex: "):
+        make(topics=(), topic_pattern="(orders")
+
+
+def test_bad_starting_offsets_are_refused_at_construction():
+    with pytest.raises(ConfigError, match=r"starting offset of orders-0 is -3"):
+        make(starting_offsets={"orders": {"0": -3}})
+
+
+@pytest.mark.parametrize("bad", [0, -5, True, 1.5, "100"])
+def test_max_offsets_per_trigger_must_be_positive_integer(bad):
+    with pytest.raises(ConfigError) as err:
+        make(max_offsets_per_trigger=bad)
+    assert str(err.value) == (
+        f"job setting 'max_offsets_per_trigger' must be an integer >= 1 or null, got {bad!r}"
+    )
+
+
+@pytest.mark.parametrize("name", ["trigger_interval_s", "poll_interval_s"])
+@pytest.mark.parametrize("bad", [0, -1.5, True, "5", None])
+def test_intervals_must_be_positive_numbers(name, bad):
+    with pytest.raises(ConfigError) as err:
+        make(**{name: bad})
+    assert str(err.value) == f"job setting {name!r} must be a number of seconds > 0, got {bad!r}"
+
+
+@pytest.mark.parametrize("bad", [{"security.protocol": 1}, {1: "x"}, [("a", "b")], "a=b"])
+def test_kafka_options_must_map_strings_to_strings(bad):
+    expected = r"^job setting 'kafka_options' must map option names to string values$"
+    with pytest.raises(ConfigError, match=expected):
+        make(kafka_options=bad)
+
+
+def test_starting_offsets_option():
+    assert make(starting_offsets="latest").starting_offsets_option == "latest"
+    settings = make(starting_offsets={"orders": {"1": 7, "0": 5}, "A.orders": {"0": -2}})
+    assert settings.starting_offsets_option == '{"A.orders": {"0": -2}, "orders": {"0": 5, "1": 7}}'
+
+
+# ---------------------------------------------------------------- file round trip
+
+
+def test_to_dict_adds_version_and_lists_topics():
+    data = full().to_dict()
+    assert data["version"] == SETTINGS_VERSION
+    assert data["topics"] == ["orders", "A.orders"]
+    assert set(data) == set(JobSettings.__dataclass_fields__) | {"version"}
+
+
+def test_write_is_owner_only_and_load_round_trips(tmp_path):
+    settings = full()
+    path = settings.write(tmp_path / "run" / "settings.json")
+    assert path == tmp_path / "run" / "settings.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
+    assert JobSettings.load(path) == settings
+    written = json.loads(path.read_text())
+    assert written["kafka_options"]["sasl.jaas.config"] == 'x required password="s3cret";'
+
+
+def test_write_replaces_an_existing_file(tmp_path):
+    path = tmp_path / "settings.json"
+    make(epoch=1).write(path)
+    make(epoch=2).write(path)
+    assert JobSettings.load(path).epoch == 2
+
+
+def test_load_missing_file(tmp_path):
+    path = tmp_path / "nope.json"
+    with pytest.raises(ConfigError) as err:
+        JobSettings.load(path)
+    assert str(err.value) == f"cannot read job settings {path}: No such file or directory"
+
+
+def test_load_invalid_json(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match=rf"^job settings {re.escape(str(path))} are not valid JSON: "):
+        JobSettings.load(path)
+
+
+def test_load_names_the_file_in_validation_errors(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({**make().to_dict(), "colour": "blue"}))
+    with pytest.raises(ConfigError) as err:
+        JobSettings.load(path)
+    assert str(err.value) == f"{path}: unknown setting(s) ['colour']"
+
+
+def test_from_dict_without_version_is_accepted():
+    data = make().to_dict()
+    del data["version"]
+    assert JobSettings.from_dict(data) == make()
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", None])
+def test_from_dict_refuses_another_version(version):
+    with pytest.raises(ConfigError) as err:
+        JobSettings.from_dict({**make().to_dict(), "version": version})
+    assert str(err.value).startswith(
+        f"job settings: settings version {version!r} is not {SETTINGS_VERSION}; the job and the provider"
+    )
+
+
+def test_from_dict_lists_unknown_keys_sorted():
+    with pytest.raises(ConfigError) as err:
+        JobSettings.from_dict({**make().to_dict(), "zeta": 1, "alpha": 2}, where="x.json")
+    assert str(err.value) == "x.json: unknown setting(s) ['alpha', 'zeta']"
+
+
+@pytest.mark.parametrize("data", [["pair"], "pair=orders", None, 3])
+def test_from_dict_needs_an_object(data):
+    with pytest.raises(ConfigError) as err:
+        JobSettings.from_dict(data)
+    assert str(err.value) == f"job settings: expected a JSON object, got {type(data).__name__}"
+
+
+def test_from_dict_names_a_missing_required_setting():
+    data = make().to_dict()
+    del data["bootstrap_servers"]
+    with pytest.raises(ConfigError, match=r"^job settings: .*missing 1 required .*'bootstrap_servers'"):
+        JobSettings.from_dict(data)
+
+
+def test_from_dict_validates_values():
+    with pytest.raises(ConfigError, match=r"job setting 'epoch' must be an integer >= 0, got -1"):
+        JobSettings.from_dict({**make().to_dict(), "epoch": -1})
+
+
+# ---------------------------------------------------------------- starting offsets
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "earliest",
+        "latest",
+        {"orders": {"0": 0}},
+        {"orders": {"0": -2, "1": -1, "10": 123456789}, "b": {"3": 1}},
+    ],
+)
+def test_check_starting_offsets_accepts(value):
+    assert check_starting_offsets(value) is None
+
+
+@pytest.mark.parametrize("value", ["EARLIEST", "", "none", {}, [], None, 0])
+def test_check_starting_offsets_refuses_other_shapes(value):
+    with pytest.raises(ConfigError) as err:
+        check_starting_offsets(value)
+    assert str(err.value) == (
+        "starting offsets must be 'earliest', 'latest' or a map like {\"orders\": {\"0\": 42}}, "
+        f"got {value!r}"
+    )
+
+
+@pytest.mark.parametrize("partitions", [{}, [0], 5, None])
+def test_check_starting_offsets_refuses_a_topic_without_partition_map(partitions):
+    with pytest.raises(ConfigError) as err:
+        check_starting_offsets({"orders": partitions})
+    assert str(err.value) == (
+        f"starting offsets of topic 'orders' must map partitions to offsets, got {partitions!r}"
+    )
+
+
+@pytest.mark.parametrize("key", ["-1", "p0", "", "1.0", " 1", 0])
+def test_check_starting_offsets_refuses_bad_partition_keys(key):
+    with pytest.raises(ConfigError) as err:
+        check_starting_offsets({"orders": {key: 5}})
+    assert str(err.value) == (
+        f"starting offsets of topic 'orders' have partition key {key!r}; expected a number like '0'"
+    )
+
+
+@pytest.mark.parametrize("offset", [-3, -100, True, False, 1.0, "5", None])
+def test_check_starting_offsets_refuses_bad_offsets(offset):
+    with pytest.raises(ConfigError) as err:
+        check_starting_offsets({"orders": {"0": 1, "2": offset}})
+    assert str(err.value) == (
+        f"starting offset of orders-2 is {offset!r}; expected an integer >= 0, or -2 (earliest) / -1 (latest)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("earliest", "earliest"),
+        ("  latest\n", "latest"),
+        ('{"orders": {"0": 5, "1": -1}}', {"orders": {"0": 5, "1": -1}}),
+        ('"earliest"', "earliest"),
+        ({"orders": {"0": 5}}, {"orders": {"0": 5}}),
+    ],
+)
+def test_parse_starting_offsets_accepts(text, expected):
+    assert parse_starting_offsets(text) == expected
+
+
+@pytest.mark.parametrize("text", ["nope", "{orders: {0: 5}}", '{"orders": {"0": 5}'])
+def test_parse_starting_offsets_refuses_non_json(text):
+    with pytest.raises(ConfigError) as err:
+        parse_starting_offsets(text)
+    message = str(err.value)
+    assert message.startswith("starting offsets are not valid JSON (")
+    assert message.endswith(f"): {text!r}")
+
+
+def test_parse_starting_offsets_quotes_at_most_200_characters():
+    text = "x" * 500
+    with pytest.raises(ConfigError) as err:
+        parse_starting_offsets(text)
+    assert str(err.value).endswith(f"): {'x' * 200!r}")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"orders": {"0": -3}}', "starting offset of orders-0 is -3"),
+        ('{"orders": {"a": 1}}', "have partition key 'a'"),
+        ('{"orders": {"0": true}}', "starting offset of orders-0 is True"),
+        ("[1, 2]", "got [1, 2]"),
+        ('"LATEST"', "got 'LATEST'"),
+    ],
+)
+def test_parse_starting_offsets_validates_decoded_json(text, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_starting_offsets(text)
+
+
+# ---------------------------------------------------------------- missing partitions
+
+
+@pytest.mark.parametrize("value", ["earliest", "latest"])
+def test_missing_partitions_of_earliest_or_latest_is_empty(value):
+    assert missing_partitions(value, {"orders": 3}) == {"missing": [], "unknown": [], "extra_topics": []}
+
+
+def test_missing_partitions_of_a_fitting_map_is_empty():
+    offsets = {"orders": {"0": 1, "1": 2}, "A.orders": {"0": 3}}
+    assert missing_partitions(offsets, {"orders": 2, "A.orders": 1}) == {
+        "missing": [], "unknown": [], "extra_topics": [],
+    }
+
+
+def test_missing_partitions_lists_missing_unknown_and_extra_topics():
+    offsets = {
+        "orders": {"0": 1, "12": 2, "3": 5},
+        "payments": {"0": 0},
+        "archive": {"0": 0},
+    }
+    counts = {"orders": 3, "refunds": 2, "payments": 1}
+    assert missing_partitions(offsets, counts) == {
+        "missing": ["orders-1", "orders-2", "refunds-0", "refunds-1"],
+        "unknown": ["orders-3", "orders-12"],
+        "extra_topics": ["archive"],
+    }
+
+
+def test_a_bare_topic_string_is_refused_not_split_into_letters():
+    with pytest.raises(ConfigError, match="must be a list of topic names, got the string 'orders'"):
+        make(topics="orders")
+    data = make(topics=("orders",)).to_dict()
+    data["topics"] = "orders"
+    with pytest.raises(ConfigError, match="got the string 'orders'"):
+        JobSettings.from_dict(data)
+
+
+@pytest.mark.parametrize("key", ["\u00b2", "\u0663", " 1", "1 "])
+def test_partition_keys_are_ascii_digits_only(key):
+    with pytest.raises(ConfigError, match="partition key"):
+        check_starting_offsets({"t": {key: 0}})
+
+
+def test_write_narrows_a_stale_temporary_file(tmp_path):
+    import os
+
+    target = tmp_path / "settings.json"
+    stale = tmp_path / f".settings.json.{os.getpid()}.tmp"
+    stale.write_text("old")
+    stale.chmod(0o644)
+    make(topics=("orders",)).write(target)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert not stale.exists()

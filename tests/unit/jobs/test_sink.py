@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_kafka_failover.jobs.sink import (
+    COLUMNS,
+    STAGING,
+    batch_dir,
+    batch_dirs,
+    read_sink,
+    staging_dir,
+)
+
+SCHEMA = pa.schema([
+    ("record_id", pa.string()),
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("source_cluster", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp_ms", pa.int64()),
+    ("epoch", pa.int32()),
+    ("batch_id", pa.int64()),
+])
+
+
+def row(
+    record_id: str | None, offset: int, cluster: str = "A", topic: str = "orders", partition: int = 0
+) -> dict:
+    return {
+        "record_id": record_id,
+        "key": None if record_id is None else record_id.encode(),
+        "value": f'{{"id": "{record_id}", "offset": {offset}}}'.encode(),
+        "source_cluster": cluster,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "timestamp_ms": 1_700_000_000_000 + offset,
+    }
+
+
+def write_batch(
+    root: Path, epoch: int, batch: int, rows: list[dict], name: str = "part-00000.parquet"
+) -> Path:
+    directory = batch_dir(root, epoch, batch)
+    directory.mkdir(parents=True, exist_ok=True)
+    full = [{**r, "epoch": epoch, "batch_id": batch} for r in rows]
+    table = pa.Table.from_pylist(full, schema=SCHEMA)
+    path = directory / name
+    pq.write_table(table, path)
+    return path
+
+
+def test_schema_matches_the_sink_columns():
+    assert tuple(SCHEMA.names) == COLUMNS
+
+
+def test_paths():
+    assert batch_dir("/sink", 2, 17) == Path("/sink/epoch=2/batch=17")
+    assert staging_dir("/sink", 2, 17, "abc") == Path(f"/sink/{STAGING}/epoch=2-batch=17-abc")
+
+
+# ---------------------------------------------------------------- batch_dirs
+
+
+def test_batch_dirs_of_missing_root_is_empty(tmp_path):
+    assert batch_dirs(tmp_path / "missing") == []
+
+
+def test_batch_dirs_numeric_order_and_junk_ignored(tmp_path):
+    for epoch, batch in [(10, 0), (2, 10), (2, 9), (0, 1)]:
+        batch_dir(tmp_path, epoch, batch).mkdir(parents=True)
+    staging_dir(tmp_path, 3, 0, "tok").mkdir(parents=True)
+    (tmp_path / STAGING / "epoch=3").mkdir()
+    (tmp_path / "epoch=x" / "batch=1").mkdir(parents=True)
+    (tmp_path / "epoch=4").write_text("a file, not a directory")
+    (tmp_path / "epoch=2" / "batch=11").write_text("a file")
+    (tmp_path / "epoch=2" / "batch=12.tmp").mkdir()
+    (tmp_path / "epoch=2" / "_temporary").mkdir()
+    (tmp_path / "epoch=-1" / "batch=0").mkdir(parents=True)
+    assert batch_dirs(tmp_path) == [
+        (0, 1, tmp_path / "epoch=0" / "batch=1"),
+        (2, 9, tmp_path / "epoch=2" / "batch=9"),
+        (2, 10, tmp_path / "epoch=2" / "batch=10"),
+        (10, 0, tmp_path / "epoch=10" / "batch=0"),
+    ]
+
+
+# ---------------------------------------------------------------- read_sink
+
+
+def test_read_sink_of_empty_root(tmp_path):
+    contents = read_sink(tmp_path)
+    assert (contents.rows, contents.duplicates, contents.without_id) == (0, 0, 0)
+    assert contents.records == {}
+    assert contents.rows_by_cluster == {}
+
+
+def test_read_sink_counts_and_deduplicates(tmp_path):
+    write_batch(tmp_path, 0, 0, [row("r1", 0), row("r2", 1), row(None, 2)])
+    write_batch(tmp_path, 0, 1, [row("r3", 3), row("r2", 1)])  # r2 again in a later batch
+    write_batch(tmp_path, 1, 0, [row("r3", 40, cluster="B"), row("r4", 41, cluster="B"), row(None, 42, "B")])
+    contents = read_sink(tmp_path)
+    assert contents.rows == 8
+    assert contents.duplicates == 2
+    assert contents.without_id == 2
+    assert contents.rows_by_cluster == {"A": 5, "B": 3}
+    assert contents.record_ids == {"r1", "r2", "r3", "r4"}
+    assert list(contents.records) == ["r1", "r2", "r3", "r4"]
+    assert contents.records["r3"] == {
+        "record_id": "r3",
+        "key": b"r3",
+        "value": b'{"id": "r3", "offset": 3}',
+        "source_cluster": "A",
+        "topic": "orders",
+        "partition": 0,
+        "offset": 3,
+        "timestamp_ms": 1_700_000_000_003,
+        "epoch": 0,
+        "batch_id": 1,
+    }
+
+
+def test_read_sink_keeps_the_first_occurrence_in_epoch_then_batch_order(tmp_path):
+    # Written newest first, so directory creation order cannot explain the result.
+    write_batch(tmp_path, 10, 0, [row("r1", 100, cluster="B")])
+    write_batch(tmp_path, 2, 10, [row("r1", 20)])
+    write_batch(tmp_path, 2, 9, [row("r1", 9)])
+    contents = read_sink(tmp_path)
+    assert contents.records["r1"]["epoch"] == 2
+    assert contents.records["r1"]["batch_id"] == 9
+    assert contents.records["r1"]["offset"] == 9
+    assert contents.duplicates == 2
+    assert contents.rows_by_cluster == {"A": 2, "B": 1}
+
+
+def test_read_sink_orders_rows_of_a_file_by_topic_partition_offset(tmp_path):
+    write_batch(tmp_path, 0, 0, [
+        row("r1", 7, topic="orders", partition=1),
+        row("r1", 9, topic="orders", partition=0),
+        row("r1", 3, topic="orders", partition=1),
+        row("r1", 1, topic="zeta", partition=0),
+    ])
+    contents = read_sink(tmp_path)
+    assert (contents.records["r1"]["partition"], contents.records["r1"]["offset"]) == (0, 9)
+    assert contents.duplicates == 3
+
+
+def test_read_sink_reads_every_part_file_and_skips_staging(tmp_path):
+    write_batch(tmp_path, 0, 0, [row("r1", 0)], name="part-00000.parquet")
+    write_batch(tmp_path, 0, 0, [row("r2", 1)], name="part-00001.parquet")
+    staged = staging_dir(tmp_path, 0, 1, "tok")
+    staged.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{**row("r9", 5), "epoch": 0, "batch_id": 1}], schema=SCHEMA),
+                   staged / "part-00000.parquet")
+    (batch_dir(tmp_path, 0, 0) / "_SUCCESS").write_text("")
+    contents = read_sink(tmp_path)
+    assert contents.rows == 2
+    assert contents.record_ids == {"r1", "r2"}
+
+
+def test_read_sink_keeps_only_the_asked_columns(tmp_path):
+    write_batch(tmp_path, 0, 0, [row("r1", 0), row("r1", 1)])
+    contents = read_sink(tmp_path, columns=("record_id", "value"))
+    assert contents.records == {"r1": {"record_id": "r1", "value": b'{"id": "r1", "offset": 0}'}}
+    assert contents.duplicates == 1
+    assert contents.rows_by_cluster == {"A": 2}
