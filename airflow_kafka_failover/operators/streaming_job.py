@@ -22,9 +22,8 @@ from airflow.sdk import BaseOperator
 
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
-from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
-from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
-from airflow_kafka_failover.jobs.settings import JobSettings, missing_partitions, parse_starting_offsets
+from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.jobs.request import JobRequest, parse_epoch
 
 
 def fail_on_bad_input(func):
@@ -133,91 +132,22 @@ class SubmitStreamingJobOperator(BaseOperator):
         self.startup_timeout = startup_timeout
         self.check_timeout = check_timeout
 
-    def _epoch(self) -> int:
-        try:
-            epoch = int(self.epoch)
-        except (TypeError, ValueError):
-            raise ConfigError(f"epoch must be an integer >= 0, got {self.epoch!r}") from None
-        if epoch < 0 or str(self.epoch).strip() != str(epoch):
-            raise ConfigError(f"epoch must be an integer >= 0, got {self.epoch!r}")
-        return epoch
-
-    def build_settings(self, epoch: int) -> tuple[JobSettings, RunLayout]:
-        """Check the inputs against the cluster and the checkpoint; return the job's settings and paths."""
-        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-        from airflow_kafka_failover.jobs.kafka_options import java_client_options
-
-        if not Path(self.application).is_file():
-            raise ConfigError(f"application file {self.application} does not exist; point 'application' at the "
-                              f"job file (the packaged one is {JOB_APPLICATION})")
-        layout = RunLayout(self.pair, self.cluster, epoch, self.checkpoint_root, self.run_root)
-        kafka = KafkaClusterHook(self.kafka_conn_id, timeout=self.check_timeout)
-        options = {**java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
-                   **self.kafka_options}
-        starting = parse_starting_offsets(self.starting_offsets)
-        settings = JobSettings(
-            pair=self.pair, cluster=self.cluster, epoch=epoch, bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint=str(layout.checkpoint), sink_root=self.sink_root, bookkeeping_group=self.bookkeeping_group,
-            fencing_marker=self.fencing_marker, run_dir=str(layout.run_dir), topics=tuple(self.topics),
-            topic_pattern=self.topic_pattern, starting_offsets=starting, record_id_field=self.record_id_field,
-            kafka_options=options, max_offsets_per_trigger=self.max_offsets_per_trigger,
-            trigger_interval_s=self.trigger_interval_s,
+    def request(self) -> JobRequest:
+        """The operator's (rendered) parameters as a job request."""
+        return JobRequest(
+            pair=self.pair, cluster=self.cluster, epoch=parse_epoch(self.epoch), kafka_conn_id=self.kafka_conn_id,
+            sink_root=self.sink_root, checkpoint_root=self.checkpoint_root, run_root=self.run_root,
+            fencing_marker=self.fencing_marker, topics=tuple(self.topics), topic_pattern=self.topic_pattern,
+            starting_offsets=self.starting_offsets, bookkeeping_group=self.bookkeeping_group,
+            record_id_field=self.record_id_field, kafka_options=self.kafka_options,
+            max_offsets_per_trigger=self.max_offsets_per_trigger, trigger_interval_s=self.trigger_interval_s,
+            application=self.application, startup_timeout=self.startup_timeout, check_timeout=self.check_timeout,
         )
-        if self.topics:
-            self._check_start_map(kafka, starting)
-        return settings, layout
-
-    def _check_start_map(self, kafka: Any, starting: Any) -> None:
-        try:
-            counts = kafka.partition_counts(self.topics)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"cannot reach the Kafka cluster of connection {self.kafka_conn_id!r} ({kafka.bootstrap_servers}) "
-                f"within {self.check_timeout:.0f} s: {exc}; check the bootstrap servers and that the cluster is up"
-            ) from None
-        problems = missing_partitions(starting, counts)
-        if problems["missing"]:
-            raise ConfigError(
-                f"the start map misses partitions {problems['missing']} of {self.kafka_conn_id!r}; Spark needs an "
-                "offset for every partition (use -2 for earliest): re-plan, or add them"
-            )
-        if problems["unknown"] or problems["extra_topics"]:
-            raise ConfigError(
-                f"the start map names partitions the cluster does not have: {problems['unknown']} "
-                f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics"
-            )
-
-    def _check_fence(self, epoch: int) -> FencingMarker | None:
-        """Refuse a fence at another epoch or cluster; return the marker to create when there is none."""
-        marker = FencingMarker(Path(self.fencing_marker), self.pair)
-        fence = marker.read()
-        if fence is None:
-            return marker
-        if fence.epoch != epoch or fence.cluster != self.cluster:
-            raise FencedError(
-                f"fencing marker {self.fencing_marker} is at epoch {fence.epoch} for cluster {fence.cluster!r}, "
-                f"but this job is for epoch {epoch} on {self.cluster!r}: advance the fence first (a switch does) "
-                "or submit for the current epoch"
-            )
-        return None
 
     @fail_on_bad_input
     def execute(self, context: Any) -> dict[str, Any]:
-        epoch = self._epoch()
-        settings, layout = self.build_settings(epoch)
-        new_marker = self._check_fence(epoch)
-        resumed = claim_checkpoint(settings.checkpoint, self.pair, self.cluster, epoch, settings.bootstrap_servers)
-        if resumed:
-            self.log.info("checkpoint %s holds batches of this run: Spark resumes from it and ignores the start "
-                          "offsets", settings.checkpoint)
-        if new_marker is not None:
-            self.log.info("no fencing marker at %s yet; writing epoch %s for cluster %s", self.fencing_marker,
-                          epoch, self.cluster)
-            new_marker.advance(None, epoch, self.cluster)
         hook = StreamingJobHook(self.spark_conn_id, **self.spark_options)
-        handle = hook.submit(settings, layout, self.application, self.startup_timeout)
+        handle = self.request().submit(hook)
         self.log.info("job handle: %s", handle.to_dict())
         return handle.to_dict()
 

@@ -1,0 +1,137 @@
+"""One request to run the job: checked against the cluster, the checkpoint and the fence, then submitted.
+
+Shared by ``SubmitStreamingJobOperator`` and the failover/failback DAGs' submit step, so both refuse the
+same bad input with the same messages before anything is started.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
+from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
+from airflow_kafka_failover.jobs.settings import JobSettings, missing_partitions, parse_starting_offsets
+
+log = logging.getLogger(__name__)
+
+
+def parse_epoch(value: Any) -> int:
+    """An epoch from a parameter or template: an integer >= 0."""
+    try:
+        epoch = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"epoch must be an integer >= 0, got {value!r}") from None
+    if epoch < 0 or isinstance(value, bool) or str(value).strip() != str(epoch):
+        raise ConfigError(f"epoch must be an integer >= 0, got {value!r}")
+    return epoch
+
+
+@dataclass
+class JobRequest:
+    """What to run where; see ``SubmitStreamingJobOperator`` for every field's meaning."""
+
+    pair: str
+    cluster: str
+    epoch: int
+    kafka_conn_id: str
+    sink_root: str
+    checkpoint_root: str
+    run_root: str
+    fencing_marker: str
+    application: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    starting_offsets: Any = "earliest"
+    bookkeeping_group: str = ""
+    record_id_field: str = "id"
+    kafka_options: dict[str, str] = field(default_factory=dict)
+    max_offsets_per_trigger: int | None = None
+    trigger_interval_s: float = 5.0
+    startup_timeout: float = 180.0
+    check_timeout: float = 10.0
+
+    @property
+    def layout(self) -> RunLayout:
+        return RunLayout(self.pair, self.cluster, self.epoch, self.checkpoint_root, self.run_root)
+
+    def settings(self) -> JobSettings:
+        """Check the inputs against the cluster; return the job's settings (raises ConfigError)."""
+        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+        from airflow_kafka_failover.jobs.kafka_options import java_client_options
+
+        if not Path(self.application).is_file():
+            from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
+
+            raise ConfigError(f"application file {self.application} does not exist; point 'application' at the "
+                              f"job file (the packaged one is {JOB_APPLICATION})")
+        layout = self.layout
+        kafka = KafkaClusterHook(self.kafka_conn_id, timeout=self.check_timeout)
+        options = {**java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
+                   **self.kafka_options}
+        starting = parse_starting_offsets(self.starting_offsets)
+        settings = JobSettings(
+            pair=self.pair, cluster=self.cluster, epoch=self.epoch, bootstrap_servers=kafka.bootstrap_servers,
+            checkpoint=str(layout.checkpoint), sink_root=self.sink_root,
+            bookkeeping_group=self.bookkeeping_group or f"airflow-kafka-failover.{self.pair}",
+            fencing_marker=self.fencing_marker, run_dir=str(layout.run_dir), topics=tuple(self.topics),
+            topic_pattern=self.topic_pattern, starting_offsets=starting, record_id_field=self.record_id_field,
+            kafka_options=options, max_offsets_per_trigger=self.max_offsets_per_trigger,
+            trigger_interval_s=self.trigger_interval_s,
+        )
+        if self.topics:
+            self._check_start_map(kafka, starting)
+        return settings
+
+    def _check_start_map(self, kafka: Any, starting: Any) -> None:
+        try:
+            counts = kafka.partition_counts(self.topics)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot reach the Kafka cluster of connection {self.kafka_conn_id!r} ({kafka.bootstrap_servers}) "
+                f"within {self.check_timeout:.0f} s: {exc}; check the bootstrap servers and that the cluster is up"
+            ) from None
+        problems = missing_partitions(starting, counts)
+        if problems["missing"]:
+            raise ConfigError(
+                f"the start map misses partitions {problems['missing']} of {self.kafka_conn_id!r}; Spark needs an "
+                "offset for every partition (use -2 for earliest): re-plan, or add them"
+            )
+        if problems["unknown"] or problems["extra_topics"]:
+            raise ConfigError(
+                f"the start map names partitions the cluster does not have: {problems['unknown']} "
+                f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics"
+            )
+
+    def fence_to_create(self) -> FencingMarker | None:
+        """Refuse a fence at another epoch or cluster; return the marker to create when there is none."""
+        marker = FencingMarker(Path(self.fencing_marker), self.pair)
+        fence = marker.read()
+        if fence is None:
+            return marker
+        if fence.epoch != self.epoch or fence.cluster != self.cluster:
+            raise FencedError(
+                f"fencing marker {self.fencing_marker} is at epoch {fence.epoch} for cluster {fence.cluster!r}, "
+                f"but this job is for epoch {self.epoch} on {self.cluster!r}: advance the fence first (a switch "
+                "does) or submit for the current epoch"
+            )
+        return None
+
+    def submit(self, hook: Any) -> JobHandle:
+        """Check everything, then submit through ``hook`` (a StreamingJobHook); return the handle."""
+        settings = self.settings()
+        new_marker = self.fence_to_create()
+        if claim_checkpoint(settings.checkpoint, self.pair, self.cluster, self.epoch, settings.bootstrap_servers):
+            log.info("checkpoint %s holds batches of this run: Spark resumes from it and ignores the start offsets",
+                     settings.checkpoint)
+        if new_marker is not None:
+            log.info("no fencing marker at %s yet; writing epoch %s for cluster %s", self.fencing_marker,
+                     self.epoch, self.cluster)
+            new_marker.advance(None, self.epoch, self.cluster)
+        return hook.submit(settings, self.layout, self.application, self.startup_timeout)
