@@ -85,6 +85,80 @@ class TranslationSpec:
     initial_position: str = "earliest"
 
 
+def _airflow_home() -> Path:
+    import os
+
+    return Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """The streaming job of a pair and where its files go (see ``SubmitStreamingJobOperator``).
+
+    Paths default to folders under ``$AIRFLOW_HOME/kafka-failover/``.
+
+    :param spark_connection: the ``spark`` connection id.
+    :param sink_root: Parquet sink root.
+    :param checkpoint_root: root of the per-(cluster, epoch) checkpoints.
+    :param run_root: root of the run folders (settings, status, log).
+    :param fencing_marker: the pair's fencing marker file.
+    :param record_id_field: JSON field of the value holding the record id, or ``key``.
+    :param trigger_interval_seconds: micro-batch trigger interval.
+    :param max_offsets_per_trigger: cap on records per batch (None: no cap).
+    :param kafka_options: Java Kafka client options overriding those from the connection.
+    :param spark_conf: Spark configuration (``--conf``).
+    :param jars: ``--jars`` (None: the Kafka source jars resolved by ``make setup``).
+    :param packages: ``--packages`` instead of ``jars``.
+    :param driver_memory: ``--driver-memory``.
+    :param executor_memory: ``--executor-memory``.
+    :param total_executor_cores: ``--total-executor-cores``.
+    :param application: the job file (None: the packaged one).
+    :param startup_timeout_seconds: time the job has to report running.
+    :param stop_timeout_seconds: time a stopped job has to finish its batch before it is forced.
+    :param first_batch_timeout_seconds: time the new job has to commit its first batch.
+    """
+
+    spark_connection: str = "spark_default"
+    sink_root: str = ""
+    checkpoint_root: str = ""
+    run_root: str = ""
+    fencing_marker: str = ""
+    record_id_field: str = "id"
+    trigger_interval_seconds: float = 5.0
+    max_offsets_per_trigger: int | None = None
+    kafka_options: dict[str, str] = field(default_factory=dict)
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    jars: str | None = None
+    packages: str | None = None
+    driver_memory: str | None = None
+    executor_memory: str | None = None
+    total_executor_cores: int | None = None
+    application: str | None = None
+    startup_timeout_seconds: float = 180.0
+    stop_timeout_seconds: float = 60.0
+    first_batch_timeout_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    """How the failover and failback DAGs behave.
+
+    :param on_gap: what a switch does when the target lacks records the job has not processed yet:
+        ``wait`` (re-plan until replication caught up, up to ``gap_wait_seconds``, then fail) or
+        ``proceed`` (start anyway and record the exact loss in the history).
+    :param gap_wait_seconds: how long ``wait`` waits.
+    :param watch_timeout_seconds: how long one scheduled run watches before it ends (skipped) and the next
+        starts; a manual trigger waits at most this long for the watching run to end.
+    :param pool: the Airflow pool shared by both DAGs' switch steps (None: ``default_pool``); create it with
+        one slot so that only one switch of the pair runs at a time.
+    """
+
+    on_gap: str = "wait"
+    gap_wait_seconds: float = 120.0
+    watch_timeout_seconds: float = 600.0
+    pool: str | None = None
+
+
 @dataclass(frozen=True)
 class PairConfig:
     """One pair of clusters and the job that moves between them.
@@ -97,7 +171,8 @@ class PairConfig:
     :param translation: translation settings.
     :param bookkeeping_group: consumer group the job commits its position to (so MM2 checkpoints it).
     :param health: health thresholds (see ``HealthThresholds``).
-    :param job: the job section, kept as given (validated where it is used).
+    :param job: the streaming job and its file roots.
+    :param switch: how the failover and failback DAGs behave.
     :param source_file: the file it came from, for messages.
     """
 
@@ -109,7 +184,8 @@ class PairConfig:
     translation: TranslationSpec
     bookkeeping_group: str
     health: dict[str, Any] = field(default_factory=dict)
-    job: dict[str, Any] = field(default_factory=dict)
+    job: JobSpec = field(default_factory=JobSpec)
+    switch: SwitchSpec = field(default_factory=SwitchSpec)
     source_file: str = "<memory>"
 
     @property
@@ -263,7 +339,7 @@ def parse_pair(name: str, data: Any, source: str = "<memory>") -> PairConfig:
         raise reader.fail("name", "pair names are letters, digits, '_', '.', '-' (they become DAG ids)")
     data = reader.mapping(data, "pair")
     reader.known_keys(data, "pair", ("clusters", "primary", "topics", "replication", "translation",
-                                     "bookkeeping_group", "health", "job"))
+                                     "bookkeeping_group", "health", "job", "switch"))
     clusters = _clusters(reader, data)
     if "primary" not in data:
         raise reader.fail("primary", f"is required: name the cluster the job normally runs on, one of {sorted(clusters)}")
@@ -281,9 +357,60 @@ def parse_pair(name: str, data: Any, source: str = "<memory>") -> PairConfig:
         HealthThresholds.from_dict(health)
     except ConfigError as exc:
         raise reader.fail("health", str(exc)) from None
-    job = dict(reader.mapping(data.get("job"), "job"))
+    job = _job(reader, data, name, source)
+    switch = _switch(reader, data)
     return PairConfig(name, clusters, primary, tuple(dict.fromkeys(topics)), replication, translation, group,
-                      health, job, source)
+                      health, job, switch, source)
+
+
+_JOB_TEXT = ("spark_connection", "record_id_field")
+_JOB_OPTIONAL_TEXT = ("jars", "packages", "driver_memory", "executor_memory", "application")
+_JOB_SECONDS = ("trigger_interval_seconds", "startup_timeout_seconds", "stop_timeout_seconds",
+                "first_batch_timeout_seconds")
+_JOB_PATHS = ("sink_root", "checkpoint_root", "run_root", "fencing_marker")
+
+
+def _job(reader: _Reader, data: Mapping[str, Any], pair: str, source: str) -> JobSpec:
+    raw = reader.mapping(data.get("job"), "job")
+    known = tuple(JobSpec.__dataclass_fields__)
+    reader.known_keys(raw, "job", known)
+    values: dict[str, Any] = {}
+    for key in _JOB_TEXT:
+        if key in raw:
+            values[key] = reader.string(raw, key, f"job.{key}")
+    for key in _JOB_OPTIONAL_TEXT:
+        if raw.get(key) is not None:
+            values[key] = reader.string(raw, key, f"job.{key}")
+    for key in _JOB_SECONDS:
+        if key in raw:
+            values[key] = reader.number(raw[key], f"job.{key}", minimum=0.1)
+    for key in ("max_offsets_per_trigger", "total_executor_cores"):
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise reader.fail(f"job.{key}", f"must be an integer >= 1 or left out, got {value!r}")
+        values[key] = value
+    for key in ("kafka_options", "spark_conf"):
+        mapping = reader.mapping(raw.get(key), f"job.{key}")
+        values[key] = {str(k): str(v) for k, v in mapping.items()}
+    base = Path(source).resolve().parent if source != "<memory>" else Path.cwd()
+    home = _airflow_home() / "kafka-failover"
+    defaults = {"sink_root": home / "sink" / pair, "checkpoint_root": home / "checkpoints",
+                "run_root": home / "runs", "fencing_marker": home / "fencing" / f"{pair}.json"}
+    for key in _JOB_PATHS:
+        given = reader.string(raw, key, f"job.{key}") if key in raw else None
+        path = Path(given).expanduser() if given else defaults[key]
+        values[key] = str(path if path.is_absolute() else base / path)
+    return JobSpec(**values)
+
+
+def _switch(reader: _Reader, data: Mapping[str, Any]) -> SwitchSpec:
+    raw = reader.mapping(data.get("switch"), "switch")
+    reader.known_keys(raw, "switch", tuple(SwitchSpec.__dataclass_fields__))
+    on_gap = reader.choice(raw.get("on_gap", "wait"), "switch.on_gap", ("wait", "proceed"))
+    gap_wait = reader.number(raw.get("gap_wait_seconds", 120.0), "switch.gap_wait_seconds")
+    watch = reader.number(raw.get("watch_timeout_seconds", 600.0), "switch.watch_timeout_seconds", minimum=1.0)
+    pool = reader.string(raw, "pool", "switch.pool") if raw.get("pool") is not None else None
+    return SwitchSpec(on_gap, gap_wait, watch, pool)
 
 
 def load_pairs(path: str | Path) -> dict[str, PairConfig]:
