@@ -151,12 +151,14 @@ class SwitchSpec:
         starts; a manual trigger waits at most this long for the watching run to end.
     :param pool: the Airflow pool shared by both DAGs' switch steps (None: ``default_pool``); create it with
         one slot so that only one switch of the pair runs at a time.
+    :param automatic: the switch DAGs run on their own (``@continuous``); false makes them manual only.
     """
 
     on_gap: str = "wait"
     gap_wait_seconds: float = 120.0
     watch_timeout_seconds: float = 600.0
     pool: str | None = None
+    automatic: bool = True
 
 
 @dataclass(frozen=True)
@@ -410,7 +412,10 @@ def _switch(reader: _Reader, data: Mapping[str, Any]) -> SwitchSpec:
     gap_wait = reader.number(raw.get("gap_wait_seconds", 120.0), "switch.gap_wait_seconds")
     watch = reader.number(raw.get("watch_timeout_seconds", 600.0), "switch.watch_timeout_seconds", minimum=1.0)
     pool = reader.string(raw, "pool", "switch.pool") if raw.get("pool") is not None else None
-    return SwitchSpec(on_gap, gap_wait, watch, pool)
+    automatic = raw.get("automatic", True)
+    if not isinstance(automatic, bool):
+        raise reader.fail("switch.automatic", f"must be true or false, got {automatic!r}")
+    return SwitchSpec(on_gap, gap_wait, watch, pool, automatic)
 
 
 def load_pairs(path: str | Path) -> dict[str, PairConfig]:

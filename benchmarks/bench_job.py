@@ -43,6 +43,7 @@ plain_records_per_s, throughput_ratio (job / plain; target >= 0.8) and submit_to
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import json
 import os
@@ -82,6 +83,7 @@ SPARK_CONF = {
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
 }
 LATENCY_RECORDS = 1000
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 JOB_BATCH_LINE = re.compile(r"\[akf-job\] batch (\d+): (\d+) records in ([0-9.]+) s")
 
 # The plain query, written into the run directory and run with the same spark-submit as the job.
@@ -144,12 +146,14 @@ class Timing:
     :param batches: per batch (id, records, seconds from ``offsets/<b>`` to ``commits/<b>``).
     :param started: mtime of ``offsets/0`` (epoch seconds).
     :param finished: mtime of ``commits/<b>`` of the batch that reached the records.
+    :param first_committed: mtime of ``commits/0``.
     """
 
     records: int
     batches: tuple[tuple[int, int, float], ...]
     started: float
     finished: float
+    first_committed: float
 
     @property
     def seconds(self) -> float:
@@ -158,6 +162,14 @@ class Timing:
     @property
     def records_per_s(self) -> float:
         return self.records / self.seconds
+
+    @property
+    def steady_records_per_s(self) -> float | None:
+        """Records per second of the batches after the first (from the end of batch 0), None for one batch."""
+        if len(self.batches) < 2:
+            return None
+        after_first = sum(count for _, count, _ in self.batches[1:])
+        return after_first / (self.finished - self.first_committed)
 
 
 def _batch_files(folder: Path) -> dict[int, Path]:
@@ -182,18 +194,69 @@ def checkpoint_timing(checkpoint: Path, topic: str, records: int) -> Timing | No
         if covered >= records:
             if 0 not in offsets:
                 raise RuntimeError(f"{checkpoint} has no offsets/0; it is not a fresh checkpoint")
-            return Timing(covered, tuple(batches), offsets[0].stat().st_mtime, commits[batch].stat().st_mtime)
+            return Timing(covered, tuple(batches), offsets[0].stat().st_mtime, commits[batch].stat().st_mtime,
+                          commits[0].stat().st_mtime)
     return None
 
 
+def _cpu_ticks_by_group() -> collections.Counter[int]:
+    """CPU ticks (user + system) of every live process, summed per process group."""
+    ticks: collections.Counter[int] = collections.Counter()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()  # fields 3.. of proc(5): state, ppid, pgrp, ...
+            ticks[int(fields[2])] += int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def _busy_ticks() -> int:
+    """CPU ticks the whole machine spent busy (user, nice, system, irq, softirq) since boot."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return values[0] + values[1] + values[2] + values[5] + values[6]
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU seconds so far: of the query's process group, of this benchmark's processes, of the machine."""
+
+    query: float
+    ours: float
+    busy: float
+
+    @classmethod
+    def take(cls, query_pgid: int, our_pgids: set[int]) -> CpuSample:
+        groups = _cpu_ticks_by_group()
+        ours = sum(groups[g] for g in our_pgids | {query_pgid}) / CLOCK_TICKS
+        own = os.times()
+        return cls(groups[query_pgid] / CLOCK_TICKS, ours + own.user + own.system, _busy_ticks() / CLOCK_TICKS)
+
+
 def wait_for_records(checkpoint: Path, topic: str, records: int, process: ManagedProcess, what: str,
-                     timeout: float) -> Timing:
+                     timeout: float, our_pgids: set[int]) -> tuple[Timing, dict[str, float]]:
+    """Wait until ``records`` records are committed; return the timing and the CPU seconds in between.
+
+    The CPU is sampled when ``offsets/0`` first shows and when the last batch's commit shows (polled every
+    0.1 s): ``cpu_s`` of the query's process group, ``other_cpu_s`` of processes that are neither the
+    query, the sandbox's brokers nor this script (other work on the machine).
+    """
     deadline = time.monotonic() + timeout
     reported = -1
+    pgid = process.pid()
+    first: CpuSample | None = None
     while time.monotonic() < deadline:
+        if first is None and (checkpoint / "offsets" / "0").exists() and pgid is not None:
+            first = CpuSample.take(pgid, our_pgids)
         timing = checkpoint_timing(checkpoint, topic, records)
         if timing is not None:
-            return timing
+            if first is None or pgid is None:
+                raise RuntimeError(f"{what} finished before its CPU could be sampled")
+            last = CpuSample.take(pgid, our_pgids)
+            return timing, {"cpu_s": last.query - first.query,
+                            "other_cpu_s": (last.busy - first.busy) - (last.ours - first.ours)}
         committed = max(_batch_files(checkpoint / "commits"), default=-1)
         if committed != reported:
             if committed >= 0:
@@ -202,7 +265,7 @@ def wait_for_records(checkpoint: Path, topic: str, records: int, process: Manage
         if not process.is_running():
             raise RuntimeError(f"{what} exited before committing {records} records; log {process.log_file}:\n"
                                f"{process.log_tail(40)}")
-        time.sleep(0.2)
+        time.sleep(0.1)
     raise RuntimeError(f"{what} did not commit {records} records within {timeout:.0f} s; "
                        f"log {process.log_file}")
 
@@ -257,6 +320,7 @@ class Bench:
     args: argparse.Namespace
     jobs: list[JobHandle]
     plains: list[ManagedProcess]
+    our_pgids: set[int]
 
     @functools.cached_property
     def hook(self) -> StreamingJobHook:
@@ -306,15 +370,15 @@ class Bench:
         self.jobs.append(handle)
         say(f"  job running (log {handle.log_file})")
         try:
-            timing = wait_for_records(Path(settings.checkpoint), topic, self.args.records, handle.process,
-                                      "job", self.args.timeout)
+            timing, cpu = wait_for_records(Path(settings.checkpoint), topic, self.args.records, handle.process,
+                                           "job", self.args.timeout, self.our_pgids)
         finally:
             self.stop_job(handle)
         progress = read_progress(settings.checkpoint)
         lines = (Path(settings.checkpoint) / PROGRESS_FILE).read_text().splitlines()
         last_written_at = max(json.loads(line)["written_at"] for line in lines if line.strip())
         inside = {int(m[1]): float(m[3]) for m in JOB_BATCH_LINE.finditer(handle.log_file.read_text())}
-        return {"timing": timing, "progress_records": progress.records, "last_written_at": last_written_at,
+        return {"timing": timing, **cpu, "progress_records": progress.records, "last_written_at": last_written_at,
                 "inside_batch_s": inside, "rows": parquet_rows(Path(settings.sink_root))}
 
     def run_plain(self, topic: str, round_no: int) -> dict:
@@ -337,8 +401,8 @@ class Bench:
         process.start(command, env=StreamingJobHook._child_env(None))  # the PATH and Python the job gets
         say(f"  plain query started (log {process.log_file})")
         try:
-            timing = wait_for_records(folder / "checkpoint", topic, self.args.records, process, "plain query",
-                                      self.args.timeout)
+            timing, cpu = wait_for_records(folder / "checkpoint", topic, self.args.records, process, "plain query",
+                                           self.args.timeout, self.our_pgids)
         finally:
             stop_file.write_text("stop")
             deadline = time.monotonic() + 60
@@ -346,7 +410,7 @@ class Bench:
                 time.sleep(0.25)
             process.stop(timeout=10)
             say("  plain query stopped")
-        return {"timing": timing, "rows": parquet_rows(folder / "output")}
+        return {"timing": timing, **cpu, "rows": parquet_rows(folder / "output")}
 
 
 # ---- reporting ---------------------------------------------------------------------------------------
@@ -397,6 +461,7 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
     sandbox.stop_mirrormaker()
     say("stopped MirrorMaker 2 so that replicating the topic to B does not compete for the CPU")
     bench.bootstrap = sandbox.bootstrap("A")
+    bench.our_pgids = {pid for broker in sandbox.brokers.values() if (pid := broker.process.pid()) is not None}
 
     load_topic(bench.bootstrap, "bench-latency", LATENCY_RECORDS, args.partitions)
     say(f"submit to first batch: a fresh run on {LATENCY_RECORDS} records")
@@ -450,7 +515,7 @@ def main() -> int:
         f"java processes running before the start: {others.strip() or 0}")
     os.environ[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": MASTER})
     sandbox = Sandbox(root / "sandbox")
-    bench = Bench(root, "", args, [], [])
+    bench = Bench(root, "", args, [], [], set())
     figures = None
     try:
         figures = measure(args, sandbox, bench)

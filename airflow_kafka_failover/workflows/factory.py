@@ -1,0 +1,242 @@
+"""Build the DAGs of every pair of a config file: start, failover (primary -> standby), failback.
+
+Parse time stays cheap: this module imports only the Task SDK and the pure config parser; hooks, Spark
+and Kafka clients are imported inside the tasks. The config file is read from disk, nothing else.
+
+Per pair ``<p>``:
+
+- ``kafka_failover_<p>_start``: start the job on the active cluster at the current epoch (first start, or
+  a restart after the job died); manual.
+- ``kafka_failover_<p>_failover``: gate -> wait_for_down (primary) -> check_target -> fence_and_stop ->
+  plan -> submit -> wait_first_batch -> commit.
+- ``kafka_failover_<p>_failback``: gate -> wait_for_recovery (primary) -> check_target -> fence_and_stop ->
+  plan -> submit -> wait_first_batch -> commit.
+
+The switch DAGs run on their own (``@continuous``, one run at a time: each run watches for up to
+``switch.watch_timeout_seconds`` and ends skipped when nothing happened) and can be triggered by hand with
+the Params ``force``, ``dry_run`` and ``reason``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, Param, task
+
+from airflow_kafka_failover.config import PairConfig, load_pairs
+from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor, KafkaClusterRecoveredSensor
+from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
+from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
+
+CONFIG_ENV = "AKF_PAIRS_CONFIG"
+START_DATE = datetime(2024, 1, 1)
+SWITCH_PARAMS = {
+    "force": Param(False, type="boolean", title="Force",
+                   description="Switch now, without waiting for the down (failover) or recovered (failback) verdict."),
+    "dry_run": Param(False, type="boolean", title="Dry run",
+                     description="Compute and show the plan only: the record, the job and the fencing marker stay "
+                                 "untouched."),
+    "reason": Param("", type="string", title="Reason", description="Why; stored in the switch history."),
+}
+
+
+def default_config_path() -> Path:
+    """``$AKF_PAIRS_CONFIG``, else the repository's ``examples/pairs.yaml``."""
+    given = os.environ.get(CONFIG_ENV)
+    return Path(given) if given else Path(__file__).resolve().parents[2] / "examples" / "pairs.yaml"
+
+
+def pair_asset(pair: str) -> Asset:
+    """The asset a committed switch of ``pair`` updates; its event's extra names the active cluster and epoch."""
+    return Asset(name=f"kafka_failover.{pair}", uri=f"kafka-failover://{pair}/active")
+
+
+class _Forceable:
+    """Sensor mix-in: with ``force`` or ``dry_run`` set, do not wait for the verdict."""
+
+    def execute(self, context: Any) -> Any:
+        params = context.get("params") or {}
+        if params.get("force") or params.get("dry_run"):
+            self.log.info("not waiting for the %s verdict (force=%s, dry_run=%s)", self.kind,
+                          params.get("force"), params.get("dry_run"))
+            return None
+        return super().execute(context)
+
+
+class PairDownSensor(_Forceable, KafkaClusterDownSensor):
+    """The primary's down sensor of a failover DAG."""
+
+
+class PairRecoveredSensor(_Forceable, KafkaClusterRecoveredSensor):
+    """The primary's recovered sensor of a failback DAG; the recorded watermarks come from the gate's record."""
+
+    def __init__(self, *, watched_cluster: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.watched_cluster = watched_cluster
+
+    def execute(self, context: Any) -> Any:
+        record = context["ti"].xcom_pull(task_ids="gate") or {}
+        self.recorded_high_watermarks = (record.get("watermarks") or {}).get(self.watched_cluster, {})
+        self.log.info("data-loss check against %s partitions recorded while %s was active",
+                      len(self.recorded_high_watermarks), self.watched_cluster)
+        return super().execute(context)
+
+
+def _triggered_by(context: Any) -> str:
+    run = context.get("dag_run")
+    user = getattr(run, "triggering_user_name", None)
+    return f"{getattr(run, 'run_type', 'unknown')}" + (f" by {user}" if user else "")
+
+
+def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait: Any) -> None:
+    """The steps after the gate and the verdict sensor, shared by failover and failback."""
+    name, pool = pair.name, pair.switch.pool or "default_pool"
+
+    def load():
+        from airflow_kafka_failover.config import load_pair
+
+        return load_pair(config_path, name)
+
+    def snapshot(context: Any):
+        from airflow_kafka_failover.record import ActiveRecord
+
+        return ActiveRecord.from_dict(context["ti"].xcom_pull(task_ids="gate"), tuple(pair.clusters), "gate XCom")
+
+    @task(task_id="check_target")
+    def check_target() -> None:
+        from airflow_kafka_failover.workflows import steps
+
+        steps.check_target(load(), kind)
+
+    @task(task_id="fence_and_stop", pool=pool)
+    def fence_and_stop(**context: Any) -> dict[str, Any]:
+        from airflow_kafka_failover.workflows import steps
+
+        if context["params"].get("dry_run"):
+            return {"dry_run": True, "note": "dry run: the fence and the running job were left alone"}
+        return steps.fence_and_stop(load(), kind, snapshot(context))
+
+    @task(task_id="plan", pool=pool)
+    def plan(**context: Any) -> dict[str, Any]:
+        from airflow_kafka_failover.workflows import steps
+
+        return steps.make_plan(load(), kind, snapshot(context), bool(context["params"].get("dry_run")))
+
+    @task(task_id="submit", pool=pool)
+    def submit(**context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from airflow_kafka_failover.workflows import steps
+
+        if context["params"].get("dry_run"):
+            raise AirflowSkipException("dry run: the plan is in the 'plan' task's log and XCom; nothing was started")
+        pair_now, fenced, planned = load(), context["ti"].xcom_pull(task_ids="fence_and_stop"), \
+            context["ti"].xcom_pull(task_ids="plan")
+        _source, target = steps.direction(pair_now, kind)
+        return steps.submit(pair_now, target, fenced["epoch"], planned["starting_offsets"])
+
+    progress = StreamingJobProgressSensor(
+        task_id="wait_first_batch", handle="{{ ti.xcom_pull(task_ids='submit') }}", poke_interval=2,
+        timeout=pair.job.first_batch_timeout_seconds, pool=pool,
+    )
+
+    @task(task_id="commit", pool=pool, outlets=[pair_asset(name)])
+    def commit(**context: Any) -> dict[str, Any]:
+        from airflow_kafka_failover.record_store import describe
+        from airflow_kafka_failover.workflows import steps
+
+        ti = context["ti"]
+        params = steps.SwitchParams.from_params(context["params"])
+        record = steps.commit(load(), kind, snapshot(context), ti.xcom_pull(task_ids="submit"),
+                              ti.xcom_pull(task_ids="plan"), params, _triggered_by(context))
+        context["outlet_events"][pair_asset(name)].extra = {"pair": name, "active": record.active,
+                                                            "epoch": record.epoch, "kind": kind}
+        return describe(record)
+
+    gate >> wait >> check_target() >> fence_and_stop() >> plan() >> submit() >> progress >> commit()
+
+
+def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
+    """The failover or failback DAG of one pair."""
+    source, target = (pair.primary, pair.standby) if kind == "failover" else (pair.standby, pair.primary)
+    primary = pair.cluster(pair.primary)
+    watch_timeout = pair.switch.watch_timeout_seconds
+    with DAG(
+        dag_id=f"kafka_failover_{pair.name}_{kind}",
+        description=f"{kind} of pair {pair.name}: move the streaming job from {source} to {target}",
+        schedule="@continuous" if pair.switch.automatic else None,
+        start_date=START_DATE, catchup=False, max_active_runs=1, params=SWITCH_PARAMS,
+        render_template_as_native_obj=True, tags=["kafka-failover", pair.name, kind],
+        doc_md=__doc__,
+    ) as dag:
+        gate = ActiveRecordGate(task_id="gate", config_path=config_path, pair_name=pair.name, kind=kind,
+                                mode="reschedule", poke_interval=15, timeout=watch_timeout, soft_fail=True)
+        if kind == "failover":
+            wait = PairDownSensor(
+                task_id="wait_for_down", kafka_config_id=primary.connection, cluster_alias=primary.alias,
+                thresholds=pair.health, deferrable=True, timeout=watch_timeout, soft_fail=True,
+            )
+        else:
+            active = pair.cluster(pair.standby)
+            wait = PairRecoveredSensor(
+                task_id="wait_for_recovery", watched_cluster=pair.primary, kafka_config_id=primary.connection,
+                cluster_alias=primary.alias, active_kafka_config_id=active.connection, active_alias=active.alias,
+                replicated_topics=list(pair.topics), replication_policy=pair.replication.policy,
+                separator=pair.replication.separator,
+                offset_syncs_location=pair.replication.offset_syncs_location, thresholds=pair.health,
+                deferrable=True, timeout=watch_timeout, soft_fail=True,
+            )
+        _switch_tasks(config_path, pair, kind, gate, wait)
+    return dag
+
+
+def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
+    """The DAG that starts the job where the record says (first start, or restart of a dead job)."""
+    name = pair.name
+
+    with DAG(
+        dag_id=f"kafka_failover_{name}_start", description=f"start the streaming job of pair {name}",
+        schedule=None, start_date=START_DATE, catchup=False, max_active_runs=1,
+        params={"reason": SWITCH_PARAMS["reason"]}, render_template_as_native_obj=True,
+        tags=["kafka-failover", name, "start"],
+    ) as dag:
+
+        @task(task_id="start", pool=pair.switch.pool or "default_pool")
+        def start() -> dict[str, Any]:
+            from airflow_kafka_failover.config import load_pair
+            from airflow_kafka_failover.workflows import starting
+
+            return starting.start_job(load_pair(config_path, name))
+
+        handle = start()
+        progress = StreamingJobProgressSensor(
+            task_id="wait_first_batch", handle="{{ ti.xcom_pull(task_ids='start')['job'] }}", poke_interval=2,
+            timeout=pair.job.first_batch_timeout_seconds,
+        )
+
+        @task(task_id="commit", outlets=[pair_asset(name)])
+        def commit(started: dict[str, Any], **context: Any) -> dict[str, Any]:
+            from airflow_kafka_failover.config import load_pair
+            from airflow_kafka_failover.workflows import starting
+
+            record = starting.record_job(load_pair(config_path, name), started)
+            context["outlet_events"][pair_asset(name)].extra = {"pair": name, "active": record["active"],
+                                                                "epoch": record["epoch"], "kind": "start"}
+            return record
+
+        handle >> progress >> commit(handle)
+    return dag
+
+
+def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, DAG]:
+    """Every DAG of every pair in the config file, by dag id."""
+    path = str(config_path or default_config_path())
+    dags: dict[str, DAG] = {}
+    for pair in load_pairs(path).values():
+        for dag in (build_start_dag(path, pair), build_switch_dag(path, pair, "failover"),
+                    build_switch_dag(path, pair, "failback")):
+            dags[dag.dag_id] = dag
+    return dags

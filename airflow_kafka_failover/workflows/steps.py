@@ -1,0 +1,223 @@
+"""The steps of a switch (failover A->B or failback B->A), as plain functions the DAG tasks call.
+
+Every step is safe to run again: the fence advance is idempotent for the same (epoch, cluster), stopping a
+stopped job succeeds, a plan is recomputed from the stopped job's checkpoint, submitting a run that is
+already running adopts it, and the record commit recognises a switch it already stored. A run interrupted
+at any step therefore converges when it is run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_failover.config import PairConfig
+from airflow_kafka_failover.exceptions import ConfigError, FailoverError, TranslationError
+from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.record import ActiveRecord
+
+log = logging.getLogger(__name__)
+
+FAILOVER, FAILBACK = "failover", "failback"
+FORCED_STOP_TIMEOUT_S = 10.0
+"""How long a failover waits for the old job's graceful stop: its cluster is usually gone, and the fence
+already keeps it from committing another batch."""
+
+
+class NotApplicable(Exception):
+    """The DAG has nothing to do for the pair's current record (e.g. failover with the standby active)."""
+
+
+@dataclass(frozen=True)
+class SwitchParams:
+    """The manual-trigger parameters, validated.
+
+    :param force: switch without waiting for the down/recovered verdict.
+    :param dry_run: compute and show the plan; change nothing.
+    :param reason: free text stored in the history.
+    """
+
+    force: bool = False
+    dry_run: bool = False
+    reason: str = ""
+
+    @classmethod
+    def from_params(cls, params: Any) -> SwitchParams:
+        params = dict(params or {})
+        for name in ("force", "dry_run"):
+            if not isinstance(params.get(name, False), bool):
+                raise ConfigError(f"param {name!r} must be true or false, got {params.get(name)!r}")
+        reason = params.get("reason") or ""
+        if not isinstance(reason, str):
+            raise ConfigError(f"param 'reason' must be text, got {reason!r}")
+        return cls(params.get("force", False), params.get("dry_run", False), reason.strip())
+
+
+def direction(pair: PairConfig, kind: str) -> tuple[str, str]:
+    """(source, target) of a switch kind."""
+    return (pair.primary, pair.standby) if kind == FAILOVER else (pair.standby, pair.primary)
+
+
+def gate(pair: PairConfig, kind: str, record: ActiveRecord) -> None:
+    """Raise NotApplicable unless the record says this switch is the one to make."""
+    source, target = direction(pair, kind)
+    if record.active != source:
+        raise NotApplicable(
+            f"pair {pair.name!r}: {record.active} is already active at epoch {record.epoch}; a {kind} moves the "
+            f"job from {source} to {target}, so there is nothing to do"
+        )
+
+
+def fencing_marker(pair: PairConfig) -> FencingMarker:
+    return FencingMarker(Path(pair.job.fencing_marker), pair.name)
+
+
+def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[str, Any]:
+    """Advance the fence to ``epoch + 1`` for the target, then stop the old job (bounded, best effort).
+
+    :raises FencedError: the marker moved under us (another switch is in progress or won).
+    """
+    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+
+    _source, target = direction(pair, kind)
+    new_epoch = record.epoch + 1
+    marker = fencing_marker(pair)
+    current = marker.read()
+    expected = None if current is None and record.epoch == 0 else record.epoch
+    fence = marker.advance(expected, new_epoch, target)
+    log.info("fence of pair %s at epoch %s for %s: a job of an older epoch stops at its next check",
+             pair.name, fence.epoch, fence.cluster)
+    timeout = min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S) if kind == FAILOVER \
+        else pair.job.stop_timeout_seconds
+    try:
+        outcome = StreamingJobHook(pair.job.spark_connection).stop(record.job, timeout)
+    except Exception as exc:  # noqa: BLE001 - best effort: the fence stops it when it can read the marker
+        log.warning("could not stop the old job (%s); the fence at epoch %s stops it at its next check", exc,
+                    new_epoch)
+        outcome = f"unreachable: {exc}"
+    return {"epoch": new_epoch, "stop": outcome}
+
+
+def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+
+    hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout=timeout)
+    try:
+        hook.describe_cluster(timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - a dead cluster is expected during a failover
+        log.info("cluster %s does not answer (%s); planning without it", cluster, exc)
+        return None
+    return hook
+
+
+def check_target(pair: PairConfig, kind: str) -> None:
+    """Fail when the target cannot be reached; say so when both clusters are down."""
+    source, target = direction(pair, kind)
+    if _hook_if_reachable(pair, target, timeout=5.0) is not None:
+        return
+    source_up = _hook_if_reachable(pair, source, timeout=5.0) is not None
+    if not source_up:
+        raise FailoverError(f"both clusters of pair {pair.name!r} are down ({source} and {target} do not answer); "
+                            "no switch is possible: bring one of them back")
+    raise FailoverError(f"the {kind} target {target} of pair {pair.name!r} does not answer while {source} does; "
+                        "not switching to a dead cluster")
+
+
+def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) -> dict[str, Any]:
+    """Translate the job's position on the source to start offsets on the target, handling gaps per on_gap."""
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.translation.planner import build_plan, load_position
+
+    source, target = direction(pair, kind)
+    position = load_position(checkpoint=record.checkpoint) if record.checkpoint else None
+    if position is None:
+        log.info("no committed position of the old job; every partition starts at %s",
+                 pair.translation.initial_position)
+    hooks = {source: _hook_if_reachable(pair, source), target: KafkaClusterHook(pair.cluster(target).connection)}
+    started = time.monotonic()
+    plan = build_plan(pair, source, target, position, hooks)
+    while plan.has_gaps and pair.switch.on_gap == "wait" and not dry_run:
+        waited = time.monotonic() - started
+        if waited >= pair.switch.gap_wait_seconds:
+            raise TranslationError(
+                f"{target} still lacks {plan.total_gap_records} records of {len(plan.gaps)} partitions after "
+                f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore replication, "
+                "raise switch.gap_wait_seconds, or set on_gap: proceed to accept the loss"
+            )
+        log.info("gap: %s records of %s partitions not on %s yet; re-planning in 5 s", plan.total_gap_records,
+                 len(plan.gaps), target)
+        time.sleep(5)
+        plan = build_plan(pair, source, target, position, hooks)
+    lost = plan.total_gap_records
+    if lost:
+        log.warning("proceeding with a gap (on_gap: %s): %s records are not on %s and will not be read",
+                    pair.switch.on_gap, lost, target)
+    log.info("plan %s -> %s:\n%s", source, target, plan.to_table())
+    watermarks = _known_watermarks(pair, source, position, hooks[source])
+    return {"plan": plan.to_json(), "summary": plan.summary(), "starting_offsets": plan.to_spark_starting_offsets(),
+            "lost_records": lost, "source_watermarks": watermarks, "dry_run": dry_run}
+
+
+def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -> dict[str, int]:
+    """What the source is known to hold: the job's position, raised to its high watermarks when reachable."""
+    marks = {f"{tp.topic}-{tp.partition}": offset for tp, offset in (position.offsets.items() if position else [])}
+    if hook is None:
+        return marks
+    try:
+        counts = hook.partition_counts(pair.topics_on(source))
+        from airflow_kafka_failover.translation.rules import TopicPartition
+
+        partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
+        for tp, wm in hook.watermarks(partitions).items():
+            key = f"{tp.topic}-{tp.partition}"
+            marks[key] = max(wm.high, marks.get(key, 0))
+    except Exception as exc:  # noqa: BLE001 - the position alone is still a valid lower bound
+        log.info("could not read the watermarks of %s (%s); recording the job's position only", source, exc)
+    return marks
+
+
+def job_request(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any):
+    from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
+    from airflow_kafka_failover.jobs.request import JobRequest
+
+    job = pair.job
+    return JobRequest(
+        pair=pair.name, cluster=cluster, epoch=epoch, kafka_conn_id=pair.cluster(cluster).connection,
+        sink_root=job.sink_root, checkpoint_root=job.checkpoint_root, run_root=job.run_root,
+        fencing_marker=job.fencing_marker, application=job.application or str(JOB_APPLICATION),
+        topics=tuple(pair.topics_on(cluster)), starting_offsets=starting_offsets,
+        bookkeeping_group=pair.bookkeeping_group, record_id_field=job.record_id_field,
+        kafka_options=dict(job.kafka_options), max_offsets_per_trigger=job.max_offsets_per_trigger,
+        trigger_interval_s=job.trigger_interval_seconds, startup_timeout=job.startup_timeout_seconds,
+    )
+
+
+def job_hook(pair: PairConfig):
+    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+
+    job = pair.job
+    return StreamingJobHook(job.spark_connection, conf=dict(job.spark_conf), jars=job.jars, packages=job.packages,
+                            driver_memory=job.driver_memory, executor_memory=job.executor_memory,
+                            total_executor_cores=job.total_executor_cores)
+
+
+def submit(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) -> dict[str, Any]:
+    """Submit the job on ``cluster`` at ``epoch``; return its handle."""
+    return job_request(pair, cluster, epoch, starting_offsets).submit(job_hook(pair)).to_dict()
+
+
+def commit(pair: PairConfig, kind: str, record: ActiveRecord, handle: dict[str, Any], plan: dict[str, Any],
+           params: SwitchParams, triggered_by: str) -> ActiveRecord:
+    """Write the switched record (compare-and-set on the epoch the switch started from)."""
+    from airflow_kafka_failover.record_store import commit_record
+
+    source, target = direction(pair, kind)
+    entry = {"kind": kind, "reason": params.reason or ("forced" if params.force else f"automatic {kind}"),
+             "triggered_by": triggered_by, "forced": params.force, "plan": plan["summary"],
+             "lost_records": plan["lost_records"]}
+    new = record.switched(to=target, job=handle, checkpoint=handle["checkpoint"], entry=entry,
+                          watermarks={source: plan["source_watermarks"]})
+    return commit_record(pair, record.epoch, new)
