@@ -11,7 +11,8 @@ replication of the benchmark topic to B does not compete for the CPU. Then, in o
    ``--partitions`` partitions on cluster A, round-robin so the partitions hold equal counts.
 3. **Throughput**, the job and the plain query one after the other (never together: the machine may have
    only 2 cores), each from ``earliest`` on the same topic, each with a fresh checkpoint and output folder.
-   With ``--rounds`` > 1 the order alternates between rounds and the medians are reported.
+   ``--rounds`` rounds (3) with the order alternating (job first in odd rounds); a round's ratio compares
+   two runs close in time, and the reported ratios are the medians of the rounds' ratios.
 
 Same Spark settings for both: the same spark-submit (this interpreter's ``bin/spark-submit``, the one the
 hook finds first on the PATH it gives the job), ``--master local[2]``, the same ``--conf`` values,
@@ -31,13 +32,22 @@ offsets cover ``--records`` records; throughput = records / interval. JVM start-
 and query start-up are excluded for both; the first batch's one-off costs (Kafka consumers, code
 generation) are included for both. For the job the result is cross-checked against ``progress.jsonl``
 (``written_at`` of the last batch) and its log's per-batch seconds (time inside the batch function), and
-the records each query wrote are counted in its Parquet output.
+the records each query wrote are counted in its Parquet output. ``steady_throughput_ratio`` compares
+the batches after the first one alone (records after batch 0 / time from ``commits/0`` to the end).
+
+Wall time on a shared machine moves with other work, so the CPU is sampled too (``/proc``, when
+``offsets/0`` appears and when the last commit appears, polled every 0.1 s): ``cpu_s`` of each query's
+process group (the driver JVM, which runs the executor in local mode, and its Python), ``cpu_ratio`` =
+plain CPU / job CPU (what the throughput ratio would be if both were CPU-bound on the same cores), and
+``other_load_max_share``, the largest share of the machine's cores that processes other than the query,
+the sandbox's brokers and this script used during a measurement (0 on a quiet machine).
 
     .venv/bin/python benchmarks/bench_job.py [--records 1000000] [--partitions 4]
-        [--max-offsets-per-trigger 250000] [--trigger-interval 1] [--rounds 1] [--keep]
+        [--max-offsets-per-trigger 250000] [--trigger-interval 1] [--rounds 3] [--keep]
 
 Progress and a table go to stderr; the last line on stdout is JSON with job_records_per_s,
-plain_records_per_s, throughput_ratio (job / plain; target >= 0.8) and submit_to_first_batch_s.
+plain_records_per_s, throughput_ratio (job / plain; target >= 0.8), steady_throughput_ratio, job_cpu_s,
+plain_cpu_s, cpu_ratio, submit_to_first_batch_s and the machine.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,7 +76,7 @@ from confluent_kafka import Producer  # noqa: E402
 from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG, StreamingJobHook  # noqa: E402
 from airflow_kafka_failover.jobs.fencing import FencingMarker  # noqa: E402
 from airflow_kafka_failover.jobs.handle import JobHandle  # noqa: E402
-from airflow_kafka_failover.jobs.layout import RunLayout  # noqa: E402
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: E402
 from airflow_kafka_failover.jobs.progress import read_progress  # noqa: E402
 from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
 from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
@@ -232,7 +243,8 @@ class CpuSample:
         groups = _cpu_ticks_by_group()
         ours = sum(groups[g] for g in our_pgids | {query_pgid}) / CLOCK_TICKS
         own = os.times()
-        return cls(groups[query_pgid] / CLOCK_TICKS, ours + own.user + own.system, _busy_ticks() / CLOCK_TICKS)
+        return cls(query=groups[query_pgid] / CLOCK_TICKS, ours=ours + own.user + own.system,
+                   busy=_busy_ticks() / CLOCK_TICKS)
 
 
 def wait_for_records(checkpoint: Path, topic: str, records: int, process: ManagedProcess, what: str,
@@ -318,8 +330,7 @@ class Bench:
     root: Path
     bootstrap: str
     args: argparse.Namespace
-    jobs: list[JobHandle]
-    plains: list[ManagedProcess]
+    processes: list[ManagedProcess]
     our_pgids: set[int]
 
     @functools.cached_property
@@ -341,6 +352,11 @@ class Bench:
         )
         return settings, layout
 
+    def submit(self, settings: JobSettings, layout: RunLayout) -> JobHandle:
+        # Known for the clean-up before submit returns (it raises when the job fails to start).
+        self.processes.append(ManagedProcess(PROCESS_NAME, layout.run_dir))
+        return self.hook.submit(settings, layout, startup_timeout=240)
+
     def stop_job(self, handle: JobHandle) -> None:
         outcome = self.hook.stop(handle, timeout=60)
         handle.process.stop(timeout=10)  # no-op once it stopped on request
@@ -350,8 +366,7 @@ class Bench:
         """Submit a fresh run on ``topic``; return seconds until it runs and until its first batch commits."""
         settings, layout = self.job_settings("bench-latency", topic)
         started = time.monotonic()
-        handle = self.hook.submit(settings, layout, startup_timeout=240)
-        self.jobs.append(handle)
+        handle = self.submit(settings, layout)
         running = time.monotonic() - started
         deadline = started + 240
         while read_progress(settings.checkpoint).batch_id is None:
@@ -366,20 +381,20 @@ class Bench:
 
     def run_job(self, topic: str, round_no: int) -> dict:
         settings, layout = self.job_settings(f"bench-r{round_no}", topic)
-        handle = self.hook.submit(settings, layout, startup_timeout=240)
-        self.jobs.append(handle)
+        handle = self.submit(settings, layout)
         say(f"  job running (log {handle.log_file})")
         try:
-            timing, cpu = wait_for_records(Path(settings.checkpoint), topic, self.args.records, handle.process,
-                                           "job", self.args.timeout, self.our_pgids)
+            timing, cpu = wait_for_records(Path(settings.checkpoint), topic, self.args.records,
+                                           handle.process, "job", self.args.timeout, self.our_pgids)
         finally:
             self.stop_job(handle)
         progress = read_progress(settings.checkpoint)
         lines = (Path(settings.checkpoint) / PROGRESS_FILE).read_text().splitlines()
         last_written_at = max(json.loads(line)["written_at"] for line in lines if line.strip())
         inside = {int(m[1]): float(m[3]) for m in JOB_BATCH_LINE.finditer(handle.log_file.read_text())}
-        return {"timing": timing, **cpu, "progress_records": progress.records, "last_written_at": last_written_at,
-                "inside_batch_s": inside, "rows": parquet_rows(Path(settings.sink_root))}
+        return {"timing": timing, **cpu, "progress_records": progress.records,
+                "last_written_at": last_written_at, "inside_batch_s": inside,
+                "rows": parquet_rows(Path(settings.sink_root))}
 
     def run_plain(self, topic: str, round_no: int) -> dict:
         folder = self.root / f"plain-r{round_no}"
@@ -397,12 +412,12 @@ class Bench:
                     "--max-offsets-per-trigger", str(self.args.max_offsets_per_trigger),
                     "--trigger-interval", str(self.args.trigger_interval), "--stop-file", str(stop_file)]
         process = ManagedProcess("plain", folder)
-        self.plains.append(process)
+        self.processes.append(process)
         process.start(command, env=StreamingJobHook._child_env(None))  # the PATH and Python the job gets
         say(f"  plain query started (log {process.log_file})")
         try:
-            timing, cpu = wait_for_records(folder / "checkpoint", topic, self.args.records, process, "plain query",
-                                           self.args.timeout, self.our_pgids)
+            timing, cpu = wait_for_records(folder / "checkpoint", topic, self.args.records, process,
+                                           "plain query", self.args.timeout, self.our_pgids)
         finally:
             stop_file.write_text("stop")
             deadline = time.monotonic() + 60
@@ -425,15 +440,53 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
         inside = job["inside_batch_s"].get(batch)
         inside_s = f"{inside:18.2f}" if inside is not None else f"{'-':>18}"
         say(f"  {batch:>5} {count:>9} {plain_s} {seconds:8.2f} {inside_s}")
-    say(f"  {'query':<6} {'batches':>7} {'records':>9} {'seconds':>8} {'records/s':>10} {'rows written':>12}")
+    say(f"  {'query':<6} {'batches':>7} {'records':>9} {'seconds':>8} {'records/s':>10} {'after b0/s':>10} "
+        f"{'CPU s':>6} {'other CPU s':>11} {'rows':>8}")
     for name, result in (("plain", plain), ("job", job)):
         timing = result["timing"]
+        steady = timing.steady_records_per_s
+        steady_s = f"{steady:10.0f}" if steady is not None else f"{'-':>10}"
         say(f"  {name:<6} {len(timing.batches):>7} {timing.records:>9} {timing.seconds:8.2f} "
-            f"{timing.records_per_s:10.0f} {result['rows']:>12}")
+            f"{timing.records_per_s:10.0f} {steady_s} {result['cpu_s']:6.1f} {result['other_cpu_s']:11.1f} "
+            f"{result['rows']:>8}")
     lag = job["timing"].finished - job["last_written_at"]
     say(f"  job cross-check: progress.jsonl counts {job['progress_records']} records; last written_at is "
         f"{lag:.2f} s before the commit; records/s up to written_at "
         f"{job['timing'].records / (job['last_written_at'] - job['timing'].started):.0f}")
+
+
+def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
+    """The final figures: medians over the rounds; ratios are the median of each round's ratio."""
+    rounds = figures["rounds"]
+
+    def median(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    steady = [(j["timing"].steady_records_per_s, p["timing"].steady_records_per_s) for j, p in rounds]
+    steady_ratio = median([j / p if j and p else None for j, p in steady])
+    busy = [r["other_cpu_s"] / (r["timing"].seconds * (os.cpu_count() or 1)) for pair in rounds for r in pair]
+    return {
+        "records": args.records,
+        "partitions": args.partitions,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "trigger_interval_s": args.trigger_interval,
+        "rounds": len(rounds),
+        "load_s": round(figures["load_s"], 2),
+        "job_records_per_s": round(median([job["timing"].records_per_s for job, _ in rounds])),
+        "plain_records_per_s": round(median([plain["timing"].records_per_s for _, plain in rounds])),
+        "throughput_ratio": round(median([job["timing"].records_per_s / plain["timing"].records_per_s
+                                          for job, plain in rounds]), 3),
+        "steady_throughput_ratio": None if steady_ratio is None else round(steady_ratio, 3),
+        "job_cpu_s": round(median([job["cpu_s"] for job, _ in rounds]), 1),
+        "plain_cpu_s": round(median([plain["cpu_s"] for _, plain in rounds]), 1),
+        "cpu_ratio": round(median([plain["cpu_s"] / job["cpu_s"] for job, plain in rounds]), 3),
+        "other_load_max_share": round(max(busy), 2),
+        "submit_to_running_s": round(figures["to_running"], 2),
+        "submit_to_first_batch_s": round(figures["to_first_batch"], 2),
+        "mirrormaker": "stopped during the measurements",
+        "machine": machine,
+    }
 
 
 def parse_args() -> argparse.Namespace:
@@ -446,7 +499,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--trigger-interval", type=float, default=1.0,
                         help="processing-time trigger interval of both queries, seconds (1)")
     parser.add_argument("--driver-memory", default="1g", help="--driver-memory of both queries (1g)")
-    parser.add_argument("--rounds", type=int, default=1, help="rounds of job + plain, order alternating (1)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of job + plain, order alternating (3)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one query may take (900)")
     parser.add_argument("--keep", action="store_true", help="keep the run directory (logs, data)")
     return parser.parse_args()
@@ -461,7 +514,8 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
     sandbox.stop_mirrormaker()
     say("stopped MirrorMaker 2 so that replicating the topic to B does not compete for the CPU")
     bench.bootstrap = sandbox.bootstrap("A")
-    bench.our_pgids = {pid for broker in sandbox.brokers.values() if (pid := broker.process.pid()) is not None}
+    brokers = [broker.process.pid() for broker in sandbox.brokers.values()]
+    bench.our_pgids = {pid for pid in brokers if pid is not None}  # each broker leads its process group
 
     load_topic(bench.bootstrap, "bench-latency", LATENCY_RECORDS, args.partitions)
     say(f"submit to first batch: a fresh run on {LATENCY_RECORDS} records")
@@ -491,8 +545,7 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
 
 def clean_up(bench: Bench, sandbox: Sandbox) -> None:
     """Stop every process this run started (already stopped ones are skipped), then the sandbox."""
-    processes = [handle.process for handle in bench.jobs] + bench.plains
-    for process in processes:
+    for process in bench.processes:
         try:
             process.stop(timeout=10)
         except Exception as exc:  # noqa: BLE001 - stop the rest regardless
@@ -501,8 +554,13 @@ def clean_up(bench: Bench, sandbox: Sandbox) -> None:
     say("sandbox down")
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # so that the clean-up in main's finally block runs
+
+
 def main() -> int:
     args = parse_args()
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     # Airflow's logging writes to stdout: send everything to stderr and keep stdout for the JSON line.
     sys.stdout.flush()
     json_out = os.fdopen(os.dup(1), "w")
@@ -515,7 +573,7 @@ def main() -> int:
         f"java processes running before the start: {others.strip() or 0}")
     os.environ[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": MASTER})
     sandbox = Sandbox(root / "sandbox")
-    bench = Bench(root, "", args, [], [], set())
+    bench = Bench(root, "", args, [], set())
     figures = None
     try:
         figures = measure(args, sandbox, bench)
@@ -526,26 +584,9 @@ def main() -> int:
         else:
             say(f"run directory kept: {root}")
 
-    rounds = figures["rounds"]
-    for round_no, (job, plain) in enumerate(rounds, start=1):
+    for round_no, (job, plain) in enumerate(figures["rounds"], start=1):
         report_round(round_no, job, plain)
-    job_rate = statistics.median(job["timing"].records_per_s for job, _ in rounds)
-    plain_rate = statistics.median(plain["timing"].records_per_s for _, plain in rounds)
-    summary = {
-        "records": args.records,
-        "partitions": args.partitions,
-        "max_offsets_per_trigger": args.max_offsets_per_trigger,
-        "trigger_interval_s": args.trigger_interval,
-        "rounds": args.rounds,
-        "load_s": round(figures["load_s"], 2),
-        "job_records_per_s": round(job_rate),
-        "plain_records_per_s": round(plain_rate),
-        "throughput_ratio": round(job_rate / plain_rate, 3),
-        "submit_to_running_s": round(figures["to_running"], 2),
-        "submit_to_first_batch_s": round(figures["to_first_batch"], 2),
-        "mirrormaker": "stopped during the measurements",
-        "machine": machine,
-    }
+    summary = summarize(args, figures, machine)
     say(f"throughput ratio job/plain: {summary['throughput_ratio']} (target >= 0.8); "
         f"submit to first batch {summary['submit_to_first_batch_s']} s")
     json_out.write(json.dumps(summary) + "\n")

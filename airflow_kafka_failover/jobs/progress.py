@@ -38,6 +38,38 @@ class JobProgress:
         return behind
 
 
+def _records_per_batch(root: Path) -> dict[int, int]:
+    """Records of each batch the job wrote (the last progress line of a batch id wins)."""
+    try:
+        lines = (root / PROGRESS_FILE).read_text().splitlines()
+    except OSError:
+        return {}
+    records: dict[int, int] = {}
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line; read_checkpoint reports corruption elsewhere
+        batch = record.get("batch_id") if isinstance(record, dict) else None
+        if isinstance(batch, int) and not isinstance(batch, bool):
+            records[batch] = int(record.get("records") or 0)
+    return records
+
+
+def uncommitted_output_records(checkpoint: str | os.PathLike[str]) -> int:
+    """Records the job wrote to the sink in batches the checkpoint does not count as committed.
+
+    A job killed between its batch's output and Spark's commit leaves such a batch; the next run reads those
+    records again, on top of what the translation re-delivers, so they add to a switch's duplicate bound.
+    """
+    root = Path(checkpoint)
+    if not (root / "offsets").is_dir():
+        return 0
+    committed = read_checkpoint(root).position
+    last = committed.batch_id if committed is not None and committed.batch_id is not None else -1
+    return sum(n for batch, n in _records_per_batch(root).items() if batch > last)
+
+
 def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:
     """Read a run's committed progress (raises CheckpointError for a damaged checkpoint)."""
     root = Path(checkpoint)
@@ -47,17 +79,5 @@ def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:
     if reading.position is None:
         return JobProgress(None, {}, 0)
     committed = reading.position.batch_id
-    records_per_batch: dict[int, int] = {}
-    try:
-        lines = (root / PROGRESS_FILE).read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line; read_checkpoint reports corruption elsewhere
-        batch = record.get("batch_id") if isinstance(record, dict) else None
-        if isinstance(batch, int) and committed is not None and batch <= committed:
-            records_per_batch[batch] = int(record.get("records") or 0)
-    return JobProgress(committed, dict(reading.position.offsets), sum(records_per_batch.values()))
+    records = sum(n for batch, n in _records_per_batch(root).items() if committed is not None and batch <= committed)
+    return JobProgress(committed, dict(reading.position.offsets), records)

@@ -71,6 +71,7 @@ class StreamRun:
         self.stop_reason: str | None = None
         self.stop_state = "stopped"
         self.admin: Any = None
+        self.last_batch: int | None = None
         self.fault_batch = _fault_batch()
 
     # ---- status ---------------------------------------------------------------------------------------
@@ -119,6 +120,7 @@ class StreamRun:
             stats = self._batch_stats(final)
             self._commit_group(end_offsets)
             self._append_progress(batch_id, end_offsets, stats)
+            self.last_batch = batch_id
             log.info("batch %s: %s records in %.2f s, end offsets %s", batch_id, stats["records"],
                      time.monotonic() - started, _short(end_offsets))
 
@@ -248,6 +250,23 @@ class StreamRun:
             if self.admin is not None:
                 self.admin.close()
 
+    def _wait_committed(self, timeout: float = 30.0) -> None:
+        """Wait until Spark marked the last processed batch committed, so stopping does not undo it.
+
+        Spark writes ``commits/<b>`` after the batch function returns; a stop in between would leave a batch
+        whose output and group commit exist but which the checkpoint does not count, and the next run would
+        read it again.
+        """
+        if self.last_batch is None:
+            return
+        marker = Path(self.settings.checkpoint) / "commits" / str(self.last_batch)
+        deadline = time.monotonic() + timeout
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not marker.exists():
+            log.warning("batch %s is still not committed after %.0f s; stopping anyway (it will be read again)",
+                        self.last_batch, timeout)
+
     def _supervise(self, query: Any) -> int:
         from pyspark.errors import StreamingQueryException
 
@@ -267,6 +286,7 @@ class StreamRun:
                     if self.stop_reason is None:
                         self.stop_state, self.stop_reason = verdict
                 log.info("stopping: %s", self.stop_reason)
+                self._wait_committed()
                 query.stop()
                 break
         if self.stop_reason is None:

@@ -42,6 +42,7 @@ class TranslationMethod(StrEnum):
     TIMESTAMP = "timestamp"
     IDENTITY = "identity"
     INITIAL = "initial"
+    NOTHING_PROCESSED = "nothing_processed"
 
 
 PROVEN_METHODS = frozenset(
@@ -51,6 +52,8 @@ PROVEN_METHODS = frozenset(
         TranslationMethod.OFFSET_SYNC_REVERSE,
         # Proven only under offset-preserving replication, which configuring it declares.
         TranslationMethod.IDENTITY,
+        # Position 0: the job processed nothing of the partition, so the target's beginning is exact.
+        TranslationMethod.NOTHING_PROCESSED,
     }
 )
 """Methods whose result is provably not later than the true position. Timestamps are not
@@ -642,6 +645,12 @@ def translate_partition(
     rank = method_order if isinstance(method_order, dict) else validate_method_order(method_order)
     if request.position < 0:
         raise TranslationError(f"position {request.position} of {request.source} is negative")
+    if request.position == 0:
+        # Nothing of this partition was processed (e.g. a replicated topic that was still empty): start at
+        # the target's beginning, whatever the replication evidence, which an empty partition never has.
+        start = PartitionTranslation(request.source, 0, request.target, 0, TranslationMethod.NOTHING_PROCESSED.value,
+                                     redelivery_bound=0)
+        return start if request.watermarks is None else _clamp(start, request.watermarks)
     candidates = [_CANDIDATE_BUILDERS[method](request) for method in rank]
     return choose_translation(candidates, rank, request.watermarks)
 

@@ -22,7 +22,7 @@ from airflow_kafka_failover.record import ActiveRecord
 log = logging.getLogger(__name__)
 
 FAILOVER, FAILBACK = "failover", "failback"
-FORCED_STOP_TIMEOUT_S = 10.0
+FORCED_STOP_TIMEOUT_S = 5.0
 """How long a failover waits for the old job's graceful stop: its cluster is usually gone, and the fence
 already keeps it from committing another batch."""
 
@@ -129,6 +129,7 @@ def check_target(pair: PairConfig, kind: str) -> None:
 def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) -> dict[str, Any]:
     """Translate the job's position on the source to start offsets on the target, handling gaps per on_gap."""
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.jobs.progress import uncommitted_output_records
     from airflow_kafka_failover.translation.planner import build_plan, load_position
 
     source, target = direction(pair, kind)
@@ -136,7 +137,8 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
     if position is None:
         log.info("no committed position of the old job; every partition starts at %s",
                  pair.translation.initial_position)
-    hooks = {source: _hook_if_reachable(pair, source), target: KafkaClusterHook(pair.cluster(target).connection)}
+    hooks = {source: _hook_if_reachable(pair, source, timeout=1.5),
+             target: KafkaClusterHook(pair.cluster(target).connection)}
     started = time.monotonic()
     plan = build_plan(pair, source, target, position, hooks)
     while plan.has_gaps and pair.switch.on_gap == "wait" and not dry_run:
@@ -157,7 +159,13 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
                     pair.switch.on_gap, lost, target)
     log.info("plan %s -> %s:\n%s", source, target, plan.to_table())
     watermarks = _known_watermarks(pair, source, position, hooks[source])
-    return {"plan": plan.to_json(), "summary": plan.summary(), "starting_offsets": plan.to_spark_starting_offsets(),
+    summary = plan.summary()
+    uncommitted = uncommitted_output_records(record.checkpoint) if record.checkpoint else 0
+    summary["uncommitted_output_records"] = uncommitted
+    summary["max_duplicates"] = None if plan.max_redelivery is None else plan.max_redelivery + uncommitted
+    if uncommitted:
+        log.info("the old job wrote %s records in batches it never committed; they are read again", uncommitted)
+    return {"plan": plan.to_json(), "summary": summary, "starting_offsets": plan.to_spark_starting_offsets(),
             "lost_records": lost, "source_watermarks": watermarks, "dry_run": dry_run}
 
 

@@ -113,9 +113,11 @@ def airflow_home() -> Iterator[Path]:
     yield home
 
 
-def run_dag_test(airflow_home: Path, dag_source: str, dag_id: str, timeout: float = 300) -> tuple[str, str]:
+def run_dag_test(airflow_home: Path, dag_source: str, dag_id: str, timeout: float = 300,
+                 run_conf: dict | None = None) -> tuple[str, str]:
     """Write a DAG file into the dags folder and run it with ``dag.test()`` in a fresh Python process.
 
+    :param run_conf: the run's conf (the Params of a manual trigger).
     :return: the run's final state and the process output (logs of every task).
     """
     import subprocess
@@ -126,7 +128,8 @@ def run_dag_test(airflow_home: Path, dag_source: str, dag_id: str, timeout: floa
     path = dags / f"{dag_id}.py"
     path.write_text(
         textwrap.dedent(dag_source)
-        + "\n\nif __name__ == '__main__':\n    run = dag.test()\n    print('DAG_RUN_STATE', run.state)\n"
+        + f"\n\nif __name__ == '__main__':\n    run = dag.test(run_conf={run_conf!r})\n"
+        + "    print('DAG_RUN_STATE', run.state)\n"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}

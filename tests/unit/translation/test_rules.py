@@ -447,11 +447,25 @@ def test_translate_partition_uses_each_input():
 
 def test_translate_partition_missing_inputs_explain_themselves():
     request = PartitionRequest(SRC, 150, DST)
-    result = translate_partition(request, [m.value for m in TranslationMethod if m != "identity"])
+    result = translate_partition(request, [m.value for m in TranslationMethod
+                                           if m not in ("identity", "nothing_processed")])
     assert result.target_offset is None
     text = " ".join(result.warnings)
     for reason in ["no checkpoint", "no offset syncs", "no record timestamp", "no initial offset"]:
         assert reason in text
+
+
+def test_position_zero_starts_at_the_target_beginning_without_evidence():
+    result = translate_partition(PartitionRequest(SRC, 0, DST), ["checkpoint", "offset_sync"])
+    assert (result.target_offset, result.method, result.redelivery_bound, result.gap_records) == (
+        0, "nothing_processed", 0, 0)
+    assert result.is_proven
+
+
+def test_position_zero_on_a_trimmed_target_counts_the_trimmed_records_as_gap():
+    request = PartitionRequest(SRC, 0, DST, watermarks=Watermarks(low=40, high=90))
+    result = translate_partition(request, ["checkpoint"])
+    assert (result.target_offset, result.gap_records) == (40, 40)
 
 
 def test_translate_partition_rejects_negative_position():
