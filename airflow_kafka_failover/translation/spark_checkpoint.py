@@ -218,8 +218,10 @@ def _progress_record(
 def read_progress_timestamps(
     path: Path, committed_batch: int, committed_offsets: dict[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
-    """Newest record timestamp per partition, from the last progress record up to the committed batch.
+    """Newest record timestamp per partition over the progress records up to the committed batch.
 
+    Each record only names the partitions that had records in its batch, so the newest timestamp of a
+    partition is the greatest over all records up to the committed batch, not only the last record's.
     A torn last line (the job died while appending) is ignored; a corrupt line elsewhere is an error.
 
     :param path: the ``progress.jsonl`` file (may be absent: no timestamps then).
@@ -230,7 +232,7 @@ def read_progress_timestamps(
         return {}
     text = _read_text(path)
     lines = text.split("\n")
-    best: tuple[int, int, dict[TopicPartition, int] | None, dict[TopicPartition, int]] | None = None
+    newest: dict[TopicPartition, int] = {}
     for line_number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -244,17 +246,16 @@ def read_progress_timestamps(
                 f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})"
             ) from None
         batch_id, end_offsets, timestamps = _progress_record(value, where)
-        if batch_id <= committed_batch and (best is None or batch_id >= best[0]):
-            best = (batch_id, line_number, end_offsets, timestamps)
-    if best is None:
-        return {}
-    batch_id, line_number, end_offsets, timestamps = best
-    if batch_id == committed_batch and end_offsets is not None and end_offsets != committed_offsets:
-        raise CheckpointError(
-            f"{path}:{line_number}: progress record of batch {batch_id} has end offsets that differ from "
-            f"offsets/{batch_id}; is this progress file from another checkpoint directory?"
-        )
-    return {tp: ts for tp, ts in timestamps.items() if tp in committed_offsets}
+        if batch_id > committed_batch:
+            continue
+        if batch_id == committed_batch and end_offsets is not None and end_offsets != committed_offsets:
+            raise CheckpointError(
+                f"{where}: progress record of batch {batch_id} has end offsets that differ from "
+                f"offsets/{batch_id}; is this progress file from another checkpoint directory?"
+            )
+        for tp, ts in timestamps.items():
+            newest[tp] = max(ts, newest.get(tp, ts))
+    return {tp: ts for tp, ts in newest.items() if tp in committed_offsets}
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:

@@ -150,9 +150,8 @@ class Story:
         return json.loads(progress.read_text().splitlines()[0])["written_at"]
 
     def check_no_loss(self, timeout: float = 120) -> dict[str, int]:
-        """Stop the producer, wait until every acknowledged id is in the sink; return the counts."""
+        """Wait until every id acknowledged so far is in the sink; return the counts."""
         assert self.producer is not None
-        self.producer.stop()
         acked = self.producer.acked_ids
         wait_for(lambda: acked <= read_sink(self.root / "sink").record_ids, timeout,
                  f"all {len(acked)} acknowledged ids in the sink", interval=2.0)

@@ -65,9 +65,74 @@ def test_restart_of_a_fails_back_without_loss(story):
     record = story.record()
     assert (record["active"], record["epoch"]) == ("A", 2)
     timed(story, "failback after restart", fault_at, "A", 2, output)
+    check_counts(story, record)
+
+
+def check_counts(story, record) -> dict:
     counts = story.check_no_loss()
-    print("counts after crash/failover/failback:", counts)
+    print(f"counts at epoch {record['epoch']}:", counts)
     assert counts["lost"] == 0 and counts["without_id"] == 0
     bounds = [entry["plan"]["max_duplicates"] for entry in record["history"]]
     if all(bound is not None for bound in bounds):
         assert counts["duplicates"] <= sum(bounds), (counts, bounds)
+    return counts
+
+
+def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) -> tuple[dict, float, str]:
+    """Start the DAG, wait until its verdict sensor watches, inject the fault, wait for the run."""
+    running = story.start_run(kind)
+    running.wait_for_text("Pausing task as DEFERRED", 120)
+    fault_at = time.time()
+    story.sandbox.fault(fault, "A")
+    if producer_to:
+        story.active_for_producer = producer_to
+    state, output = running.wait()
+    assert state == "success", output[-6000:]
+    return story.record(), fault_at, output
+
+
+def test_hang_of_a_fails_over_to_b(story):
+    record, fault_at, output = switch_after_fault(story, "failover", "hang", "B")
+    assert (record["active"], record["epoch"]) == ("B", 3)
+    timed(story, "failover after hang", fault_at, "B", 3, output)
+
+
+def test_resume_of_a_fails_back_without_loss(story):
+    record, fault_at, output = switch_after_fault(story, "failback", "resume", None)
+    story.active_for_producer = "A"
+    assert (record["active"], record["epoch"]) == ("A", 4)
+    timed(story, "failback after resume", fault_at, "A", 4, output)
+    check_counts(story, record)
+
+
+def test_dry_run_changes_nothing(story):
+    before, fence, job = story.record(), story.fence(), story.job()
+    state, output = story.run("failover", dry_run=True, reason="what would happen?")
+    assert state == "success", output[-6000:]
+    assert "plan A -> B:" in output and "dry run: the plan is in the 'plan' task" in output
+    assert story.record() == before and story.fence() == fence
+    assert story.job().is_alive() and story.job().process.pid() == job.process.pid()
+
+
+def test_forced_failover_of_a_healthy_primary_loses_nothing(story):
+    state, output = story.run("failover", force=True, reason="planned maintenance of A")
+    assert state == "success", output[-6000:]
+    story.active_for_producer = "B"
+    record = story.record()
+    assert (record["active"], record["epoch"]) == ("B", 5)
+    entry = record["history"][-1]
+    assert (entry["forced"], entry["reason"], entry["triggered_by"]) == (True, "planned maintenance of A", "manual")
+    check_counts(story, record)
+
+
+def test_failback_to_a_wiped_primary_is_refused(story):
+    before, fence = story.record(), story.fence()
+    running = story.start_run("failback")
+    running.wait_for_text("Pausing task as DEFERRED", 120)
+    story.sandbox.fault("wipe", "A")
+    state, output = running.wait()
+    assert state == "failed"
+    assert "DataLossError" in output or "data loss" in output.lower(), output[-4000:]
+    assert story.record() == before and story.fence() == fence
+    assert story.job().is_alive() and story.job().cluster == "B"
+    check_counts(story, before)

@@ -237,6 +237,20 @@ def test_older_progress_record_is_used_when_the_newest_is_missing(checkpoint):
     assert read_stream_position(checkpoint).max_timestamps_ms == {TopicPartition("orders", 0): 40}
 
 
+def test_a_partition_idle_in_the_last_batches_keeps_its_newest_timestamp(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":10},"B.orders":{"0":7}}')
+    write_commit(checkpoint, 0)
+    write_offsets(checkpoint, 1, '{"orders":{"0":20},"B.orders":{"0":7}}')
+    write_commit(checkpoint, 1)
+    write_progress(
+        checkpoint,
+        {"batch_id": 0, "max_timestamp_ms": {"orders": {"0": 100}, "B.orders": {"0": 90}}},
+        {"batch_id": 1, "max_timestamp_ms": {"orders": {"0": 200}}},  # B.orders-0 had no new record
+    )
+    assert read_stream_position(checkpoint).max_timestamps_ms == {
+        TopicPartition("orders", 0): 200, TopicPartition("B.orders", 0): 90}
+
+
 def test_no_progress_file_means_no_timestamps(checkpoint):
     write_offsets(checkpoint, 0, '{"orders":{"0":10}}')
     write_commit(checkpoint, 0)
