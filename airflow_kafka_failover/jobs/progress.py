@@ -56,18 +56,21 @@ def _records_per_batch(root: Path) -> dict[int, int]:
     return records
 
 
-def uncommitted_output_records(checkpoint: str | os.PathLike[str]) -> int:
-    """Records the job wrote to the sink in batches the checkpoint does not count as committed.
+def uncommitted_output_records(checkpoint: str | os.PathLike[str], sink_root: str | os.PathLike[str],
+                               epoch: int) -> int:
+    """Rows a run wrote to the sink in batches its checkpoint does not count as committed.
 
-    A job killed between its batch's output and Spark's commit leaves such a batch; the next run reads those
-    records again, on top of what the translation re-delivers, so they add to a switch's duplicate bound.
+    A run killed between a batch's output and Spark's commit (for instance while its group commit to a
+    dead cluster hangs) leaves such a batch; the next run reads those records again, on top of what the
+    translation re-delivers, so they add to a switch's duplicate bound. The sink is the evidence: its
+    batch directories only appear once complete.
     """
+    from airflow_kafka_failover.jobs.sink import rows_written_after
+
     root = Path(checkpoint)
-    if not (root / "offsets").is_dir():
-        return 0
-    committed = read_checkpoint(root).position
+    committed = read_checkpoint(root).position if (root / "offsets").is_dir() else None
     last = committed.batch_id if committed is not None and committed.batch_id is not None else -1
-    return sum(n for batch, n in _records_per_batch(root).items() if batch > last)
+    return rows_written_after(sink_root, epoch, last)
 
 
 def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:

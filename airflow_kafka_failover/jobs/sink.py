@@ -59,6 +59,18 @@ def batch_dirs(sink_root: str | os.PathLike[str]) -> list[tuple[int, int, Path]]
     return sorted(found)
 
 
+def rows_written_after(sink_root: str | os.PathLike[str], epoch: int, batch_id: int) -> int:
+    """Rows of the batches of ``epoch`` numbered above ``batch_id`` (from the Parquet footers, not the data)."""
+    import pyarrow.parquet as pq
+
+    return sum(
+        pq.ParquetFile(file).metadata.num_rows
+        for batch_epoch, batch, path in batch_dirs(sink_root)
+        if batch_epoch == epoch and batch > batch_id
+        for file in path.glob("*.parquet")
+    )
+
+
 @dataclass
 class SinkContents:
     """What the sink holds.

@@ -10,10 +10,10 @@ Per micro-batch (``foreachBatch``, on the driver), in this order:
    batch is not committed in the checkpoint and the next run reads it again.
 2. Write the batch to ``_staging`` and rename it to ``epoch=<e>/batch=<b>``; a directory that is already
    there is a replayed batch and is not written again.
-3. Commit the batch's end offsets (from the checkpoint's ``offsets/<b>``) to the bookkeeping group on the
-   cluster the job reads, so MirrorMaker 2 checkpoints the job's position to the other cluster.
-4. Append a progress record (epoch, batch id, end offsets, newest record timestamp per partition, record
-   count) to ``<checkpoint>/progress.jsonl``.
+3. Append a progress record (epoch, batch id, end offsets from the checkpoint's ``offsets/<b>``, newest
+   record timestamp per partition, record count) to ``<checkpoint>/progress.jsonl``.
+4. Commit the batch's end offsets to the bookkeeping group on the cluster the job reads, so MirrorMaker 2
+   checkpoints the job's position to the other cluster.
 
 Spark then marks the batch committed. Between batches the driver polls the stop request and the fencing
 marker every ``poll_interval_s``: a stop request or a newer epoch ends the query after the batch in flight.
@@ -118,8 +118,8 @@ class StreamRun:
                 os._exit(EXIT_FAILED)
             end_offsets = self._end_offsets(batch_id)
             stats = self._batch_stats(final)
-            self._commit_group(end_offsets)
             self._append_progress(batch_id, end_offsets, stats)
+            self._commit_group(end_offsets)
             self.last_batch = batch_id
             log.info("batch %s: %s records in %.2f s, end offsets %s", batch_id, stats["records"],
                      time.monotonic() - started, _short(end_offsets))

@@ -160,7 +160,9 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
     log.info("plan %s -> %s:\n%s", source, target, plan.to_table())
     watermarks = _known_watermarks(pair, source, position, hooks[source])
     summary = plan.summary()
-    uncommitted = uncommitted_output_records(record.checkpoint) if record.checkpoint else 0
+    old_job = record.job or {}
+    uncommitted = uncommitted_output_records(record.checkpoint, old_job["sink_root"], old_job["epoch"]) \
+        if record.checkpoint and old_job.get("sink_root") else 0
     summary["uncommitted_output_records"] = uncommitted
     summary["max_duplicates"] = None if plan.max_redelivery is None else plan.max_redelivery + uncommitted
     if uncommitted:

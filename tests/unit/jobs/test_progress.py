@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.exceptions import CheckpointError
-from airflow_kafka_failover.jobs.progress import JobProgress, read_progress
+from airflow_kafka_failover.jobs.progress import JobProgress, read_progress, uncommitted_output_records
 from airflow_kafka_failover.translation.rules import TopicPartition
 
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
@@ -127,3 +127,17 @@ def test_reached_is_empty_at_or_past_the_position():
 
 def test_reached_before_any_batch():
     assert JobProgress(None, {}, 0).reached({T0: 0}) == ["t-0: none < 0"]
+
+
+def test_uncommitted_output_is_what_the_sink_holds_past_the_committed_batch(tmp_path):
+    from tests.unit.jobs.test_sink import row, write_batch
+
+    checkpoint, sink = tmp_path / "ckpt", tmp_path / "sink"
+    write_offsets(checkpoint, 0, {"t": {"0": 2}})
+    write_commit(checkpoint, 0)
+    write_offsets(checkpoint, 1, {"t": {"0": 5}})  # planned, output written, never committed
+    write_batch(sink, 7, 0, [row("a", 0), row("b", 1)])
+    write_batch(sink, 7, 1, [row("c", 2), row("d", 3), row("e", 4)])
+    assert uncommitted_output_records(checkpoint, sink, 7) == 3
+    assert uncommitted_output_records(checkpoint, sink, 8) == 0
+    assert uncommitted_output_records(tmp_path / "empty", sink, 7) == 5

@@ -11,6 +11,7 @@ from airflow_kafka_failover.jobs.sink import (
     batch_dir,
     batch_dirs,
     read_sink,
+    rows_written_after,
     staging_dir,
 )
 
@@ -169,3 +170,14 @@ def test_read_sink_keeps_only_the_asked_columns(tmp_path):
     assert contents.records == {"r1": {"record_id": "r1", "value": b'{"id": "r1", "offset": 0}'}}
     assert contents.duplicates == 1
     assert contents.rows_by_cluster == {"A": 2}
+
+
+def test_rows_written_after_a_batch_count_only_that_epoch(tmp_path):
+    write_batch(tmp_path, 2, 3, [row("a", 1), row("b", 2)])
+    write_batch(tmp_path, 2, 4, [row("c", 3)])
+    write_batch(tmp_path, 2, 4, [row("d", 4)], name="part-00001.parquet")
+    write_batch(tmp_path, 3, 9, [row("e", 5)])
+    assert rows_written_after(tmp_path, 2, 3) == 2
+    assert rows_written_after(tmp_path, 2, 2) == 4
+    assert rows_written_after(tmp_path, 2, 4) == 0
+    assert rows_written_after(tmp_path, 3, -1) == 1
