@@ -21,6 +21,7 @@ from airflow_kafka_failover.health.decisions import (
     decide_down,
     decide_recovered,
     find_data_loss,
+    lag_by_timestamps,
     replication_lag,
 )
 from airflow_kafka_failover.health.evidence import ProbeResult
@@ -227,8 +228,20 @@ class RecoveryWatch(ClusterWatch):
                 newest_sync.get((tp.topic, tp.partition)),
                 remote.high if remote else 0,
             )
+            if lags[str(tp)] is None and remote is not None and (tp.topic, tp.partition) not in newest_sync:
+                lags[str(tp)] = self._lag_by_timestamps(tp, remote_names[tp], timeout)
         loss = self._data_loss(timeout)
         return lags, loss
+
+    def _lag_by_timestamps(self, source, replica, timeout: float) -> int | None:
+        """No offset sync to measure with: compare the newest record timestamps of source and replica."""
+        try:
+            return lag_by_timestamps(
+                self.active.newest_record_timestamp(source.topic, source.partition, timeout),
+                self.hook.newest_record_timestamp(replica.topic, replica.partition, timeout),
+            )
+        except Exception:  # noqa: BLE001 - a transaction marker at the end, or a slow read: stay unknown
+            return None
 
     def _data_loss(self, timeout: float) -> dict[str, int]:
         from airflow_kafka_failover.translation.rules import TopicPartition

@@ -19,6 +19,7 @@ from airflow_kafka_failover.health.decisions import (
     decide_down,
     decide_recovered,
     find_data_loss,
+    lag_by_timestamps,
     replication_lag,
 )
 from airflow_kafka_failover.health.evidence import ProbeResult
@@ -295,3 +296,10 @@ def test_decisions_survive_a_json_trip(
     )
     recovered = decide_recovered(history, t, now, lags, loss)
     assert RecoveryDecision.from_dict(json.loads(json.dumps(recovered.to_dict()))) == recovered
+
+
+@pytest.mark.parametrize(("source", "replica", "lag"), [
+    (1000, 1000, 0), (1000, 1500, 0), (1500, 1000, None), (None, 1000, None), (1000, None, None),
+])
+def test_lag_by_timestamps_is_zero_only_when_the_replica_holds_the_newest_record(source, replica, lag):
+    assert lag_by_timestamps(source, replica) == lag
