@@ -378,13 +378,13 @@ def _job(reader: _Reader, data: Mapping[str, Any], pair: str, source: str) -> Jo
     reader.known_keys(raw, "job", known)
     values: dict[str, Any] = {}
     for key in _JOB_TEXT:
-        if key in raw:
+        if raw.get(key) is not None:
             values[key] = reader.string(raw, key, f"job.{key}")
     for key in _JOB_OPTIONAL_TEXT:
         if raw.get(key) is not None:
             values[key] = reader.string(raw, key, f"job.{key}")
     for key in _JOB_SECONDS:
-        if key in raw:
+        if raw.get(key) is not None:
             values[key] = reader.number(raw[key], f"job.{key}", minimum=0.1)
     for key in ("max_offsets_per_trigger", "total_executor_cores"):
         value = raw.get(key)
@@ -399,7 +399,7 @@ def _job(reader: _Reader, data: Mapping[str, Any], pair: str, source: str) -> Jo
     defaults = {"sink_root": home / "sink" / pair, "checkpoint_root": home / "checkpoints",
                 "run_root": home / "runs", "fencing_marker": home / "fencing" / f"{pair}.json"}
     for key in _JOB_PATHS:
-        given = reader.string(raw, key, f"job.{key}") if key in raw else None
+        given = reader.string(raw, key, f"job.{key}") if raw.get(key) is not None else None
         path = Path(given).expanduser() if given else defaults[key]
         values[key] = str(path if path.is_absolute() else base / path)
     return JobSpec(**values)
