@@ -12,7 +12,8 @@ replication of the benchmark topic to B does not compete for the CPU. Then, in o
 3. **Throughput**, the job and the plain query one after the other (never together: the machine may have
    only 2 cores), each from ``earliest`` on the same topic, each with a fresh checkpoint and output folder.
    ``--rounds`` rounds (3) with the order alternating (job first in odd rounds); a round's ratio compares
-   two runs close in time, and the reported ratios are the medians of the rounds' ratios.
+   two runs close in time. The rates and ``throughput_ratio`` reported are those of the median round (by
+   ratio), ``round_ratios`` lists every round's.
 
 Same Spark settings for both: the same spark-submit (this interpreter's ``bin/spark-submit``, the one the
 hook finds first on the PATH it gives the job), ``--master local[2]``, the same ``--conf`` values,
@@ -455,16 +456,27 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
         f"{job['timing'].records / (job['last_written_at'] - job['timing'].started):.0f}")
 
 
+def _median_round(rounds: list[tuple[dict, dict]], ratio) -> tuple[dict, dict]:
+    """The round whose ``ratio(job, plain)`` is the median (the lower one for an even count)."""
+    ordered = sorted(rounds, key=lambda pair: ratio(*pair))
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
-    """The final figures: medians over the rounds; ratios are the median of each round's ratio."""
+    """The final figures: rates and ratio of the median round by throughput ratio, CPU of the median round
+    by CPU ratio, the median of the rounds' steady-state ratios."""
     rounds = figures["rounds"]
 
-    def median(values: list[float | None]) -> float | None:
-        known = [v for v in values if v is not None]
-        return statistics.median(known) if known else None
+    def throughput(job: dict, plain: dict) -> float:
+        return job["timing"].records_per_s / plain["timing"].records_per_s
 
+    def cpu(job: dict, plain: dict) -> float:
+        return plain["cpu_s"] / job["cpu_s"]
+
+    job, plain = _median_round(rounds, throughput)
+    job_cpu, plain_cpu = _median_round(rounds, cpu)
     steady = [(j["timing"].steady_records_per_s, p["timing"].steady_records_per_s) for j, p in rounds]
-    steady_ratio = median([j / p if j and p else None for j, p in steady])
+    steady_ratios = [j / p for j, p in steady if j and p]
     busy = [r["other_cpu_s"] / (r["timing"].seconds * (os.cpu_count() or 1)) for pair in rounds for r in pair]
     return {
         "records": args.records,
@@ -473,14 +485,14 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
         "trigger_interval_s": args.trigger_interval,
         "rounds": len(rounds),
         "load_s": round(figures["load_s"], 2),
-        "job_records_per_s": round(median([job["timing"].records_per_s for job, _ in rounds])),
-        "plain_records_per_s": round(median([plain["timing"].records_per_s for _, plain in rounds])),
-        "throughput_ratio": round(median([job["timing"].records_per_s / plain["timing"].records_per_s
-                                          for job, plain in rounds]), 3),
-        "steady_throughput_ratio": None if steady_ratio is None else round(steady_ratio, 3),
-        "job_cpu_s": round(median([job["cpu_s"] for job, _ in rounds]), 1),
-        "plain_cpu_s": round(median([plain["cpu_s"] for _, plain in rounds]), 1),
-        "cpu_ratio": round(median([plain["cpu_s"] / job["cpu_s"] for job, plain in rounds]), 3),
+        "job_records_per_s": round(job["timing"].records_per_s),
+        "plain_records_per_s": round(plain["timing"].records_per_s),
+        "throughput_ratio": round(throughput(job, plain), 3),
+        "round_ratios": [round(throughput(j, p), 3) for j, p in rounds],
+        "steady_throughput_ratio": round(statistics.median(steady_ratios), 3) if steady_ratios else None,
+        "job_cpu_s": round(job_cpu["cpu_s"], 1),
+        "plain_cpu_s": round(plain_cpu["cpu_s"], 1),
+        "cpu_ratio": round(cpu(job_cpu, plain_cpu), 3),
         "other_load_max_share": round(max(busy), 2),
         "submit_to_running_s": round(figures["to_running"], 2),
         "submit_to_first_batch_s": round(figures["to_first_batch"], 2),
