@@ -332,8 +332,10 @@ def _lag_waits(lags: Mapping[str, int | None], max_lag: int) -> list[str]:
         lag = lags[key]
         if lag is None:
             waits.append(
-                f"replication lag {key}: unknown "
-                "(no usable MirrorMaker 2 offset sync while the source has records)"
+                f"replication lag {key}: unknown (no usable MirrorMaker 2 offset sync while the source has "
+                "records, and the replica lacks the source's newest record; if this lasts, check that MM2 "
+                "replicates into the recovering cluster: a dedicated-mode flow whose target was down can "
+                "stay stopped until MM2 is restarted)"
             )
         elif lag < 0:
             raise ValueError(f"replication lag for {key} must be >= 0, got {lag}")

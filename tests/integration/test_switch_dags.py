@@ -55,14 +55,8 @@ def test_crash_of_a_fails_over_to_b(story):
 
 
 def test_restart_of_a_fails_back_without_loss(story):
-    running = story.start_run("failback")
-    running.wait_for_text("Pausing task as DEFERRED", 120)  # the recovered sensor watches A
-    fault_at = time.time()
-    story.sandbox.fault("restart", "A")
-    state, output = running.wait()
-    assert state == "success", output[-6000:]
+    record, fault_at, output = switch_after_fault(story, "failback", "restart", None)
     story.active_for_producer = "A"
-    record = story.record()
     assert (record["active"], record["epoch"]) == ("A", 2)
     timed(story, "failback after restart", fault_at, "A", 2, output)
     check_counts(story, record)
@@ -78,12 +72,24 @@ def check_counts(story, record) -> dict:
     return counts
 
 
+def back_from_outage(story, fault: str) -> None:
+    """A returns; MM2 is restarted as operators do after an outage: in dedicated mode a flow whose target
+    (the home of its internal topics) was down can stay stopped until then, and the recovered sensor
+    rightly waits for replication to catch up."""
+    story.sandbox.fault(fault, "A")
+    story.sandbox.stop_mirrormaker()
+    story.sandbox.start_mirrormaker()
+
+
 def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) -> tuple[dict, float, str]:
     """Start the DAG, wait until its verdict sensor watches, inject the fault, wait for the run."""
     running = story.start_run(kind)
     running.wait_for_text("Pausing task as DEFERRED", 120)
     fault_at = time.time()
-    story.sandbox.fault(fault, "A")
+    if fault in ("restart", "resume"):
+        back_from_outage(story, fault)
+    else:
+        story.sandbox.fault(fault, "A")
     if producer_to:
         story.active_for_producer = producer_to
     state, output = running.wait()

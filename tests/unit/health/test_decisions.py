@@ -197,11 +197,10 @@ def test_recovered_waits_on_lag_and_names_each_partition() -> None:
     lags = {"A.orders-0": 0, "A.orders-1": 7, "A.orders-2": None}
     decision = decide_recovered(history, DEFAULTS, BASE + 38, lags, {})
     assert not decision.is_recovered
-    assert decision.waiting_on == [
-        "replication lag A.orders-1: 7 records behind (at most 0 allowed)",
-        "replication lag A.orders-2: unknown"
-        " (no usable MirrorMaker 2 offset sync while the source has records)",
-    ]
+    assert decision.waiting_on[0] == "replication lag A.orders-1: 7 records behind (at most 0 allowed)"
+    assert decision.waiting_on[1].startswith(
+        "replication lag A.orders-2: unknown (no usable MirrorMaker 2 offset sync while the source has records")
+    assert "MM2 is restarted" in decision.waiting_on[1] and len(decision.waiting_on) == 2
     assert decide_recovered(
         history, HealthThresholds(max_replication_lag=7), BASE + 38, lags, {}
     ).waiting_on == [decision.waiting_on[1]]
