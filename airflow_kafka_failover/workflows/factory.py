@@ -87,8 +87,9 @@ class PairRecoveredSensor(_Forceable, KafkaClusterRecoveredSensor):
 
 def _triggered_by(context: Any) -> str:
     run = context.get("dag_run")
+    run_type = getattr(run, "run_type", "unknown")
     user = getattr(run, "triggering_user_name", None)
-    return f"{getattr(run, 'run_type', 'unknown')}" + (f" by {user}" if user else "")
+    return str(getattr(run_type, "value", run_type)) + (f" by {user}" if user else "")
 
 
 def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait: Any) -> None:

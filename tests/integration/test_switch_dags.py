@@ -127,7 +127,8 @@ def test_forced_failover_of_a_healthy_primary_loses_nothing(story):
     record = story.record()
     assert (record["active"], record["epoch"]) == ("B", 5)
     entry = record["history"][-1]
-    assert (entry["forced"], entry["reason"], entry["triggered_by"]) == (True, "planned maintenance of A", "manual")
+    assert (entry["forced"], entry["reason"]) == (True, "planned maintenance of A")
+    assert entry["triggered_by"].startswith("manual")
     check_counts(story, record)
 
 
