@@ -376,6 +376,20 @@ def _job(reader: _Reader, data: Mapping[str, Any], pair: str, source: str) -> Jo
     raw = reader.mapping(data.get("job"), "job")
     known = tuple(JobSpec.__dataclass_fields__)
     reader.known_keys(raw, "job", known)
+    values = _job_values(reader, raw)
+    base = Path(source).resolve().parent if source != "<memory>" else Path.cwd()
+    home = _airflow_home() / "kafka-failover"
+    defaults = {"sink_root": home / "sink" / pair, "checkpoint_root": home / "checkpoints",
+                "run_root": home / "runs", "fencing_marker": home / "fencing" / f"{pair}.json"}
+    for key in _JOB_PATHS:
+        given = reader.string(raw, key, f"job.{key}") if raw.get(key) is not None else None
+        path = Path(given).expanduser() if given else defaults[key]
+        values[key] = str(path if path.is_absolute() else base / path)
+    return JobSpec(**values)
+
+
+def _job_values(reader: _Reader, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The job section's non-path values, validated."""
     values: dict[str, Any] = {}
     for key in _JOB_TEXT:
         if raw.get(key) is not None:
@@ -394,15 +408,7 @@ def _job(reader: _Reader, data: Mapping[str, Any], pair: str, source: str) -> Jo
     for key in ("kafka_options", "spark_conf"):
         mapping = reader.mapping(raw.get(key), f"job.{key}")
         values[key] = {str(k): str(v) for k, v in mapping.items()}
-    base = Path(source).resolve().parent if source != "<memory>" else Path.cwd()
-    home = _airflow_home() / "kafka-failover"
-    defaults = {"sink_root": home / "sink" / pair, "checkpoint_root": home / "checkpoints",
-                "run_root": home / "runs", "fencing_marker": home / "fencing" / f"{pair}.json"}
-    for key in _JOB_PATHS:
-        given = reader.string(raw, key, f"job.{key}") if raw.get(key) is not None else None
-        path = Path(given).expanduser() if given else defaults[key]
-        values[key] = str(path if path.is_absolute() else base / path)
-    return JobSpec(**values)
+    return values
 
 
 def _switch(reader: _Reader, data: Mapping[str, Any]) -> SwitchSpec:

@@ -40,6 +40,24 @@ def _jaas_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _sasl_login(rest: dict[str, Any], options: dict[str, str], connection: str) -> None:
+    """Turn librdkafka's sasl.username/sasl.password into the Java client's ``sasl.jaas.config``."""
+    username, password = rest.pop("sasl.username", None), rest.pop("sasl.password", None)
+    if username is None and password is None:
+        return
+    options.setdefault("sasl.mechanism", "PLAIN")  # librdkafka's default; Java's would be GSSAPI
+    module = _LOGIN_MODULES.get(options["sasl.mechanism"])
+    if module is None or username is None or password is None:
+        raise ConfigError(
+            f"{connection}: sasl.username/sasl.password need sasl.mechanism PLAIN, SCRAM-SHA-256 or "
+            f"SCRAM-SHA-512 and both values (got mechanism {options.get('sasl.mechanism')!r}); for other "
+            "mechanisms give 'sasl.jaas.config' in the job's kafka_options"
+        )
+    options["sasl.jaas.config"] = (
+        f"{module} required username={_jaas_quote(str(username))} password={_jaas_quote(str(password))};"
+    )
+
+
 def java_client_options(confluent: Mapping[str, Any], connection: str = "the connection") -> dict[str, str]:
     """Map a librdkafka config to Java client options (without Spark's ``kafka.`` prefix).
 
@@ -55,19 +73,7 @@ def java_client_options(confluent: Mapping[str, Any], connection: str = "the con
     rest.pop("sasl.mechanisms", None)
     if mechanism is not None:
         options["sasl.mechanism"] = str(mechanism).upper()
-    username, password = rest.pop("sasl.username", None), rest.pop("sasl.password", None)
-    if username is not None or password is not None:
-        options.setdefault("sasl.mechanism", "PLAIN")  # librdkafka's default; Java's would be GSSAPI
-        module = _LOGIN_MODULES.get(options["sasl.mechanism"])
-        if module is None or username is None or password is None:
-            raise ConfigError(
-                f"{connection}: sasl.username/sasl.password need sasl.mechanism PLAIN, SCRAM-SHA-256 or "
-                f"SCRAM-SHA-512 and both values (got mechanism {options.get('sasl.mechanism')!r}); for other "
-                "mechanisms give 'sasl.jaas.config' in the job's kafka_options"
-            )
-        options["sasl.jaas.config"] = (
-            f"{module} required username={_jaas_quote(str(username))} password={_jaas_quote(str(password))};"
-        )
+    _sasl_login(rest, options, connection)
     ca_location = rest.pop("ssl.ca.location", None)
     if ca_location is not None:
         options["ssl.truststore.type"] = "PEM"

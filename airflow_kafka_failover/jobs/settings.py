@@ -82,6 +82,15 @@ class JobSettings:
                 raise ConfigError(f"job setting {name!r} must be a non-empty string, got {value!r}")
         if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
             raise ConfigError(f"job setting 'epoch' must be an integer >= 0, got {self.epoch!r}")
+        self._validate_subscription()
+        check_starting_offsets(self.starting_offsets)
+        self._validate_numbers()
+        if not isinstance(self.kafka_options, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.kafka_options.items()
+        ):
+            raise ConfigError("job setting 'kafka_options' must map option names to string values")
+
+    def _validate_subscription(self) -> None:
         if isinstance(self.topics, str):
             raise ConfigError(f"job setting 'topics' must be a list of topic names, got the string {self.topics!r}")
         if bool(self.topics) == bool(self.topic_pattern):
@@ -97,24 +106,15 @@ class JobSettings:
                 re.compile(self.topic_pattern)
             except re.error as exc:
                 raise ConfigError(f"job setting 'topic_pattern' {self.topic_pattern!r} is not a regex: {exc}") from None
-        check_starting_offsets(self.starting_offsets)
-        if self.max_offsets_per_trigger is not None and (
-            isinstance(self.max_offsets_per_trigger, bool)
-            or not isinstance(self.max_offsets_per_trigger, int)
-            or self.max_offsets_per_trigger < 1
-        ):
-            raise ConfigError(
-                f"job setting 'max_offsets_per_trigger' must be an integer >= 1 or null, got "
-                f"{self.max_offsets_per_trigger!r}"
-            )
+
+    def _validate_numbers(self) -> None:
+        cap = self.max_offsets_per_trigger
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ConfigError(f"job setting 'max_offsets_per_trigger' must be an integer >= 1 or null, got {cap!r}")
         for name in ("trigger_interval_s", "poll_interval_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"job setting {name!r} must be a number of seconds > 0, got {value!r}")
-        if not isinstance(self.kafka_options, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in self.kafka_options.items()
-        ):
-            raise ConfigError("job setting 'kafka_options' must map option names to string values")
 
     @property
     def starting_offsets_option(self) -> str:

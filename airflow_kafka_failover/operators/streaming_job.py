@@ -15,7 +15,6 @@ start-up fails it with the job's log tail.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
