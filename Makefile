@@ -7,8 +7,9 @@ setup:
 demo: setup
 	.venv/bin/python -m airflow_kafka_failover.demo
 
+# Two workers, each taking whole test files (a file's tests share its sandbox and run in order).
 test: setup
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2 --dist loadfile
 
 # The inner loop: pure logic only, no Kafka, no Spark (a few seconds).
 test-fast: setup

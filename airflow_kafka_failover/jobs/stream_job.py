@@ -159,6 +159,20 @@ class StreamRun:
         return parse_offsets_file(path, path.read_text())
 
     def _batch_stats(self, final: Path) -> dict[str, Any]:
+        """Records, records without id, and newest timestamp per partition of a written batch.
+
+        Read from the Parquet footers when every file holds one Kafka partition (Spark writes one file per
+        Kafka partition: the query has no shuffle), which costs no Spark job; else by reading the batch back.
+        """
+        stats = _footer_stats(final)
+        if stats is None:
+            stats = self._batch_stats_by_spark(final)
+        if stats["without_id"]:
+            log.warning("%s records of this batch have no record id (field %r); they cannot be deduplicated",
+                        stats["without_id"], self.settings.record_id_field)
+        return stats
+
+    def _batch_stats_by_spark(self, final: Path) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
         rows = (
@@ -174,9 +188,6 @@ class StreamRun:
                 newest.setdefault(row["topic"], {})[str(row["partition"])] = int(row["newest"])
         records = sum(int(row["records"]) for row in rows)
         without_id = records - sum(int(row["with_id"]) for row in rows)
-        if without_id:
-            log.warning("%s records of this batch have no record id (field %r); they cannot be deduplicated",
-                        without_id, self.settings.record_id_field)
         return {"records": records, "without_id": without_id, "max_timestamp_ms": newest}
 
     def _commit_group(self, end_offsets: dict[Any, int]) -> None:
@@ -294,6 +305,40 @@ class StreamRun:
         self.write_status(self.stop_state, reason=self.stop_reason)
         log.info("%s: %s", self.stop_state, self.stop_reason)
         return EXIT_STOPPED
+
+
+def _footer_stats(batch: Path) -> dict[str, Any] | None:
+    """Batch statistics from Parquet footers, or None when they cannot give them (no pyarrow, mixed files)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    records = without_id = 0
+    newest: dict[str, dict[str, int]] = {}
+    for file in sorted(batch.glob("*.parquet")):
+        metadata = pq.ParquetFile(file).metadata
+        schema = metadata.schema.to_arrow_schema()
+        columns = {name: schema.get_field_index(name) for name in ("record_id", "topic", "partition", "timestamp_ms")}
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            if row_group.num_rows == 0:
+                continue
+            found = {name: row_group.column(index).statistics for name, index in columns.items()}
+            if any(stat is None or not stat.has_min_max for name, stat in found.items() if name != "record_id"):
+                return None
+            topic = found["topic"].min
+            if not isinstance(topic, str) or topic != found["topic"].max \
+                    or found["partition"].min != found["partition"].max:
+                return None
+            records += row_group.num_rows
+            id_stats = found["record_id"]
+            if id_stats is None or id_stats.null_count is None:
+                return None
+            without_id += id_stats.null_count
+            partitions = newest.setdefault(topic, {})
+            key = str(found["partition"].min)
+            partitions[key] = max(int(found["timestamp_ms"].max), partitions.get(key, int(found["timestamp_ms"].max)))
+    return {"records": records, "without_id": without_id, "max_timestamp_ms": newest}
 
 
 def _fault_batch() -> int | None:

@@ -181,3 +181,22 @@ def test_rows_written_after_a_batch_count_only_that_epoch(tmp_path):
     assert rows_written_after(tmp_path, 2, 2) == 4
     assert rows_written_after(tmp_path, 2, 4) == 0
     assert rows_written_after(tmp_path, 3, -1) == 1
+
+
+def test_batch_statistics_come_from_the_parquet_footers(tmp_path):
+    from airflow_kafka_failover.jobs.stream_job import _footer_stats
+
+    write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row(None, 6, partition=0)], name="part-0.parquet")
+    write_batch(tmp_path, 1, 0, [row("b", 9, partition=1)], name="part-1.parquet")
+    write_batch(tmp_path, 1, 0, [row("c", 3, topic="B.orders", partition=1)], name="part-2.parquet")
+    stats = _footer_stats(batch_dir(tmp_path, 1, 0))
+    base = 1_700_000_000_000
+    assert stats == {"records": 4, "without_id": 1, "max_timestamp_ms": {
+        "orders": {"0": base + 6, "1": base + 9}, "B.orders": {"1": base + 3}}}
+
+
+def test_batch_statistics_need_one_kafka_partition_per_file(tmp_path):
+    from airflow_kafka_failover.jobs.stream_job import _footer_stats
+
+    write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row("b", 6, partition=1)])
+    assert _footer_stats(batch_dir(tmp_path, 1, 0)) is None
