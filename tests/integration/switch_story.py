@@ -74,6 +74,7 @@ class Story:
     producer: SteadyProducer | None = None
     active_for_producer: str = "A"
     figures: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
     runs: int = 0
 
     @property
