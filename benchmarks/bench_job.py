@@ -22,8 +22,8 @@ driver. Same reader: ``startingOffsets=earliest``, the same ``maxOffsetsPerTrigg
 topic into the same batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the
 job sets them, and a processing-time trigger of the same interval. The plain query writes the Kafka
 columns (key, value, topic, partition, offset, timestamp) with Spark's Parquet file sink; the job writes
-its own sink (record id, epoch, batch; staging and rename), re-reads the batch for its statistics, commits
-the bookkeeping group and appends to ``progress.jsonl``; the difference is the job's cost.
+its own sink (record id, epoch, batch; staging and rename), reads its statistics from the Parquet
+footers, commits the bookkeeping group and appends to ``progress.jsonl``; the difference is the job's cost.
 
 How throughput is measured, identically for both, from the Spark checkpoint each query writes: Spark
 writes ``offsets/<b>`` when batch ``b`` starts (after planning its offset range) and ``commits/<b>`` when
