@@ -14,6 +14,7 @@ start-up fails it with the job's log tail.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,6 @@ from airflow_kafka_failover.jobs.request import JobRequest, parse_epoch
 
 def fail_on_bad_input(func):
     """Turn configuration and checkpoint errors into AirflowFailException (retrying cannot fix them)."""
-    import functools
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

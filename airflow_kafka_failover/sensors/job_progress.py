@@ -14,10 +14,6 @@ from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.translation.spark_checkpoint import kafka_offsets_from_json
 
 
-class JobDiedError(Exception):
-    """The job is no longer running while the sensor waits for it."""
-
-
 class StreamingJobProgressSensor(BaseSensorOperator):
     """Succeed once the job has committed a batch past ``position``, or processed ``min_records`` records.
 

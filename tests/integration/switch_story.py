@@ -15,7 +15,9 @@ from typing import Any
 import yaml
 
 from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.jobs.sink import read_sink
+from airflow_kafka_failover.process_group import ManagedProcess
 from airflow_kafka_failover.sandbox.kafka_io import create_topic
 from airflow_kafka_failover.sandbox.producer import SteadyProducer
 from tests.integration.conftest import register_connections
@@ -167,9 +169,8 @@ class Story:
         record = self.record()
         if record.get("job"):
             StreamingJobHook("spark_e2e").stop(record["job"], timeout=20)
-        for run_dir in (self.root / "runs").glob("*/*/epoch-*"):
-            JobHandle(pair=self.pair, cluster="?", epoch=0, deploy_mode="local", master="local",
-                      run_dir=str(run_dir), checkpoint="", sink_root="").process.stop(timeout=10)
+        for run_dir in (self.root / "runs").glob("*/*/epoch-*"):  # any run the record no longer names
+            ManagedProcess(PROCESS_NAME, run_dir).stop(timeout=10)
 
 
 def timed(story: Story, label: str, fault_at: float, cluster: str, epoch: int, output: str) -> dict[str, Any]:
@@ -183,11 +184,3 @@ def timed(story: Story, label: str, fault_at: float, cluster: str, epoch: int, o
     story.figures.append(figure)
     print(f"{label}: {figure}")
     return figure
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
