@@ -15,8 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from airflow_kafka_failover.sandbox.airflow_env import prepare_airflow_home
+from airflow_kafka_failover.sandbox.airflow_env import register_kafka_connections as register_connections
 from airflow_kafka_failover.sandbox.mirrormaker import ReplicationSettings
 from airflow_kafka_failover.sandbox.sandbox import Sandbox
+
+__all__ = ["RUN_ROOT", "register_connections", "run_dag_test", "start_sandbox", "stop_sandbox"]
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ROOT = REPO / ".run" / f"pytest-{os.getpid()}"
@@ -75,41 +79,10 @@ def unique_topic() -> Callable[[str], str]:
     return make
 
 
-def register_connections(sandbox: Sandbox, prefix: str, overrides: dict[str, str] | None = None) -> dict[str, str]:
-    """Expose the sandbox's clusters as Airflow ``kafka`` connections through AIRFLOW_CONN_* variables.
-
-    :param sandbox: the running sandbox.
-    :param prefix: connection ids become ``<prefix>_a`` and ``<prefix>_b``.
-    :param overrides: cluster name -> bootstrap address to use instead of the cluster's own.
-    :return: cluster name -> connection id.
-    """
-    import json
-
-    ids = {}
-    for name in sandbox.cluster_names:
-        conn_id = f"{prefix}_{name.lower()}"
-        bootstrap = (overrides or {}).get(name, sandbox.bootstrap(name))
-        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
-            {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}
-        )
-        ids[name] = conn_id
-    return ids
-
-
 @pytest.fixture(scope="session")
 def airflow_home() -> Iterator[Path]:
     """An Airflow home with a migrated SQLite metadata DB and an empty dags folder, for dag.test() runs."""
-    import subprocess
-    import sys
-
-    home = RUN_ROOT / "airflow"
-    dags = home / "dags"
-    dags.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    airflow = Path(sys.executable).with_name("airflow")
-    result = subprocess.run([str(airflow), "db", "migrate"], env=env, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    home = prepare_airflow_home(RUN_ROOT / "airflow")
     yield home
 
 

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_failover.demo.story import LOCAL_SPARK_CONF
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.operators.streaming_job import SubmitStreamingJobOperator
+from airflow_kafka_failover.sandbox.airflow_env import register_spark_connection
 
-# Small and quiet: two local cores, no UI, few shuffle partitions, a modest driver.
-TEST_SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                   "spark.driver.memory": "768m"}
+__all__ = ["TEST_SPARK_CONF", "JobWorld", "register_spark_connection"]
 
-
-def register_spark_connection(conn_id: str, master: str, deploy_mode: str | None = None) -> str:
-    """Expose a ``spark`` connection through AIRFLOW_CONN_* (``local[2]`` or ``spark://host:port``)."""
-    extra = {"deploy-mode": deploy_mode} if deploy_mode else {}
-    if master.startswith("spark://"):
-        host, port = master[len("spark://"):].rsplit(":", 1)
-        conn = {"conn_type": "spark", "host": f"spark://{host}", "port": int(port), "extra": extra}
-    else:
-        conn = {"conn_type": "spark", "host": master, "extra": extra}
-    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
-    return conn_id
+TEST_SPARK_CONF = LOCAL_SPARK_CONF  # small and quiet: two local cores, no UI, a modest driver
 
 
 @dataclass

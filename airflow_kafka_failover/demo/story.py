@@ -1,0 +1,236 @@
+"""One pair on the sandbox, driven through its real DAGs: the demo's engine, shared with the end-to-end tests.
+
+Each DAG run is ``dag.test()`` of the pair's DAG in its own Python process, with its output in a log file,
+exactly as ``airflow dags test`` would run it. The story only injects faults, writes records and reads
+results (the active record, the job's progress files and the sink); every decision is the DAGs' own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+from airflow_kafka_failover.jobs.sink import read_sink
+from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.sandbox.airflow_env import (
+    airflow_env,
+    read_variable,
+    register_kafka_connections,
+    register_spark_connection,
+)
+from airflow_kafka_failover.sandbox.kafka_io import create_topic
+from airflow_kafka_failover.sandbox.producer import SteadyProducer
+
+# Quick verdicts on loopback: down after 3 failed probes 1 s apart (>= 3 s), recovered after 6 stable
+# seconds. Production defaults are slower on purpose (examples/pairs.yaml).
+QUICK_HEALTH = {"failure_threshold": 3, "min_down_seconds": 3, "probe_interval": 1, "probe_timeout": 1,
+                "heartbeat_stale_seconds": 4, "stability_window": 6}
+
+# Small and quiet local Spark: two cores, no UI, few shuffle partitions, a modest driver.
+LOCAL_SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                    "spark.driver.memory": "768m"}
+
+# The line a verdict sensor logs when it defers to the triggerer: the DAG is watching.
+WATCHING = "Pausing task as DEFERRED"
+
+
+@dataclass
+class RunningDag:
+    """A ``dag.test()`` process of one DAG run, whose output goes to ``log_path``."""
+
+    kind: str
+    process: subprocess.Popen
+    log_path: Path
+    dag_file: Path
+    log_handle: Any
+    started_at: float = field(default_factory=time.time)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_text(self, text: str, timeout: float) -> None:
+        """Wait until the run logs ``text``; raise if it ends or ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the {self.kind} run never logged {text!r} (see {self.log_path})")
+            time.sleep(0.5)
+
+    def wait(self, timeout: float = 420) -> tuple[str, str]:
+        """Wait for the run; return its final state and its output without librdkafka's connect errors."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        finally:
+            self.log_handle.close()
+            self.dag_file.unlink(missing_ok=True)
+        output = self.output()
+        states = [line.split()[-1] for line in output.splitlines() if line.startswith("DAG_RUN_STATE")]
+        state = states[-1] if states else f"no state (exit {self.process.returncode})"
+        return state, "\n".join(line for line in output.splitlines() if "|FAIL|rdkafka" not in line)
+
+    def kill(self) -> None:
+        """End the run now (Ctrl-C of the demo)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.log_handle.close()
+        self.dag_file.unlink(missing_ok=True)
+
+
+@dataclass
+class Story:
+    """A pair ``pair`` of the sandbox's clusters A (primary) and B, with its files under ``root``."""
+
+    sandbox: Any
+    airflow_home: Path
+    root: Path
+    pair: str
+    topic: str
+    producer: SteadyProducer | None = None
+    active_for_producer: str = "A"
+    spark_conn: str = "spark_e2e"
+    figures: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    runs: int = 0
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "pairs.yaml"
+
+    def write_config(self, health: dict[str, Any] | None = None, **switch: Any) -> None:
+        """Register the connections and write the pair's YAML (``switch`` overrides the switch settings)."""
+        conns = register_kafka_connections(self.sandbox, f"e2e_{self.pair}")
+        register_spark_connection(self.spark_conn, "local[2]")
+        config = {"pairs": {self.pair: {
+            "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
+            "primary": "A", "topics": [self.topic], "bookkeeping_group": f"bk-{self.pair}",
+            "health": health or QUICK_HEALTH,
+            "job": {"spark_connection": self.spark_conn, "sink_root": str(self.root / "sink"),
+                    "checkpoint_root": str(self.root / "checkpoints"), "run_root": str(self.root / "runs"),
+                    "fencing_marker": str(self.root / "fence.json"), "trigger_interval_seconds": 1,
+                    "spark_conf": LOCAL_SPARK_CONF, "startup_timeout_seconds": 240, "stop_timeout_seconds": 30},
+            "switch": {"watch_timeout_seconds": 240, "gap_wait_seconds": 60, **switch},
+        }}}
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(yaml.safe_dump(config))
+
+    def create_topics(self, partitions: int = 2) -> None:
+        for cluster in ("A", "B"):
+            create_topic(self.sandbox.bootstrap(cluster), self.topic, partitions)
+
+    def start_producer(self, rate: float = 40.0, partitions: int = 2) -> None:
+        bootstraps = {name: self.sandbox.bootstrap(name) for name in ("A", "B")}
+        self.producer = SteadyProducer(bootstraps, self.topic, lambda: self.active_for_producer, rate=rate,
+                                       partitions=partitions).start()
+
+    def start_run(self, kind: str, **conf: Any) -> RunningDag:
+        """Start ``dag.test()`` of the pair's ``kind`` DAG (start, failover, failback) in a subprocess."""
+        self.runs += 1
+        dag_id = f"kafka_failover_{self.pair}_{kind}"
+        path = self.airflow_home / "dags" / f"{dag_id}.py"
+        path.write_text(
+            "from airflow_kafka_failover.workflows.factory import build_dags\n"
+            f"dag = build_dags({str(self.config_path)!r})[{dag_id!r}]\n"
+            "if __name__ == '__main__':\n"
+            f"    run = dag.test(run_conf={conf or None!r})\n"
+            "    print('DAG_RUN_STATE', run.state)\n"
+        )
+        env = airflow_env(self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path))
+        log_path = self.root / f"run-{self.runs}-{kind}.log"
+        log_handle = open(log_path, "w")  # noqa: SIM115 - closed by RunningDag.wait/kill
+        process = subprocess.Popen([sys.executable, str(path)], env=env, stdout=log_handle,
+                                   stderr=subprocess.STDOUT)
+        return RunningDag(kind, process, log_path, path, log_handle)
+
+    def run(self, kind: str, timeout: float = 420, **conf: Any) -> tuple[str, str]:
+        return self.start_run(kind, **conf).wait(timeout)
+
+    def record(self) -> dict[str, Any]:
+        """The pair's active record as the DAGs left it ({} before the first run)."""
+        return read_variable(self.airflow_home, f"kafka_failover.{self.pair}.active_record") or {}
+
+    def fence(self) -> str:
+        path = self.root / "fence.json"
+        return path.read_text() if path.exists() else ""
+
+    def job(self) -> JobHandle:
+        return JobHandle.from_dict(self.record()["job"])
+
+    def progress_lines(self) -> list[dict[str, Any]]:
+        """Every progress record of every run, with ``cluster`` and ``epoch`` added."""
+        lines = []
+        for path in sorted((self.root / "checkpoints" / self.pair).glob("*/epoch-*/progress.jsonl")):
+            cluster, epoch = path.parent.parent.name, int(path.parent.name.split("-", 1)[1])
+            for line in path.read_text().splitlines():
+                try:
+                    lines.append({**json.loads(line), "cluster": cluster, "epoch": epoch})
+                except json.JSONDecodeError:
+                    continue  # a line being written right now
+        return lines
+
+    def first_batch_time(self, cluster: str, epoch: int) -> float:
+        """Epoch seconds of the first batch the run of (cluster, epoch) committed."""
+        progress = self.root / "checkpoints" / self.pair / cluster / f"epoch-{epoch}" / "progress.jsonl"
+        return json.loads(progress.read_text().splitlines()[0])["written_at"]
+
+    def sink_counts(self, acked: set[str] | None = None) -> dict[str, int]:
+        """Acknowledged records (``acked``, default all so far) against the deduplicated sink."""
+        assert self.producer is not None
+        acked = self.producer.acked_ids if acked is None else acked
+        contents = read_sink(self.root / "sink")
+        return {"produced": len(acked), "lost": len(acked - contents.record_ids), "rows": contents.rows,
+                "unique": len(contents.record_ids), "duplicates": contents.duplicates,
+                "without_id": contents.without_id}
+
+    def wait_for_sink(self, timeout: float) -> dict[str, int]:
+        """Wait until every acknowledged id is in the sink (or ``timeout`` passes); return the counts."""
+        assert self.producer is not None
+        acked = self.producer.acked_ids
+        deadline = time.monotonic() + timeout
+        counts = self.sink_counts(acked)
+        while counts["lost"] and time.monotonic() < deadline:
+            time.sleep(2.0)
+            counts = self.sink_counts(acked)
+        return counts
+
+    def stop_job(self) -> None:
+        """Stop the job the record names and any run it no longer names."""
+        from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+
+        record = self.record()
+        if record.get("job"):
+            StreamingJobHook(self.spark_conn).stop(record["job"], timeout=20)
+        for run_dir in (self.root / "runs").glob("*/*/epoch-*"):
+            ManagedProcess(PROCESS_NAME, run_dir).stop(timeout=10)
+
+
+def verdict_time(output: str) -> float | None:
+    """Epoch seconds at which the run's verdict sensor (``wait_for_*``) succeeded, from its log."""
+    for line in output.splitlines():
+        if "[DAG TEST] end task task_id=wait_for_" in line:
+            return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def switch_figures(story: Story, label: str, fault_at: float, cluster: str, epoch: int,
+                   output: str) -> dict[str, Any]:
+    """Detection time (fault to verdict) and RTO (fault to the new run's first committed batch)."""
+    figure: dict[str, Any] = {"switch": label, "rto_s": round(story.first_batch_time(cluster, epoch) - fault_at, 1)}
+    verdict = verdict_time(output)
+    if verdict is not None:
+        figure["detection_s"] = round(verdict - fault_at, 1)
+    story.figures.append(figure)
+    return figure

@@ -1,0 +1,79 @@
+"""Airflow next to the sandbox: connections for its clusters and a local Airflow home for ``dag.test()``.
+
+Connections are exposed through ``AIRFLOW_CONN_<ID>`` environment variables (JSON form), which every
+Airflow process started from this one inherits; nothing is written to a metadata database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_failover.exceptions import FailoverError
+
+
+def register_kafka_connections(sandbox: Any, prefix: str,
+                               overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """Expose the sandbox's clusters as Airflow ``kafka`` connections.
+
+    :param sandbox: the running sandbox.
+    :param prefix: connection ids become ``<prefix>_a`` and ``<prefix>_b``.
+    :param overrides: cluster name -> bootstrap address to use instead of the cluster's own.
+    :return: cluster name -> connection id.
+    """
+    ids = {}
+    for name in sandbox.cluster_names:
+        conn_id = f"{prefix}_{name.lower()}"
+        bootstrap = (overrides or {}).get(name, sandbox.bootstrap(name))
+        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}
+        )
+        ids[name] = conn_id
+    return ids
+
+
+def register_spark_connection(conn_id: str, master: str, deploy_mode: str | None = None) -> str:
+    """Expose a ``spark`` connection (``local[2]`` or ``spark://host:port``); return its id."""
+    extra = {"deploy-mode": deploy_mode} if deploy_mode else {}
+    if master.startswith("spark://"):
+        host, port = master[len("spark://"):].rsplit(":", 1)
+        conn = {"conn_type": "spark", "host": f"spark://{host}", "port": int(port), "extra": extra}
+    else:
+        conn = {"conn_type": "spark", "host": master, "extra": extra}
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+    return conn_id
+
+
+def airflow_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of an Airflow process using ``home`` (its ``dags`` folder, no example DAGs)."""
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", **extra}
+    env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
+    return env
+
+
+def prepare_airflow_home(home: Path) -> Path:
+    """Create ``home`` with a ``dags`` folder and a migrated SQLite metadata DB (idempotent)."""
+    (home / "dags").mkdir(parents=True, exist_ok=True)
+    airflow = Path(sys.executable).with_name("airflow")
+    result = subprocess.run([str(airflow), "db", "migrate"], env=airflow_env(home), capture_output=True,
+                            text=True, check=False)
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr)[-2000:]
+        raise FailoverError(f"'airflow db migrate' failed for AIRFLOW_HOME={home} (exit {result.returncode}):\n"
+                            f"{tail}\nRemove {home} and try again.")
+    return home
+
+
+def read_variable(home: Path, key: str) -> Any:
+    """The JSON value of Airflow Variable ``key`` in ``home``'s metadata DB, or None when it is not set."""
+    airflow = Path(sys.executable).with_name("airflow")
+    result = subprocess.run([str(airflow), "variables", "get", key], env=airflow_env(home),
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0 or not result.stdout.strip():
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1])
