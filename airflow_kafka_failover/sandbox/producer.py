@@ -4,12 +4,18 @@ It writes ``{"id": "<prefix>-<n>", "ts": <ms>}`` at a fixed rate to the topic on
 ``target()`` names (producers follow the active cluster, as real ones would after a failover). Only
 records the broker acknowledged count as produced; an id whose delivery failed is never reused, so "lost"
 means an acknowledged id that never reached the sink.
+
+Run alone (the docker-compose demo producer)::
+
+    python -m airflow_kafka_failover.sandbox.producer --bootstrap kafka-a:9092 --topic orders --rate 10
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import signal
 import threading
 import time
 from collections import Counter
@@ -95,3 +101,63 @@ class SteadyProducer:
     def acked_ids(self) -> set[str]:
         with self._lock:
             return set(self.acked)
+
+
+def _positive_rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = -1.0
+    if not rate > 0 or rate == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of records per second > 0, got {text!r}")
+    return rate
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def _bootstrap(text: str) -> str:
+    for address in text.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise argparse.ArgumentTypeError(f"must be host:port[,host:port...], got {text!r}")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Produce to one cluster until SIGINT or SIGTERM, logging the acknowledged count every 10 s."""
+    parser = argparse.ArgumentParser(
+        prog="python -m airflow_kafka_failover.sandbox.producer",
+        description='Write {"id": "<prefix>-<n>", "ts": <ms>} records at a steady rate until stopped.',
+    )
+    parser.add_argument("--bootstrap", type=_bootstrap, required=True, help="the cluster, e.g. kafka-a:9092")
+    parser.add_argument("--topic", required=True, help="an existing topic")
+    parser.add_argument("--rate", type=_positive_rate, default=10.0, help="records per second (default: 10)")
+    parser.add_argument("--partitions", type=_positive_int, default=2,
+                        help="partitions of the topic, written round robin (default: 2)")
+    # Ids must stay unique across restarts of the process, or the sink would count them as duplicates.
+    parser.add_argument("--prefix", default=f"p{int(time.time())}",
+                        help="record id prefix (default: p<start time in seconds>)")
+    args = parser.parse_args(argv)
+    if not args.topic.strip():
+        parser.error("--topic must not be empty")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    producer = SteadyProducer({"main": args.bootstrap}, args.topic, lambda: "main", rate=args.rate,
+                              prefix=args.prefix, partitions=args.partitions).start()
+    log.info("producing %g records/s to %s on %s (ids %s-<n>)", args.rate, args.topic, args.bootstrap,
+             args.prefix)
+    while not stop.wait(10.0):
+        log.info("acknowledged %d, failed %d", len(producer.acked_ids), producer.failed)
+    producer.stop()
+    log.info("stopped: acknowledged %d, failed %d", len(producer.acked_ids), producer.failed)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
