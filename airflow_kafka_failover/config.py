@@ -439,7 +439,7 @@ def load_pairs(path: str | Path) -> dict[str, PairConfig]:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{path} is not valid YAML: {exc}\nfix the YAML syntax at the line shown") from None
     if not isinstance(document, Mapping) or not isinstance(document.get("pairs"), Mapping) or not document["pairs"]:
         raise ConfigError(f"{path}: the file must have a top-level 'pairs' mapping with at least one pair")
     return {str(name): parse_pair(str(name), pair, str(path)) for name, pair in document["pairs"].items()}

@@ -79,13 +79,16 @@ class KafkaClusterHook(KafkaBaseHook):
         from airflow.sdk.exceptions import AirflowNotFoundException
 
         try:
-            conn_type = self.get_connection(self.kafka_config_id).conn_type
-            if conn_type != "kafka":
+            connection = self.get_connection(self.kafka_config_id)
+            if connection.conn_type != "kafka":
                 raise ConfigError(
-                    f"Airflow connection {self.kafka_config_id!r} is of type {conn_type!r}, not 'kafka': point the "
-                    "task at a connection of type 'kafka' (the official Kafka provider's)"
+                    f"Airflow connection {self.kafka_config_id!r} is of type {connection.conn_type!r}, not 'kafka': "
+                    "point the task at a connection of type 'kafka' (the official Kafka provider's)"
                 )
+            self._check_extra(connection.extra)
             config = self._build_config()
+        except ConfigError:
+            raise
         except AirflowNotFoundException:
             raise ConfigError(
                 f"Airflow connection {self.kafka_config_id!r} does not exist: create a connection of type "
@@ -99,6 +102,24 @@ class KafkaClusterHook(KafkaBaseHook):
                 ) from None
             raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: {exc}") from None
         return config
+
+    def _check_extra(self, extra: str | None) -> None:
+        """Refuse an extra that is not a JSON object with a textual bootstrap.servers (Airflow would read it as {})."""
+        import json
+
+        example = 'e.g. {"bootstrap.servers": "host:9092"}'
+        try:
+            config = json.loads(extra) if extra else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: its extra is not valid JSON ({exc}); "
+                              f"write the confluent-kafka config as a JSON object, {example}") from None
+        if not isinstance(config, dict):
+            raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: its extra must be a JSON object of "
+                              f"confluent-kafka settings, got {config!r}; {example}")
+        servers = config.get("bootstrap.servers")
+        if servers is not None and (not isinstance(servers, str) or not servers.strip()):
+            raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: bootstrap.servers must be text like "
+                              f"'host:9092,host2:9092', got {servers!r}; {example}")
 
     @property
     def bootstrap_servers(self) -> str:

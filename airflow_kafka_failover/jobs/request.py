@@ -106,7 +106,8 @@ class JobRequest:
         if problems["unknown"] or problems["extra_topics"]:
             raise ConfigError(
                 f"the start map names partitions the cluster does not have: {problems['unknown']} "
-                f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics"
+                f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics: re-plan "
+                f"for the topics {list(self.topics)} of {self.kafka_conn_id!r}"
             )
 
     def fence_to_create(self) -> FencingMarker | None:

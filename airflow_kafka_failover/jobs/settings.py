@@ -206,7 +206,8 @@ def parse_starting_offsets(value: Any) -> Any:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"starting offsets are not valid JSON ({exc}): {value[:200]!r}") from None
+            raise ConfigError(f"starting offsets are not valid JSON ({exc}): {value[:200]!r}; give 'earliest', "
+                              "'latest' or a map like {\"orders\": {\"0\": 42}}") from None
     elif isinstance(value, str):
         value = value.strip()
     check_starting_offsets(value)

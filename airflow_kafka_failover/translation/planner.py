@@ -63,7 +63,7 @@ def route_topics(pair: PairConfig, source: str, target: str, topics: list[str]) 
     if unknown:
         raise TranslationError(
             f"the position holds topics {unknown} that pair {pair.name!r} does not read on cluster {source} "
-            f"(it reads {expected}); is the checkpoint from another job?"
+            f"(it reads {expected}); is the checkpoint from another job? Plan from this pair's own checkpoint"
         )
     policy = for_name(pair.replication.policy, pair.replication.separator)
     source_alias, target_alias = pair.cluster(source).alias, pair.cluster(target).alias
@@ -94,8 +94,20 @@ def _read_syncs(hook: KafkaClusterHook | None, topic: str, wanted: set[str], whe
     except Exception as exc:  # noqa: BLE001 - missing syncs only remove a method; the plan says so
         log.warning("Cannot read offset syncs %s on %s (%s): no offset_sync translation from it", topic, where, exc)
         return []
-    syncs = [OffsetSync.decode(r.key, r.value) for r in records if r.key is not None and r.value is not None]
+    syncs = [_decode(OffsetSync, r, topic, where) for r in records if r.key is not None and r.value is not None]
     return [sync for sync in syncs if sync.topic in wanted]
+
+
+def _decode(record_type, record, topic: str, where: str):
+    """Decode one MM2 record, naming where it sits when it does not decode (the plan cannot trust the topic)."""
+    try:
+        return record_type.decode(record.key, record.value)
+    except TranslationError as exc:
+        raise TranslationError(
+            f"record at offset {record.offset} of {topic}-{record.partition} on {where} does not decode: {exc}. "
+            f"Only MirrorMaker 2 should write to {topic}: find the client that wrote this record, or upgrade this "
+            "provider if MirrorMaker 2 changed its format"
+        ) from None
 
 
 def _read_checkpoints(hook: KafkaClusterHook, topic: str, group: str, where: str) -> list[Checkpoint]:
@@ -108,7 +120,7 @@ def _read_checkpoints(hook: KafkaClusterHook, topic: str, group: str, where: str
     for record in records:
         if record.key is None or record.value is None:
             continue  # a tombstone of the compacted topic
-        checkpoint = Checkpoint.decode(record.key, record.value)
+        checkpoint = _decode(Checkpoint, record, topic, where)
         if checkpoint.group == group:
             found.append(checkpoint)
     return found

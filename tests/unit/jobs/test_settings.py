@@ -308,14 +308,14 @@ def test_parse_starting_offsets_refuses_non_json(text):
         parse_starting_offsets(text)
     message = str(err.value)
     assert message.startswith("starting offsets are not valid JSON (")
-    assert message.endswith(f"): {text!r}")
+    assert f"): {text!r}; give 'earliest', 'latest' or a map like" in message
 
 
 def test_parse_starting_offsets_quotes_at_most_200_characters():
     text = "x" * 500
     with pytest.raises(ConfigError) as err:
         parse_starting_offsets(text)
-    assert str(err.value).endswith(f"): {'x' * 200!r}")
+    assert f"): {'x' * 200!r}; give" in str(err.value)
 
 
 @pytest.mark.parametrize(
