@@ -19,9 +19,12 @@ from airflow_kafka_failover.process_group import ManagedProcess
 def test_process_lives_in_its_own_group_and_stops_with_it(tmp_path: Path):
     proc = ManagedProcess("sleeper", tmp_path)
     # A shell with a child: stopping must take the whole group, not just the leader.
-    pid = proc.start(["sh", "-c", "sleep 300 & sleep 300; wait"])
+    pid = proc.start(["sh", "-c", "sleep 300 & exec sleep 301"])
     assert os.getpgid(pid) == pid
     assert proc.is_running()
+    # SIGSTOP while the shell is still forking leaves it in 'D' (waiting on a stopped vfork child),
+    # not 'T': stop it only once it has become the second sleep.
+    assert wait_until(lambda: Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x00301\x00", 5)
     proc.signal_group(signal.SIGSTOP)
     assert wait_until(proc.is_stopped, 5)
     proc.stop(timeout=5)
