@@ -160,6 +160,24 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
     gate >> wait >> check_target() >> fence_and_stop() >> plan() >> submit() >> progress >> commit()
 
 
+def down_corroboration(pair: PairConfig) -> dict[str, Any]:
+    """Down-sensor arguments that check the primary's MM2 heartbeats on the standby, when MM2 copies them.
+
+    Heartbeats still advancing on the standby while probes fail mean a network split between Airflow and
+    a live primary: no failover. Where the heartbeats cannot be read (the standby is unreachable too, or
+    the replicator is not MM2) the probes decide alone and the next task, which checks the standby,
+    fails the run loudly when both clusters are down.
+    """
+    if pair.replication.offset_preserving or not pair.replication.has_flow(pair.primary, pair.standby):
+        return {}
+    from airflow_kafka_failover.translation.replication_policy import remote_heartbeats_topic
+
+    primary = pair.cluster(pair.primary)
+    return {"peer_kafka_config_id": pair.cluster(pair.standby).connection,
+            "heartbeats_topic": remote_heartbeats_topic(primary.alias, pair.replication.separator),
+            "require_corroboration": False}
+
+
 def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
     """The failover or failback DAG of one pair."""
     source, target = (pair.primary, pair.standby) if kind == "failover" else (pair.standby, pair.primary)
@@ -179,6 +197,7 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
             wait = PairDownSensor(
                 task_id="wait_for_down", kafka_config_id=primary.connection, cluster_alias=primary.alias,
                 thresholds=pair.health, deferrable=True, timeout=watch_timeout, soft_fail=True,
+                **down_corroboration(pair),
             )
         else:
             active = pair.cluster(pair.standby)

@@ -41,6 +41,21 @@ def test_three_dags_per_pair_with_the_documented_shape(tmp_path):
     assert [outlet.name for outlet in commit.outlets] == ["kafka_failover.orders"]
 
 
+def test_the_down_sensor_checks_the_primarys_heartbeats_on_the_standby(tmp_path):
+    sensor = build_dags(pair_config(tmp_path))["kafka_failover_orders_failover"].get_task("wait_for_down")
+    kwargs = sensor.watch_kwargs()
+    assert (kwargs["peer_kafka_config_id"], kwargs["heartbeats_topic"]) == ("unit_b", "A.heartbeats")
+    assert kwargs["require_corroboration"] is False  # an unreachable standby leaves it to check_target
+
+
+@pytest.mark.parametrize("replication", [{"offset_preserving": True, "policy": "identity"},
+                                         {"flows": ["B->A"]}])
+def test_no_heartbeat_check_without_mm2_from_the_primary(tmp_path, replication):
+    sensor = build_dags(pair_config(tmp_path, replication=replication))[
+        "kafka_failover_orders_failover"].get_task("wait_for_down")
+    assert sensor.watch_kwargs()["peer_kafka_config_id"] is None
+
+
 def test_switch_steps_share_one_pool(tmp_path):
     dags = build_dags(pair_config(tmp_path, switch={"pool": "kafka_failover_orders"}))
     for dag_id in ("kafka_failover_orders_failover", "kafka_failover_orders_failback"):
