@@ -9,7 +9,7 @@ Fields::
      "job": {...job handle...} | null, "checkpoint": "/.../orders/B/epoch-1" | null,
      "watermarks": {"A": {"orders-0": 1234, ...}, "B": {...}},
      "history": [{"at": "...", "kind": "failover", "from": "A", "to": "B", "epoch": 1, "reason": "...",
-                  "triggered_by": "...", "forced": false, "plan": {...}, "lost_records": 0}],
+                  "triggered_by": "...", "forced": false, "plan": {...}, "gap_records": 0}],
      "updated_at": "..."}
 
 ``watermarks[X]`` holds, per ``topic-partition`` of cluster X, the highest offset X is known to have held

@@ -36,8 +36,9 @@ def load_record(pair: PairConfig) -> ActiveRecord:
     except json.JSONDecodeError as exc:
         from airflow_kafka_failover.exceptions import ConfigError
 
-        raise ConfigError(f"Variable {key} is not valid JSON ({exc}); restore it from its history or delete it "
-                          "to start over at the primary") from None
+        raise ConfigError(f"Variable {key} is not valid JSON ({exc}): restore it from a backup, or rewrite it "
+                          "with the active cluster and the epoch the pair's fencing marker holds (deleting it "
+                          "restarts at epoch 0, which the fencing marker refuses once a switch happened)") from None
     return ActiveRecord.from_dict(data, tuple(pair.clusters), f"Variable {key}")
 
 

@@ -153,10 +153,11 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
                  len(plan.gaps), target)
         time.sleep(5)
         plan = build_plan(pair, source, target, position, hooks)
-    lost = plan.total_gap_records
-    if lost:
-        log.warning("proceeding with a gap (on_gap: %s): %s records are not on %s and will not be read",
-                    pair.switch.on_gap, lost, target)
+    gap = plan.total_gap_records
+    if gap:
+        log.warning("proceeding with a gap (on_gap: %s): %s offsets of %s partitions are missing on %s (see the "
+                    "plan's gap column); records the source held beyond them are only on %s until it returns",
+                    pair.switch.on_gap, gap, len(plan.gaps), target, source)
     log.info("plan %s -> %s:\n%s", source, target, plan.to_table())
     watermarks = _known_watermarks(pair, source, position, hooks[source])
     summary = plan.summary()
@@ -168,7 +169,7 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
     if uncommitted:
         log.info("the old job wrote %s records in batches it never committed; they are read again", uncommitted)
     return {"plan": plan.to_json(), "summary": summary, "starting_offsets": plan.to_spark_starting_offsets(),
-            "lost_records": lost, "source_watermarks": watermarks, "dry_run": dry_run}
+            "gap_records": gap, "source_watermarks": watermarks, "dry_run": dry_run}
 
 
 def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -> dict[str, int]:
@@ -227,7 +228,7 @@ def commit(pair: PairConfig, kind: str, record: ActiveRecord, handle: dict[str, 
     source, target = direction(pair, kind)
     entry = {"kind": kind, "reason": params.reason or ("forced" if params.force else f"automatic {kind}"),
              "triggered_by": triggered_by, "forced": params.force, "plan": plan["summary"],
-             "lost_records": plan["lost_records"]}
+             "gap_records": plan["gap_records"]}
     new = record.switched(to=target, job=handle, checkpoint=handle["checkpoint"], entry=entry,
                           watermarks={source: plan["source_watermarks"]})
     return commit_record(pair, record.epoch, new)

@@ -50,7 +50,7 @@ def test_start_runs_the_job_on_the_primary(story):
 def test_crash_of_a_fails_over_to_b(story):
     record, fault_at, output = switch_after_fault(story, "failover", "crash", "B")
     assert (record["active"], record["epoch"], record["job"]["cluster"]) == ("B", 1, "B")
-    assert record["history"][-1]["kind"] == "failover" and record["history"][-1]["lost_records"] == 0
+    assert record["history"][-1]["kind"] == "failover" and record["history"][-1]["gap_records"] == 0
     timed(story, "failover after crash", fault_at, "B", 1, output)
 
 
