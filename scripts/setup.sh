@@ -15,6 +15,27 @@ need mvn "install Apache Maven 3.8+, e.g. 'apt-get install maven'"
 java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
 [ "${java_major:-0}" -ge 17 ] || { echo "error: java is version ${java_major:-unknown}; Java 17 or newer is required" >&2; exit 1; }
 
+# With --browser (make test): the Airflow UI test drives Debian's Chromium through Playwright (browser
+# downloads are not used). Skipped when /usr/bin/chromium exists; otherwise apt-get, as root or through sudo.
+if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+  chromium_packages="chromium chromium-driver fonts-dejavu-core"
+  if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+  elif command -v sudo >/dev/null 2>&1; then
+    as_root=(sudo)
+  else
+    echo "error: /usr/bin/chromium is missing and apt-get needs root (no sudo here);" \
+      "install it with 'sudo apt-get install $chromium_packages' and run 'make setup' again" >&2
+    exit 1
+  fi
+  echo "setup: installing $chromium_packages with apt-get (for the Airflow UI test)"
+  ${as_root[@]+"${as_root[@]}"} apt-get update -q \
+    && ${as_root[@]+"${as_root[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $chromium_packages \
+    || { echo "error: apt-get could not install $chromium_packages; install them by hand and run 'make setup' again" >&2; exit 1; }
+  [ -x /usr/bin/chromium ] \
+    || { echo "error: apt-get succeeded but /usr/bin/chromium is still missing; install Debian's 'chromium' package" >&2; exit 1; }
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PYTHON" -m venv .venv

@@ -55,6 +55,12 @@ class CompactedRecord:
     timestamp_ms: int
 
 
+# librdkafka writes its log to stderr, which Airflow shows as ERROR lines whatever their level: keep its
+# informational chatter (e.g. "Purging 1 unserved events" when a short-lived client closes) out of task
+# logs. Warnings and errors still show; a connection's extra may set its own log_level.
+QUIET = {"log_level": 4}
+
+
 class KafkaClusterHook(KafkaBaseHook):
     """Talk to one Kafka cluster through an Airflow ``kafka`` connection.
 
@@ -134,7 +140,7 @@ class KafkaClusterHook(KafkaBaseHook):
         """Return a new AdminClient for this cluster (not cached: probes must not share a stuck client)."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({**self.client_config, **self._fast_fail(timeout or self.timeout)})
+        return AdminClient({**QUIET, **self.client_config, **self._fast_fail(timeout or self.timeout)})
 
     def consumer(self, group_id: str | None = None, timeout: float | None = None, **extra: Any):
         """Return a new Consumer that never commits on its own.
@@ -144,6 +150,7 @@ class KafkaClusterHook(KafkaBaseHook):
         from confluent_kafka import Consumer
 
         config = {
+            **QUIET,
             **{k: v for k, v in self.client_config.items() if k != "group.id"},
             **self._fast_fail(timeout or self.timeout),
             "group.id": group_id or "airflow-kafka-failover-reader",
@@ -158,7 +165,7 @@ class KafkaClusterHook(KafkaBaseHook):
         from confluent_kafka import Producer
 
         millis = max(int((timeout or self.timeout) * 1000), 1000)
-        return Producer({**self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra})
+        return Producer({**QUIET, **self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra})
 
     # ---- cluster and topic metadata ----------------------------------------------------------------
 
