@@ -8,12 +8,24 @@ demo: setup
 	.venv/bin/python -m airflow_kafka_failover.demo
 
 # Two workers, each taking whole test files (a file's tests share its sandbox and run in order).
-test: setup
+test:
+	@scripts/setup.sh --browser
 	.venv/bin/python -m pytest -q -n 2 --dist loadfile
 
 # The inner loop: pure logic only, no Kafka, no Spark (a few seconds).
 test-fast: setup
 	.venv/bin/python -m pytest -q -m "not sandbox and not spark"
 
+# Airflow 3 on this machine with the provider, the sandbox and the example pair (Ctrl-C stops everything).
+.PHONY: airflow
+airflow: setup
+	.venv/bin/python -m airflow_kafka_failover.local_airflow $(AIRFLOW_ARGS)
+
 clean:
 	rm -rf .run .airflow results
+
+# Every benchmark, one after the other (sandboxes and Spark; long on 2 cores): a table of the figures and
+# results/benchmarks.json with the machine. BENCH_ARGS="--quick" for a smoke run, "--only rto,redelivery" for some.
+.PHONY: bench
+bench: setup
+	.venv/bin/python benchmarks/run_all.py $(BENCH_ARGS)
