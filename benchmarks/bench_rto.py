@@ -1,0 +1,213 @@
+"""RTO benchmark: detection time and recovery time of failover after a crash and failback after a restart,
+through the pair's real DAGs, over several rounds.
+
+One sandbox (two KRaft clusters, MirrorMaker 2), one pair driven by the demo's engine
+(``airflow_kafka_failover.demo.story``): each DAG run is ``dag.test()`` in its own process, a steady producer
+writes records with unique ids, and the PySpark job runs in local mode. The start DAG runs the job on A;
+then each round is:
+
+1. **failover**: the failover DAG's down sensor watches A; A is crashed (kill -9) and the producer moves to
+   B; the DAG stops the old job, plans, and starts the job on B.
+2. **failback**: the failback DAG's recovered sensor watches A; A is restarted with its data and MirrorMaker
+   2 restarted (as operators do after an outage, README "MirrorMaker 2 after an outage"); the DAG moves
+   the job back to A, and the producer follows.
+
+Rounds continue the same pair (epochs 1, 2, 3, ...), as a pair lives through repeated outages. Per switch:
+detection = fault to the verdict sensor's success (from the run's log), RTO = fault to the first batch
+the new run committed (its ``progress.jsonl``). For failback the clock starts when A is restarted, so
+both figures include the start-up of A's broker and of MirrorMaker 2. Median, min and max over the
+rounds; at the end the sink is checked against every acknowledged id (lost, duplicates).
+
+Health thresholds: ``--health quick`` (default; the demo's: 3 failed probes 1 s apart, 6 s stability) or
+``--health default`` (the provider's defaults: 6 s down span, 30 s stability). The job's trigger interval
+is the demo's 1 s.
+
+    .venv/bin/python benchmarks/bench_rto.py [--rounds 3] [--health quick|default] [--rate 40]
+
+Progress goes to stderr; the last line on stdout is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from airflow_kafka_failover.demo.story import QUICK_HEALTH, WATCHING, RunningDag, Story, switch_figures  # noqa: E402
+from airflow_kafka_failover.health.verdict import HealthThresholds  # noqa: E402
+from airflow_kafka_failover.sandbox.airflow_env import prepare_airflow_home  # noqa: E402
+from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
+
+PAIR = "benchrto"
+TOPIC = "orders"
+SETTLE_S = 6.0
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class Rounds:
+    """The pair's story and the DAG run in progress (killed on interrupt)."""
+
+    def __init__(self, story: Story) -> None:
+        self.story = story
+        self.current: RunningDag | None = None
+
+    def run_start(self) -> None:
+        self.current = self.story.start_run("start")
+        self._finish("start")
+        say("start DAG: the job runs on A")
+
+    def switch(self, kind: str, fault: str, epoch: int) -> dict[str, Any]:
+        """Arm the ``kind`` DAG, inject ``fault`` on A once its sensor watches, wait; return its figures."""
+        self.current = self.story.start_run(kind)
+        self.current.wait_for_text(WATCHING, 180)
+        fault_at = time.time()
+        sandbox = self.story.sandbox
+        sandbox.fault(fault, "A")
+        if fault == "crash":
+            self.story.active_for_producer = "B"
+        else:
+            sandbox.stop_mirrormaker()
+            sandbox.start_mirrormaker()
+        output = self._finish(kind)
+        cluster = "B" if kind == "failover" else "A"
+        self.story.active_for_producer = cluster
+        figure = switch_figures(self.story, f"{kind} ({fault})", fault_at, cluster, epoch, output)
+        say(f"  {kind} to {cluster} (epoch {epoch}): detection {figure.get('detection_s')} s, "
+            f"RTO {figure['rto_s']} s")
+        time.sleep(SETTLE_S)  # the new run works a while before the next fault
+        return figure
+
+    def _finish(self, kind: str) -> str:
+        running, self.current = self.current, None
+        assert running is not None
+        state, output = running.wait(timeout=600)
+        if state != "success":
+            raise RuntimeError(f"the {kind} DAG run ended {state!r}; its log: {running.log_path}")
+        return output
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current.kill()
+        if self.story.producer is not None:
+            self.story.producer.stop(flush_timeout=2)
+        self.story.stop_job()
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
+            "max": round(max(values), 1)}
+
+
+def summarize(args: argparse.Namespace, figures: list[dict[str, Any]], counts: dict[str, int],
+              machine: str) -> dict[str, Any]:
+    """Flat ``<switch>_<figure>_<stat>_s`` keys for tables, every switch's figures under ``switches``."""
+    summary: dict[str, Any] = {"rounds": args.rounds, "health": args.health, "rate": args.rate}
+    for kind in ("failover", "failback"):
+        mine = [f for f in figures if f["switch"].startswith(kind)]
+        for figure in ("detection", "rto"):
+            values = [f[f"{figure}_s"] for f in mine if f"{figure}_s" in f]
+            for stat, value in (stats(values) if values else {}).items():
+                summary[f"{kind}_{figure}_{stat}_s"] = value
+    summary.update({key: counts[key] for key in ("produced", "lost", "duplicates")})
+    summary.update({"switches": figures, "machine": machine})
+    return summary
+
+
+def health_settings(name: str) -> dict[str, Any]:
+    return dict(QUICK_HEALTH) if name == "quick" else asdict(HealthThresholds())
+
+
+def make_story(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> Story:
+    """The pair on the running sandbox: its config, topics and the steady producer."""
+    story = Story(sandbox, prepare_airflow_home(root / "airflow"), root / "pair", PAIR, TOPIC,
+                  spark_conn="spark_bench_rto")
+    story.write_config(health=health_settings(args.health))
+    story.create_topics(args.partitions)
+    story.start_producer(args.rate, args.partitions)
+    return story
+
+
+def measure(args: argparse.Namespace, bench: Rounds) -> tuple[list[dict], dict[str, int]]:
+    """The start DAG, then ``args.rounds`` rounds of failover and failback; return figures and sink counts."""
+    bench.run_start()
+    figures = []
+    for round_no in range(args.rounds):
+        say(f"round {round_no + 1} of {args.rounds}")
+        figures.append(bench.switch("failover", "crash", 2 * round_no + 1))
+        figures.append(bench.switch("failback", "restart", 2 * round_no + 2))
+    story = bench.story
+    story.producer.stop()
+    counts = story.wait_for_sink(120)
+    say(f"sink: {counts['unique']} of {counts['produced']} acknowledged ids, {counts['lost']} lost, "
+        f"{counts['duplicates']} duplicates")
+    return figures, counts
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of failover + failback (3)")
+    parser.add_argument("--health", choices=("quick", "default"), default="quick",
+                        help="health thresholds: the demo's quick ones (default) or the provider's defaults")
+    parser.add_argument("--rate", type=float, default=40.0, help="records per second produced (40)")
+    parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")
+    return parser.parse_args()
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # so that the clean-up in main's finally block runs
+
+
+def main() -> int:
+    args = parse_args()
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    # Airflow's logging writes to stdout: send everything to stderr and keep stdout for the JSON line.
+    sys.stdout.flush()
+    json_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
+    say(f"machine: {machine}")
+    root = REPO / ".run" / f"bench-rto-{os.getpid()}"
+    sandbox = Sandbox(root / "sandbox")
+    bench: Rounds | None = None
+    result = None
+    try:
+        say(f"starting the sandbox under {root} ...")
+        sandbox.up()
+        bench = Rounds(make_story(sandbox, root, args))
+        result = measure(args, bench)
+    finally:
+        if bench is not None:
+            bench.stop()
+        sandbox.down()
+        if result is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            say(f"run directory kept (logs of every DAG run): {root}")
+    summary = summarize(args, *result, machine)
+    for kind in ("failover", "failback"):
+        say(f"{kind}: detection median {summary.get(f'{kind}_detection_median_s')} s, RTO median "
+            f"{summary.get(f'{kind}_rto_median_s')} s (min {summary.get(f'{kind}_rto_min_s')}, "
+            f"max {summary.get(f'{kind}_rto_max_s')})")
+    json_out.write(json.dumps(summary) + "\n")
+    json_out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
