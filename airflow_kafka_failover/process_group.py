@@ -58,8 +58,13 @@ class ManagedProcess:
     def log_file(self) -> Path:
         return self.run_dir / "logs" / f"{self.name}.log"
 
-    def start(self, argv: list[str], env: dict[str, str] | None = None) -> int:
-        """Start ``argv`` detached in a new session (its own process group), output appended to the log."""
+    def start(self, argv: list[str], env: dict[str, str] | None = None, inherit_env: bool = True) -> int:
+        """Start ``argv`` detached in a new session (its own process group), output appended to the log.
+
+        :param env: environment variables on top of this process's (or, without ``inherit_env``, the whole
+            environment).
+        :param inherit_env: start from this process's environment.
+        """
         if self.pid() is not None:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid()}); stop it first")
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +76,7 @@ class ManagedProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log_handle,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {})},
+                env={**(os.environ if inherit_env else {}), **(env or {})},
                 start_new_session=True,
                 close_fds=True,
             )

@@ -129,15 +129,19 @@ class Story:
 
     def create_topics(self, partitions: int = 2) -> None:
         for cluster in ("A", "B"):
-            create_topic(self.sandbox.bootstrap(cluster), self.topic, partitions)
+            create_topic(self.sandbox.client_config(cluster), self.topic, partitions)
 
     def start_producer(self, rate: float = 40.0, partitions: int = 2) -> None:
         bootstraps = {name: self.sandbox.bootstrap(name) for name in ("A", "B")}
         self.producer = SteadyProducer(bootstraps, self.topic, lambda: self.active_for_producer, rate=rate,
-                                       partitions=partitions).start()
+                                       partitions=partitions, security=self.sandbox.security_config()).start()
 
-    def start_run(self, kind: str, **conf: Any) -> RunningDag:
-        """Start ``dag.test()`` of the pair's ``kind`` DAG (start, failover, failback) in a subprocess."""
+    def start_run(self, kind: str, env: dict[str, str] | None = None, **conf: Any) -> RunningDag:
+        """Start ``dag.test()`` of the pair's ``kind`` DAG (start, failover, failback) in a subprocess.
+
+        :param env: extra environment of the run (and of the jobs it submits).
+        :param conf: the run's Params (``force``, ``dry_run``, ``reason``).
+        """
         self.runs += 1
         dag_id = f"kafka_failover_{self.pair}_{kind}"
         path = self.airflow_home / "dags" / f"{dag_id}.py"
@@ -148,15 +152,16 @@ class Story:
             f"    run = dag.test(run_conf={conf or None!r})\n"
             "    print('DAG_RUN_STATE', run.state)\n"
         )
-        env = airflow_env(self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path))
+        env = airflow_env(self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path), **(env or {}))
         log_path = self.root / f"run-{self.runs}-{kind}.log"
         log_handle = open(log_path, "w")  # noqa: SIM115 - closed by RunningDag.wait/kill
         process = subprocess.Popen([sys.executable, str(path)], env=env, stdout=log_handle,
                                    stderr=subprocess.STDOUT)
         return RunningDag(kind, process, log_path, path, log_handle)
 
-    def run(self, kind: str, timeout: float = 420, **conf: Any) -> tuple[str, str]:
-        return self.start_run(kind, **conf).wait(timeout)
+    def run(self, kind: str, timeout: float = 420, env: dict[str, str] | None = None,
+            **conf: Any) -> tuple[str, str]:
+        return self.start_run(kind, env, **conf).wait(timeout)
 
     def record(self) -> dict[str, Any]:
         """The pair's active record as the DAGs left it ({} before the first run)."""

@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 JOB_APPLICATION = Path(__file__).resolve().parents[1] / "jobs" / "stream_job.py"
 """The packaged PySpark job."""
 LOG4J_CONFIG = Path(__file__).resolve().parents[1] / "jobs" / "log4j2.properties"
+AIRFLOW_ONLY_ENV = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__")
+"""Environment variables the job never inherits: Airflow's connections, variables and configuration hold
+every connection's secrets, the metadata database's password and the Fernet key; the job needs none of them
+(it gets its own cluster's settings through the owner-only settings file)."""
 WAIT_APP_COMPLETION = {
     "yarn": "spark.yarn.submit.waitAppCompletion",
     "k8s": "spark.kubernetes.submission.waitAppCompletion",
@@ -179,27 +183,29 @@ class StreamingJobHook(BaseHook):
         child_env = self._child_env(env)
         if mode == "cluster":
             return self._submit_to_cluster(submit_hook, application, handle, child_env)
-        pid = handle.process.start(command, env=child_env)
+        pid = handle.process.start(command, env=child_env, inherit_env=False)
         log.info("submitted %s: pid %s, log %s", handle.describe(), pid, handle.log_file)
         self.wait_running(handle, startup_timeout)
         return handle
 
     @staticmethod
     def _child_env(env: dict[str, str] | None) -> dict[str, str]:
-        """PATH with this interpreter's bin (spark-submit of the pyspark install), the same Python for the driver."""
+        """The job's whole environment: this one without Airflow's (``AIRFLOW_ONLY_ENV``), PATH with this
+        interpreter's bin (spark-submit of the pyspark install), the same Python for the driver."""
         bin_dir = str(Path(sys.executable).parent)
         path = os.environ.get("PATH", "")
+        inherited = {name: value for name, value in os.environ.items() if not name.startswith(AIRFLOW_ONLY_ENV)}
         child = {
             "PATH": bin_dir + (os.pathsep + path if path else ""),
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
         }
-        return {**child, **(env or {})}
+        return {**inherited, **child, **(env or {})}
 
     def _submit_to_cluster(self, submit_hook: Any, application: Path, handle: JobHandle,
                            env: dict[str, str]) -> JobHandle:
         try:
-            submit_hook.submit(str(application), env={**os.environ, **env})
+            submit_hook.submit(str(application), env=env)
         except Exception as exc:
             raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
         driver = submit_hook._driver_id or (
@@ -282,7 +288,7 @@ class StreamingJobHook(BaseHook):
         else:
             command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]
         log.info("killing %s: %s", handle.describe(), " ".join(command))
-        result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **self._child_env(None)},
+        result = subprocess.run(command, capture_output=True, text=True, env=self._child_env(None),
                                 check=False, timeout=120)
         if result.returncode != 0:
             raise FailoverError(f"could not kill {handle.describe()}: {' '.join(command)} exited "

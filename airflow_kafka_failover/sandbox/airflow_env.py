@@ -20,6 +20,10 @@ def register_kafka_connections(sandbox: Any, prefix: str,
                                overrides: dict[str, str] | None = None) -> dict[str, str]:
     """Expose the sandbox's clusters as Airflow ``kafka`` connections.
 
+    The extra is the cluster's confluent-kafka config: ``bootstrap.servers`` and, for a SCRAM sandbox,
+    ``security.protocol``, ``sasl.mechanism``, ``sasl.username`` and ``sasl.password`` (the provider maps
+    them to the Java client's options for the Spark job).
+
     :param sandbox: the running sandbox.
     :param prefix: connection ids become ``<prefix>_a`` and ``<prefix>_b``.
     :param overrides: cluster name -> bootstrap address to use instead of the cluster's own.
@@ -28,10 +32,9 @@ def register_kafka_connections(sandbox: Any, prefix: str,
     ids = {}
     for name in sandbox.cluster_names:
         conn_id = f"{prefix}_{name.lower()}"
-        bootstrap = (overrides or {}).get(name, sandbox.bootstrap(name))
-        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
-            {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}
-        )
+        extra = dict(sandbox.client_config(name))
+        extra["bootstrap.servers"] = (overrides or {}).get(name, extra["bootstrap.servers"])
+        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps({"conn_type": "kafka", "extra": extra})
         ids[name] = conn_id
     return ids
 

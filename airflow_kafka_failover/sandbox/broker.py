@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airflow_kafka_failover.exceptions import SandboxError
+from airflow_kafka_failover.process_group import ManagedProcess
 from airflow_kafka_failover.sandbox.jars import kafka_classpath
 from airflow_kafka_failover.sandbox.loopback import accepts_connections, wait_until
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.sandbox.scram import PROTOCOL, ScramLogin, java_argfile_argv, write_private
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,9 @@ class KafkaBroker:
     :param cluster_id: the KRaft cluster id used when formatting the data folder.
     :param extra_listeners: more listeners as ``{name: (port, advertised "host:port")}``, e.g. one whose
         advertised address is a proxy, to cut a single client's path to the cluster.
+    :param login: with a SCRAM login, every client listener (``port`` and the extra ones) is
+        SASL_PLAINTEXT with SCRAM-SHA-512 and the broker talks to itself as that user too; the controller
+        listener stays PLAINTEXT (it serves only the KRaft quorum). Without one, all listeners are PLAINTEXT.
     """
 
     name: str
@@ -88,6 +92,7 @@ class KafkaBroker:
     controller_port: int
     cluster_id: str
     extra_listeners: dict[str, tuple[int, str]] = field(default_factory=dict)
+    login: ScramLogin | None = None
 
     @property
     def home(self) -> Path:
@@ -105,24 +110,35 @@ class KafkaBroker:
     def process(self) -> ManagedProcess:
         return ManagedProcess(f"broker-{self.name}", self.run_dir)
 
+    @property
+    def client_listener(self) -> str:
+        """The name (and security protocol) of the listener on ``port``."""
+        return PROTOCOL if self.login else "PLAINTEXT"
+
+    def client_security(self) -> dict[str, str]:
+        """The confluent-kafka settings a client needs besides ``bootstrap.servers`` ({} without SCRAM)."""
+        return self.login.client_config() if self.login else {}
+
     def properties(self) -> str:
-        """Return the broker's server.properties."""
-        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self.controller_port}"]
-        advertised = [f"PLAINTEXT://127.0.0.1:{self.port}"]
-        protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        """Return the broker's server.properties (it holds the SCRAM password when there is a login)."""
+        client, protocol = self.client_listener, self.client_listener
+        listeners = [f"{client}://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self.controller_port}"]
+        advertised = [f"{client}://127.0.0.1:{self.port}"]
+        protocol_map = [f"{client}:{protocol}", "CONTROLLER:PLAINTEXT"]
         for listener, (port, advertised_address) in self.extra_listeners.items():
             listeners.append(f"{listener}://127.0.0.1:{port}")
             advertised.append(f"{listener}://{advertised_address}")
-            protocol_map.append(f"{listener}:PLAINTEXT")
+            protocol_map.append(f"{listener}:{protocol}")
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "inter.broker.listener.name": client,
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": ",".join(protocol_map),
+            **self._sasl_settings(),
             "log.dirs": str(self.data_dir),
             # Topics are created on purpose (tests and MirrorMaker 2 create theirs), never by a typo.
             "auto.create.topics.enable": "false",
@@ -143,24 +159,47 @@ class KafkaBroker:
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
+    def _sasl_settings(self) -> dict[str, str]:
+        """SCRAM-SHA-512 on every client listener; the broker's own connections log in as the sandbox user."""
+        if self.login is None:
+            return {}
+        names = [PROTOCOL, *self.extra_listeners]
+        return {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            **{f"listener.name.{name.lower()}.scram-sha-512.sasl.jaas.config": self.login.jaas_config()
+               for name in names},
+        }
+
     def format_storage(self) -> None:
-        """Write server.properties and format the data folder unless it already holds a formatted log."""
+        """Write server.properties and format the data folder unless it already holds a formatted log.
+
+        With a login, formatting also creates its SCRAM user in the metadata log (``--add-scram``), so the
+        broker can authenticate its own inter-broker connection at its first start. That argument holds the
+        password, so it travels in an owner-only Java argument file, never on the command line.
+        """
         self.home.mkdir(parents=True, exist_ok=True)
-        config = self.home / "server.properties"
-        config.write_text(self.properties())
+        config = write_private(self.home / "server.properties", self.properties())
         if (self.data_dir / "meta.properties").exists():
             return
-        argv = java_argv(
-            "kafka.tools.StorageTool",
-            ["format", f"--cluster-id={self.cluster_id}", f"--config={config}"],
-            heap="256m",
-            run_dir=self.run_dir,
-        )
-        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        args = ["format", f"--cluster-id={self.cluster_id}", f"--config={config}"]
+        if self.login is not None:
+            args.append(f"--add-scram={self.login.storage_argument()}")
+        argv = java_argv("kafka.tools.StorageTool", args, heap="256m", run_dir=self.run_dir)
+        argfile = self.home / "format.args"
+        if self.login is not None:
+            argv = java_argfile_argv(argv, argv.index("kafka.tools.StorageTool"), argfile)
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        finally:
+            argfile.unlink(missing_ok=True)
         if result.returncode != 0:
+            output = result.stdout + result.stderr
+            if self.login is not None:  # a tool may echo a bad argument; errors must not carry the password
+                output = output.replace(self.login.password, "<password>")
             raise SandboxError(
                 f"formatting the data folder of cluster {self.name} ({self.data_dir}) failed:\n"
-                + "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+                + "\n".join(output.splitlines()[-15:])
             )
 
     def start(self) -> None:
@@ -188,7 +227,8 @@ class KafkaBroker:
         """Return the broker's cluster metadata, or None when it does not answer within ``timeout``."""
         from confluent_kafka.admin import AdminClient  # deferred: not needed to write configs
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000,
+                             **self.client_security()})
         try:
             return admin.list_topics(timeout=timeout)
         except Exception:  # noqa: BLE001 - any failure means "does not answer"

@@ -2,13 +2,18 @@
 
 The provider's own Kafka access (with Airflow connections, timeouts and batching) is the hook in
 ``airflow_kafka_failover.hooks``; this module serves the sandbox's readiness checks and test data.
+
+Every function takes the cluster as its bootstrap address, or as a confluent-kafka config dict with
+``bootstrap.servers`` and security settings (``Sandbox.client_config(name)`` of a SCRAM sandbox). Messages
+name the bootstrap address only, never the config, which may hold a password.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -28,9 +33,25 @@ class Record:
     timestamp_ms: int
 
 
-def _quiet_consumer(bootstrap: str, **extra: object) -> Consumer:
+Cluster = str | Mapping[str, Any]
+"""A bootstrap address, or a confluent-kafka config with ``bootstrap.servers`` (and security settings)."""
+
+
+def client_config(cluster: Cluster) -> dict[str, Any]:
+    """The confluent-kafka config of ``cluster``."""
+    if isinstance(cluster, str):
+        return {"bootstrap.servers": cluster}
+    return dict(cluster)
+
+
+def address(cluster: Cluster) -> str:
+    """The bootstrap address of ``cluster``, for messages (a config may hold a password)."""
+    return cluster if isinstance(cluster, str) else str(cluster.get("bootstrap.servers"))
+
+
+def _quiet_consumer(bootstrap: Cluster, **extra: object) -> Consumer:
     config = {
-        "bootstrap.servers": bootstrap,
+        **client_config(bootstrap),
         "group.id": "airflow-kafka-failover-sandbox-probe",
         "enable.auto.commit": False,
         "socket.connection.setup.timeout.ms": 2000,
@@ -39,7 +60,7 @@ def _quiet_consumer(bootstrap: str, **extra: object) -> Consumer:
     return Consumer(config)
 
 
-def high_watermark(bootstrap: str, topic: str, partition: int, timeout: float = 2.0) -> int | None:
+def high_watermark(bootstrap: Cluster, topic: str, partition: int, timeout: float = 2.0) -> int | None:
     """Return the high watermark of one partition, or None when the topic or cluster does not answer."""
     consumer = _quiet_consumer(bootstrap)
     try:
@@ -51,7 +72,7 @@ def high_watermark(bootstrap: str, topic: str, partition: int, timeout: float = 
         consumer.close()
 
 
-def end_offsets(bootstrap: str, topic: str, timeout: float = 5.0) -> dict[int, int] | None:
+def end_offsets(bootstrap: Cluster, topic: str, timeout: float = 5.0) -> dict[int, int] | None:
     """Return {partition: high watermark} of a topic, or None when the topic or cluster does not answer."""
     consumer = _quiet_consumer(bootstrap)
     try:
@@ -68,9 +89,10 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 5.0) -> dict[int, i
         consumer.close()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0, **configs: str) -> None:
+def create_topic(bootstrap: Cluster, topic: str, partitions: int, timeout: float = 15.0,
+                 **configs: str) -> None:
     """Create a topic (one replica) and wait until every partition has a leader."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs)],
         operation_timeout=timeout,
@@ -85,18 +107,19 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 1
         ):
             return
         time.sleep(0.1)
-    raise TimeoutError(f"topic {topic} on {bootstrap} has partitions without a leader after {timeout:.0f} s")
+    raise TimeoutError(f"topic {topic} on {address(bootstrap)} has partitions without a leader after "
+                       f"{timeout:.0f} s")
 
 
 def produce(
-    bootstrap: str,
+    bootstrap: Cluster,
     topic: str,
     records: Iterable[tuple[bytes | None, bytes | None, int | None, int | None]],
     timeout: float = 30.0,
     **config: object,
 ) -> int:
     """Produce (key, value, partition, timestamp_ms) records synchronously; return how many were acked."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **config})
+    producer = Producer({**client_config(bootstrap), "linger.ms": 5, "enable.idempotence": True, **config})
     errors: list[str] = []
     acked = 0
 
@@ -122,24 +145,25 @@ def produce(
         producer.poll(0)
     remaining = producer.flush(timeout)
     if errors or remaining:
-        raise RuntimeError(f"producing to {topic} on {bootstrap}: {remaining} unacked, errors {errors[:3]}")
+        raise RuntimeError(f"producing to {topic} on {address(bootstrap)}: {remaining} unacked, "
+                           f"errors {errors[:3]}")
     return acked
 
 
-def read_all(bootstrap: str, topic: str, timeout: float = 30.0, **config: object) -> list[Record]:
+def read_all(bootstrap: Cluster, topic: str, timeout: float = 30.0, **config: object) -> list[Record]:
     """Read every record currently in ``topic`` (all partitions, low to high watermark)."""
     consumer = _quiet_consumer(bootstrap, **config)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout)
         if metadata.topics[topic].error is not None:
-            raise RuntimeError(f"topic {topic} on {bootstrap}: {metadata.topics[topic].error}")
+            raise RuntimeError(f"topic {topic} on {address(bootstrap)}: {metadata.topics[topic].error}")
         ranges = {
             partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
             for partition in metadata.topics[topic].partitions
         }
         return [
             Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
-            for msg in consume_ranges(consumer, topic, ranges, timeout, bootstrap)
+            for msg in consume_ranges(consumer, topic, ranges, timeout, address(bootstrap))
         ]
     finally:
         consumer.close()

@@ -6,8 +6,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_kafka_failover.sandbox.broker import java_argv
 from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.sandbox.broker import java_argv
+from airflow_kafka_failover.sandbox.scram import ScramLogin, write_private
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,15 @@ class MirrorMaker:
     :param run_dir: the sandbox run directory.
     :param bootstraps: cluster alias -> bootstrap address, primary first.
     :param settings: replication settings.
+    :param login: the SCRAM login of both clusters, or None when they take PLAINTEXT clients. MirrorMaker 2
+        applies ``<alias>.security.protocol``/``sasl.*`` to every client of that cluster (its connectors'
+        and its Connect worker's internal topics alike).
     """
 
     run_dir: Path
     bootstraps: dict[str, str]
     settings: ReplicationSettings
+    login: ScramLogin | None = None
 
     @property
     def process(self) -> ManagedProcess:
@@ -94,6 +99,7 @@ class MirrorMaker:
         lines = [
             f"clusters = {', '.join(aliases)}",
             *(f"{alias}.bootstrap.servers = {address}" for alias, address in self.bootstraps.items()),
+            *self._security_lines(aliases),
             f"replication.policy.class = {policy_class}",
             # Disable every flow first, then enable the ones we want: MM2 enables none by default,
             # but being explicit documents the topology in the file.
@@ -131,9 +137,15 @@ class MirrorMaker:
         ]
         return "\n".join(lines) + "\n"
 
+    def _security_lines(self, aliases: list[str]) -> list[str]:
+        if self.login is None:
+            return []
+        options = self.login.java_options()
+        return [f"{alias}.{key} = {value}" for alias in aliases for key, value in options.items()]
+
     def start(self) -> None:
-        """Write mm2.properties and start MirrorMaker 2 in the background."""
-        self.config_path.write_text(self.properties())
+        """Write mm2.properties (owner-only: it may hold the SCRAM password) and start MirrorMaker 2."""
+        write_private(self.config_path, self.properties())
         self.process.start(
             java_argv(
                 "org.apache.kafka.connect.mirror.MirrorMaker",

@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,14 @@ class SteadyProducer:
     :param rate: records per second.
     :param prefix: record id prefix.
     :param partitions: partitions of the topic (records go round robin).
+    :param security: confluent-kafka security settings for every cluster (a SCRAM sandbox's
+        ``security_config()``); none by default.
     """
 
     def __init__(self, bootstraps: dict[str, str], topic: str, target: Callable[[], str], rate: float = 50.0,
-                 prefix: str = "r", partitions: int = 2) -> None:
+                 prefix: str = "r", partitions: int = 2, security: Mapping[str, str] | None = None) -> None:
         self.bootstraps, self.topic, self.target = bootstraps, topic, target
+        self.security = dict(security or {})
         self.rate, self.prefix, self.partitions = rate, prefix, partitions
         self.acked: dict[str, str] = {}
         self.failed = 0
@@ -58,6 +61,7 @@ class SteadyProducer:
             self._producers[cluster] = Producer({
                 "bootstrap.servers": self.bootstraps[cluster], "enable.idempotence": True, "linger.ms": 5,
                 "message.timeout.ms": 5000, "socket.connection.setup.timeout.ms": 2000, "log_level": 0,
+                **self.security,
             })
         return self._producers[cluster]
 

@@ -22,12 +22,14 @@ from airflow_kafka_failover.sandbox.broker import KafkaBroker, new_cluster_id
 from airflow_kafka_failover.sandbox.jars import kafka_classpath
 from airflow_kafka_failover.sandbox.loopback import free_ports, port_in_use, wait_until
 from airflow_kafka_failover.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
+from airflow_kafka_failover.sandbox.scram import ScramLogin, credentials_file
 
 log = logging.getLogger(__name__)
 
 MARKER = ".airflow-kafka-failover-sandbox"
 STATE = "sandbox.json"
 FAULTS = ("crash", "hang", "resume", "restart", "wipe")
+SECURITY_MODES = ("none", "scram")
 PORT_RELEASE_WAIT_S = 15.0
 
 
@@ -47,6 +49,10 @@ class Sandbox:
     :param run_dir: where state, logs and data live; created if missing.
     :param settings: MirrorMaker 2 replication settings (used by ``up``; ``load`` restores them).
     :param clusters: the cluster names, primary first; they are also the MirrorMaker 2 aliases.
+    :param security: for ``up``: ``none`` (PLAINTEXT clients) or ``scram``: every client, MirrorMaker 2 and
+        the brokers themselves authenticate with SASL/SCRAM-SHA-512 as one user whose random password is
+        made at ``up`` and kept in ``<run_dir>/scram-credentials.json`` (mode 0600). None (the default):
+        what the run directory's sandbox uses, ``none`` for a new one.
     """
 
     def __init__(
@@ -54,12 +60,19 @@ class Sandbox:
         run_dir: Path | str | None = None,
         settings: ReplicationSettings | None = None,
         clusters: tuple[str, str] = ("A", "B"),
+        security: str | None = None,
     ) -> None:
         self.run_dir = Path(run_dir) if run_dir else default_run_dir()
         self.settings = settings or ReplicationSettings()
         if len(set(clusters)) != 2:
             raise SandboxError(f"the sandbox needs two distinct cluster names, got {clusters!r}")
+        if security is not None and security not in SECURITY_MODES:
+            raise SandboxError(f"unknown sandbox security {security!r}: use one of "
+                               f"{', '.join(SECURITY_MODES)}")
         self.cluster_names = clusters
+        self.requested_security = security
+        self.security = security or "none"
+        self.login: ScramLogin | None = None
         self.brokers: dict[str, KafkaBroker] = {}
         self._load_state()
 
@@ -78,8 +91,11 @@ class Sandbox:
             raise SandboxError(f"{self.state_file} is unreadable ({exc}); run `kafka-failover sandbox down`") from exc
         self.settings = ReplicationSettings(**state["replication"])
         self.cluster_names = tuple(state["clusters"])  # type: ignore[assignment]
+        self.security = state.get("security", "none")
+        self.login = ScramLogin.load(self.run_dir) if self.security == "scram" else None
         self.brokers = {
-            name: _broker_from_state(name, self.run_dir, cluster) for name, cluster in state["clusters"].items()
+            name: _broker_from_state(name, self.run_dir, cluster, self.login)
+            for name, cluster in state["clusters"].items()
         }
 
     def _save_state(self) -> None:
@@ -94,6 +110,7 @@ class Sandbox:
                 for name, broker in self.brokers.items()
             },
             "replication": asdict(self.settings),
+            "security": self.security,
         }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
@@ -105,6 +122,7 @@ class Sandbox:
             run_dir=self.run_dir,
             bootstraps={name: self.brokers[name].bootstrap for name in self.cluster_names},
             settings=self.settings,
+            login=self.login,
         )
 
     def broker(self, cluster: str) -> KafkaBroker:
@@ -116,6 +134,18 @@ class Sandbox:
 
     def bootstrap(self, cluster: str) -> str:
         return self.broker(cluster).bootstrap
+
+    def security_config(self) -> dict[str, str]:
+        """The confluent-kafka settings every client of this sandbox needs besides ``bootstrap.servers``.
+
+        ``{}`` without security; with SCRAM: ``security.protocol``, ``sasl.mechanism``, ``sasl.username``
+        and ``sasl.password``. Both clusters share the login.
+        """
+        return self.login.client_config() if self.login else {}
+
+    def client_config(self, cluster: str) -> dict[str, str]:
+        """The confluent-kafka config of a client of ``cluster`` (a ``kafka`` connection's extra)."""
+        return {"bootstrap.servers": self.bootstrap(cluster), **self.security_config()}
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -134,6 +164,10 @@ class Sandbox:
                 else:
                     child.unlink()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.security == "scram":
+            # Besides the owner-only config files, Kafka's data files hold the password too (MirrorMaker 2
+            # stores its connectors' configs in a topic): only the owner may enter the run directory.
+            self.run_dir.chmod(0o700)
         (self.run_dir / MARKER).write_text("created by airflow-kafka-failover; safe to delete when down\n")
 
     def up(self, timeout: float = 90.0, extra_listeners: dict[str, dict[str, int]] | None = None) -> dict:
@@ -147,9 +181,17 @@ class Sandbox:
             (e.g. a ``TcpProxy`` in front of it, to cut one client's path to the cluster).
         """
         if self.brokers and self.is_up():
+            if self.requested_security not in (None, self.security):
+                raise SandboxError(f"the sandbox in {self.run_dir} is already up with security "
+                                   f"{self.security!r}, not {self.requested_security!r}: run "
+                                   "`kafka-failover sandbox down` first")
             log.info("Sandbox in %s is already up", self.run_dir)
             return self.info()
+        self.security = self.requested_security or "none"
         self._claim_run_dir()
+        self.login = ScramLogin.generate() if self.security == "scram" else None
+        if self.login is not None:
+            self.login.save(self.run_dir)
         extra_listeners = extra_listeners or {}
         wanted = sum(2 + len(extra_listeners.get(name, [])) for name in self.cluster_names)
         ports = iter(free_ports(wanted))
@@ -161,7 +203,7 @@ class Sandbox:
                 extra[listener] = (next(ports), f"127.0.0.1:{advertised_port}")
             self.brokers[name] = KafkaBroker(
                 name=name, run_dir=self.run_dir, port=port, controller_port=controller_port,
-                cluster_id=new_cluster_id(), extra_listeners=extra,
+                cluster_id=new_cluster_id(), extra_listeners=extra, login=self.login,
             )
         self._save_state()
         kafka_classpath()  # resolve jars once, before parallel broker starts need them
@@ -216,7 +258,8 @@ class Sandbox:
                     f"{self.mirrormaker.process.log_tail()}"
                 )
             return all(
-                (high_watermark(self.bootstrap(dst), self.heartbeats_topic(src), 0) or 0) > 0 for src, dst in flows
+                (high_watermark(self.client_config(dst), self.heartbeats_topic(src), 0) or 0) > 0
+                for src, dst in flows
             )
 
         if not wait_until(replicated_heartbeats, max(timeout, 1.0), interval=0.5):
@@ -257,10 +300,18 @@ class Sandbox:
         log.info("Sandbox in %s is down", self.run_dir)
 
     def info(self) -> dict:
-        """Return what clients need: bootstrap address of each cluster and the run directory."""
+        """Return what clients need: bootstrap address of each cluster, the run directory, the security.
+
+        Never the password: with SCRAM, ``security`` names the user and the owner-only file that holds it.
+        """
+        security: dict = {"mode": self.security}
+        if self.login is not None:
+            security.update(protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", username=self.login.username)
+            security["credentials_file"] = str(credentials_file(self.run_dir))
         return {
             "clusters": {name: {"bootstrap": broker.bootstrap} for name, broker in self.brokers.items()},
             "run_dir": str(self.run_dir),
+            "security": security,
             "replication": {"policy": self.settings.policy, "flows": [f"{s}->{d}" for s, d in self.mirrormaker.flows()]}
             if self.brokers
             else {},
@@ -327,7 +378,7 @@ class Sandbox:
         self.wait_replicating(timeout)
 
 
-def _broker_from_state(name: str, run_dir: Path, cluster: dict) -> KafkaBroker:
+def _broker_from_state(name: str, run_dir: Path, cluster: dict, login: ScramLogin | None) -> KafkaBroker:
     return KafkaBroker(
         name=name,
         run_dir=run_dir,
@@ -335,4 +386,5 @@ def _broker_from_state(name: str, run_dir: Path, cluster: dict) -> KafkaBroker:
         controller_port=cluster["controller_port"],
         cluster_id=cluster["cluster_id"],
         extra_listeners={k: (v[0], v[1]) for k, v in cluster.get("extra_listeners", {}).items()},
+        login=login,
     )

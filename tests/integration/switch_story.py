@@ -13,8 +13,9 @@ __all__ = ["TEST_HEALTH", "RunningDag", "Story", "timed"]
 
 
 class Story(_Story):
-    def run(self, kind: str, timeout: float = 420, **conf: Any) -> tuple[str, str]:
-        running = self.start_run(kind, **conf)
+    def run(self, kind: str, timeout: float = 420, env: dict[str, str] | None = None,
+            **conf: Any) -> tuple[str, str]:
+        running = self.start_run(kind, env, **conf)
         state, output = running.wait(timeout)
         print(f"{kind} run: {state}; log {running.log_path}")
         return state, output

@@ -1,0 +1,36 @@
+"""The job's processes never inherit Airflow's connections, variables or configuration (they hold secrets)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.process_group import ManagedProcess
+
+
+def test_the_job_environment_has_no_airflow_secrets(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURE", json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": "h:1", "sasl.password": "pw-123"}}))
+    monkeypatch.setenv("AIRFLOW_VAR_TOKEN", "tok-123")
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "fernet-123")
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_failover_orders_start")
+    monkeypatch.setenv("JAVA_HOME", "/opt/java")
+    env = StreamingJobHook._child_env({"AKF_JOB_FAULT": "exit-after-sink:1"})
+    assert not [name for name in env if name.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__"))]
+    assert not any("123" in value for value in env.values())
+    assert env["AIRFLOW_CTX_DAG_ID"] == "kafka_failover_orders_start" and env["JAVA_HOME"] == "/opt/java"
+    assert env["AKF_JOB_FAULT"] == "exit-after-sink:1" and env["PATH"] and env["PYSPARK_PYTHON"]
+
+
+def test_a_process_started_without_inheriting_gets_only_the_given_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURE", "secret-123")
+    out = tmp_path / "env.txt"
+    process = ManagedProcess("envdump", tmp_path)
+    process.start(["/bin/sh", "-c", f"env > {out}"], env={"ONLY": "this", "PATH": "/usr/bin:/bin"},
+                  inherit_env=False)
+    deadline = time.monotonic() + 10
+    while process.is_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    names = {line.split("=", 1)[0] for line in out.read_text().splitlines()}
+    assert "ONLY" in names and "AIRFLOW_CONN_KAFKA_SECURE" not in names
