@@ -92,7 +92,8 @@ def _read_syncs(hook: KafkaClusterHook | None, topic: str, wanted: set[str], whe
     try:
         records = list(hook.read_topic_to_end(topic))
     except Exception as exc:  # noqa: BLE001 - missing syncs only remove a method; the plan says so
-        log.warning("Cannot read offset syncs %s on %s (%s): no offset_sync translation from it", topic, where, exc)
+        log.warning("Cannot read offset syncs %s on %s (%s): no offset_sync translation from it", topic, where,
+                    f"{type(exc).__name__}: {exc}")
         return []
     syncs = [_decode(OffsetSync, r, topic, where) for r in records if r.key is not None and r.value is not None]
     return [sync for sync in syncs if sync.topic in wanted]
@@ -114,7 +115,8 @@ def _read_checkpoints(hook: KafkaClusterHook, topic: str, group: str, where: str
     try:
         records = list(hook.read_topic_to_end(topic))
     except Exception as exc:  # noqa: BLE001
-        log.warning("Cannot read checkpoints %s on %s (%s): no checkpoint translation", topic, where, exc)
+        log.warning("Cannot read checkpoints %s on %s (%s): no checkpoint translation", topic, where,
+                    f"{type(exc).__name__}: {exc}")
         return []
     found = []
     for record in records:

@@ -1,0 +1,242 @@
+"""The fault matrix: the switch DAGs under the faults users meet while their platform is on fire.
+
+One sandbox, one pair, one steady producer; the steps run in order and each leaves the pair in a known
+state for the next (crash, hang and wipe of the active cluster are in test_switch_dags.py):
+
+1. the job starts on A;
+2. MirrorMaker 2 stopped, so B is behind: a forced failover with ``on_gap: wait`` waits, and switches
+   once MirrorMaker 2 is back, losing nothing;
+3. the Airflow task process killed after the new job was submitted, before the record was committed:
+   the retried run converges to exactly one job on the target and a consistent record;
+4. two forced failovers racing: exactly one switch commits;
+5. the new job crashing right after the switch: the progress sensor fails the run with the job's log
+   tail, and a re-run recovers;
+6. both clusters down: no switch; the run fails saying both are down; record and fence unchanged;
+7. blips on the primary (short hangs): no switch; then MirrorMaker 2 stops and A really crashes with
+   ``on_gap: proceed``: one switch, the gap is in the record and the log;
+8. A returns with its data and MirrorMaker 2 restarts; the automatic failback waits until A has caught
+   up and moves the job back: every acknowledged record is in the deduplicated sink, including those
+   only A held when it crashed.
+
+A census thread samples the live job processes throughout: at no moment may two jobs of the current
+fencing epoch run (an older job may live on briefly after the fence, but it can no longer commit).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_failover.demo.story import WATCHING
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+from airflow_kafka_failover.process_group import ManagedProcess
+from tests.integration.switch_story import Story
+
+pytestmark = pytest.mark.spark
+
+
+class JobCensus:
+    """Sample the pair's live job runs every ``interval`` s; remember the worst moment."""
+
+    def __init__(self, story: Story, interval: float = 0.5) -> None:
+        self.story, self.interval = story, interval
+        self.max_alive = 0
+        self.max_current = 0
+        self.violations: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def alive(self) -> list[tuple[str, int]]:
+        runs = []
+        for run_dir in (self.story.root / "runs").glob("*/*/epoch-*"):
+            if ManagedProcess(PROCESS_NAME, run_dir).is_running():
+                runs.append((run_dir.parent.name, int(run_dir.name.split("-", 1)[1])))
+        return sorted(runs)
+
+    def _fence_epoch(self) -> int | None:
+        try:
+            return json.loads(self.story.fence())["epoch"]
+        except (ValueError, KeyError):
+            return None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            runs, epoch = self.alive(), self._fence_epoch()
+            current = [run for run in runs if run[1] == epoch]
+            self.max_alive = max(self.max_alive, len(runs))
+            self.max_current = max(self.max_current, len(current))
+            if len(current) > 1:
+                self.violations.append(f"{time.strftime('%H:%M:%S')}: {current} at fence epoch {epoch}")
+
+    def start(self) -> JobCensus:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def story(own_sandbox, airflow_home, tmp_path_factory):
+    pair = f"fm{uuid.uuid4().hex[:6]}"
+    story = Story(own_sandbox, airflow_home, tmp_path_factory.mktemp("faults"), pair, f"orders-{pair}")
+    story.write_config()
+    story.create_topics()
+    story.start_producer()
+    census = JobCensus(story).start()
+    story.census = census
+    yield story
+    census.stop()
+    if story.producer is not None:
+        story.producer.stop()
+    story.stop_job()
+    print("job census: most runs alive at once", census.max_alive, "of the current epoch", census.max_current)
+    print("counts:", story.counts)
+
+
+def assert_one_job(story: Story, cluster: str, epoch: int) -> None:
+    """The record names the only live job of the current epoch, on ``cluster`` at ``epoch``."""
+    record = story.record()
+    assert (record["active"], record["epoch"], record["job"]["cluster"]) == (cluster, epoch, cluster)
+    assert json.loads(story.fence())["epoch"] == epoch
+    deadline = time.monotonic() + 60  # a fenced or stopped old job ends within its stop timeout
+    while story.census.alive() != [(cluster, epoch)] and time.monotonic() < deadline:
+        time.sleep(1)
+    assert story.census.alive() == [(cluster, epoch)]
+    assert story.census.violations == []
+
+
+def test_1_the_job_starts_on_a(story):
+    state, output = story.run("start")
+    assert state == "success", output[-4000:]
+    assert_one_job(story, "A", 0)
+
+
+def test_2_a_gap_is_waited_out_until_mirrormaker_is_back(story):
+    story.write_config(on_gap="wait", gap_wait_seconds=120)
+    story.sandbox.stop_mirrormaker()
+    time.sleep(6)  # A gets records B does not, and the job reads them
+    running = story.start_run("failover", force=True, reason="maintenance while MM2 is down")
+    running.wait_for_text("re-planning in 5 s", 180)
+    story.sandbox.start_mirrormaker()
+    state, output = running.wait()
+    assert state == "success", output[-6000:]
+    story.active_for_producer = "B"
+    assert "gap:" in output and "not on B yet" in output
+    assert_one_job(story, "B", 1)
+    entry = story.record()["history"][-1]
+    assert entry["gap_records"] == 0  # replication caught up before the switch went on
+    story.counts["gap waited"] = story.check_no_loss()
+
+
+def test_3_a_run_killed_after_submit_converges_when_run_again(story):
+    running = story.start_run("failback", force=True, reason="killed mid-switch")
+    running.wait_for_text("end task task_id=submit", 300)
+    running.kill()  # the task process dies: the new job runs, the record still says B
+    record = story.record()
+    assert (record["active"], record["epoch"]) == ("B", 1)
+    assert ("A", 2) in story.census.alive()
+    state, output = story.run("failback", force=True, reason="retry after the kill")
+    assert state == "success", output[-6000:]
+    story.active_for_producer = "A"
+    assert "adopting it instead of starting another" in output, output[-4000:]
+    assert_one_job(story, "A", 2)
+    assert len(story.record()["history"]) == 2
+    story.counts["killed mid-switch"] = story.check_no_loss()
+
+
+def test_4_racing_failovers_commit_one_switch(story):
+    first = story.start_run("failover", force=True, reason="operator 1")
+    second = story.start_run("failover", force=True, reason="operator 2")
+    outcomes = [first.wait(), second.wait()]
+    story.active_for_producer = "B"
+    history = story.record()["history"]
+    assert len(history) == 3 and history[-1]["epoch"] == 3, history
+    assert_one_job(story, "B", 3)
+    outputs = "\n".join(output for _state, output in outcomes)
+    states = sorted(state for state, _output in outcomes)
+    # The loser either finds the switch already committed (a no-op) or fails naming the winner.
+    assert states in (["success", "success"], ["failed", "success"]), states
+    assert "already holds this switch" in outputs or "another switch won" in outputs
+    story.counts["racing"] = story.check_no_loss()
+
+
+def test_5_a_job_crashing_after_the_switch_fails_the_run_and_a_rerun_recovers(story):
+    before = story.record()
+    state, output = story.run("failback", env={"AKF_JOB_FAULT": "exit-after-sink:0"}, force=True,
+                              reason="the new job crashes")
+    assert state == "failed"
+    assert "is not running" in output and "--- log tail ---" in output, output[-6000:]
+    job_log = story.root / "runs" / story.pair / "A" / "epoch-4" / "logs" / "job.log"
+    assert "fault injection: exiting after writing batch 0" in job_log.read_text()
+    assert story.record() == before  # not committed: the record still names the old job (fenced)
+    state, output = story.run("failback", force=True, reason="re-run after the crash")
+    assert state == "success", output[-6000:]
+    story.active_for_producer = "A"
+    assert_one_job(story, "A", 4)
+    story.counts["job crash"] = story.check_no_loss()
+
+
+def test_6_both_clusters_down_means_no_switch(story):
+    before, fence = story.record(), story.fence()
+    running = story.start_run("failover")
+    running.wait_for_text(WATCHING, 120)
+    story.sandbox.fault("hang", "B")
+    story.sandbox.fault("hang", "A")
+    try:
+        state, output = running.wait()
+    finally:
+        story.sandbox.fault("resume", "B")
+        story.sandbox.fault("resume", "A")
+    assert state == "failed"
+    assert "both clusters of pair" in output and "are down" in output, output[-6000:]
+    assert story.record() == before and story.fence() == fence
+
+
+def test_7_blips_do_not_switch_and_a_real_outage_with_a_gap_switches_once(story):
+    story.write_config(on_gap="proceed")
+    running = story.start_run("failover")
+    running.wait_for_text(WATCHING, 120)
+    for _blip in range(3):  # 1.5 s freezes: fewer failed probes than the threshold's span
+        story.sandbox.fault("hang", "A")
+        time.sleep(1.5)
+        story.sandbox.fault("resume", "A")
+        time.sleep(4)
+    assert running.process.poll() is None, "a blip made the failover DAG act"
+    assert story.record()["epoch"] == 4
+    story.sandbox.stop_mirrormaker()
+    time.sleep(5)  # the job on A reads records MirrorMaker 2 no longer copies
+    story.sandbox.fault("crash", "A")
+    story.active_for_producer = "B"
+    state, output = running.wait()
+    assert state == "success", output[-6000:]
+    record = story.record()
+    assert (record["epoch"], len(record["history"])) == (5, 5)
+    gap = record["history"][-1]["gap_records"]
+    assert gap > 0 and "proceeding with a gap" in output
+    assert_one_job(story, "B", 5)
+    story.counts["gap proceeded"] = {"gap_records": gap, **story.sink_counts()}
+
+
+def test_8_failback_after_the_gap_loses_nothing(story):
+    story.write_config(on_gap="wait")
+    running = story.start_run("failback")  # automatic: waits until A is stable and caught up
+    running.wait_for_text(WATCHING, 120)
+    story.sandbox.fault("restart", "A")
+    story.sandbox.start_mirrormaker()
+    state, output = running.wait()
+    assert state == "success", output[-6000:]
+    story.active_for_producer = "A"
+    assert_one_job(story, "A", 6)
+    counts = story.check_no_loss()
+    story.counts["after failback"] = counts
+    assert counts["without_id"] == 0
+    assert story.census.violations == []
+    Path(story.root / "census.json").write_text(json.dumps(
+        {"max_alive": story.census.max_alive, "max_current_epoch": story.census.max_current}))
