@@ -41,7 +41,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -59,6 +58,7 @@ from airflow_kafka_failover.sandbox.mirrormaker import ReplicationSettings  # no
 from airflow_kafka_failover.sandbox.producer import SteadyProducer  # noqa: E402
 from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.translation.rules import TopicPartition  # noqa: E402
+from benchmarks.json_output import json_line_output  # noqa: E402
 
 TOPIC = "orders"
 REMOTE = f"A.{TOPIC}"
@@ -371,17 +371,10 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)  # so that the sandbox is stopped in main's finally block
-
 
 def main() -> int:
     args = parse_args()
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    # Airflow's logging writes to stdout: send everything to stderr and keep stdout for the JSON line.
-    sys.stdout.flush()
-    json_out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+    json_out = json_line_output()  # stdout keeps only the final JSON line
     machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
     say(f"machine: {machine}")
     sandbox = Sandbox(REPO / ".run" / f"bench-redelivery-{os.getpid()}",

@@ -34,7 +34,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import sys
 import time
@@ -49,6 +48,7 @@ from airflow_kafka_failover.demo.story import QUICK_HEALTH, WATCHING, RunningDag
 from airflow_kafka_failover.health.verdict import HealthThresholds  # noqa: E402
 from airflow_kafka_failover.sandbox.airflow_env import prepare_airflow_home  # noqa: E402
 from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
+from benchmarks.json_output import json_line_output  # noqa: E402
 
 PAIR = "benchrto"
 TOPIC = "orders"
@@ -169,17 +169,10 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)  # so that the clean-up in main's finally block runs
-
 
 def main() -> int:
     args = parse_args()
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    # Airflow's logging writes to stdout: send everything to stderr and keep stdout for the JSON line.
-    sys.stdout.flush()
-    json_out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+    json_out = json_line_output()  # stdout keeps only the final JSON line
     machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
     say(f"machine: {machine}")
     root = REPO / ".run" / f"bench-rto-{os.getpid()}"
