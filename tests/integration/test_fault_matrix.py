@@ -161,11 +161,14 @@ def test_4_racing_failovers_commit_one_switch(story):
     assert_one_job(story, "B", 3)
     outputs = "\n".join(output for _state, output in outcomes)
     states = sorted(state for state, _output in outcomes)
-    # The loser's gate finds B already active (skipped with the reason), or it finds the switch already
-    # committed (a no-op), or it fails naming the winner.
+    # The loser's gate finds B already active (skipped), or its commit finds the switch committed (a
+    # no-op) or another one (fails naming the winner), or, when both reach the same epoch together, it
+    # adopts the winner's job and both write the same switch (commit_record reads then writes the
+    # Variable without a lock: the later history entry wins; see the issue note).
     assert states in (["success", "success"], ["failed", "success"]), states
     assert any(text in outputs for text in ("is already active at epoch", "already holds this switch",
-                                            "another switch won")), outputs[-6000:]
+                                            "another switch won", "adopting it instead of starting another")
+               ), outputs[-6000:]
     story.counts["racing"] = story.check_no_loss()
 
 
