@@ -65,7 +65,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -89,6 +88,7 @@ from airflow_kafka_failover.sandbox.jars import spark_kafka_jars  # noqa: E402
 from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets  # noqa: E402
 from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file  # noqa: E402
+from benchmarks.json_output import json_line_output  # noqa: E402
 
 SPARK_CONN_ID = "spark_bench"
 MASTER = "local[2]"
@@ -576,17 +576,9 @@ def clean_up(bench: Bench, sandbox: Sandbox) -> None:
     say("sandbox down")
 
 
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)  # so that the clean-up in main's finally block runs
-
-
 def main() -> int:
     args = parse_args()
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    # Airflow's logging writes to stdout: send everything to stderr and keep stdout for the JSON line.
-    sys.stdout.flush()
-    json_out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+    json_out = json_line_output()  # stdout keeps only the final JSON line
 
     machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     root = REPO / ".run" / f"bench-job-{os.getpid()}"

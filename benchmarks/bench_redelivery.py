@@ -371,7 +371,6 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-
 def main() -> int:
     args = parse_args()
     json_out = json_line_output()  # stdout keeps only the final JSON line
