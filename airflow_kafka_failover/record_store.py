@@ -1,18 +1,23 @@
 """The active record in an Airflow Variable (through the Task SDK), with a compare-and-set commit.
 
-Variables have no compare-and-set of their own. The commit re-reads the record and writes only if the
-epoch is still the one the switch started from; the fencing marker's advance (a locked compare-and-set
-on the marker file) before it makes sure that only one switch per epoch gets that far.
+Variables have no compare-and-set of their own, so the commit builds one: it holds the fencing marker's
+lock (the file lock :meth:`FencingMarker.advance` takes) while it re-reads the record, checks that it is
+still at the epoch the switch started from and that the marker has not moved past the new record's epoch,
+and writes. Two commits of one pair therefore never interleave their read and write: of two switches that
+reached the same epoch together, the second finds the first's record (a no-op when it holds the same job,
+"another switch won" when not). The lock is as shared as the marker itself: every Airflow worker that can
+switch a pair must see the marker's folder (the jobs read it too).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from airflow_kafka_failover.config import PairConfig
-from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
 from airflow_kafka_failover.record import ActiveRecord
 
 log = logging.getLogger(__name__)
@@ -21,6 +26,11 @@ log = logging.getLogger(__name__)
 def variable_key(pair: str) -> str:
     """The Variable that holds a pair's active record."""
     return f"kafka_failover.{pair}.active_record"
+
+
+def fencing_marker(pair: PairConfig) -> FencingMarker:
+    """The pair's fencing marker (its path comes from the pair's job settings)."""
+    return FencingMarker(Path(pair.job.fencing_marker), pair.name)
 
 
 def load_record(pair: PairConfig) -> ActiveRecord:
@@ -45,23 +55,38 @@ def load_record(pair: PairConfig) -> ActiveRecord:
 def commit_record(pair: PairConfig, expected_epoch: int, record: ActiveRecord) -> ActiveRecord:
     """Store ``record`` if the stored record is still at ``expected_epoch``; idempotent for a retry.
 
-    :raises FencedError: another switch committed first.
-    """
-    from airflow.sdk import Variable
+    Holds the fencing marker's lock from the read to the write (see the module's docstring).
 
-    current = load_record(pair)
-    if current.epoch == record.epoch and current.active == record.active and current.job == record.job:
-        log.info("the record of pair %s already holds this switch (epoch %s); nothing to write", pair.name,
-                 record.epoch)
-        return current
-    if current.epoch != expected_epoch:
-        raise FencedError(
-            f"another switch won: the record of pair {pair.name!r} is at epoch {current.epoch} (active "
-            f"{current.active}), not at {expected_epoch} as when this switch began; nothing was committed"
-        )
-    Variable.set(variable_key(pair.name), json.dumps(record.to_dict()))
+    :raises FencedError: another switch committed first, or the marker has moved past ``record``'s epoch.
+    """
+    marker = fencing_marker(pair)
+    with marker.locked():
+        current = load_record(pair)
+        if current.epoch == record.epoch and current.active == record.active and current.job == record.job:
+            log.info("the record of pair %s already holds this switch (epoch %s); nothing to write", pair.name,
+                     record.epoch)
+            return current
+        if current.epoch != expected_epoch:
+            raise FencedError(
+                f"another switch won: the record of pair {pair.name!r} is at epoch {current.epoch} (active "
+                f"{current.active}), not at {expected_epoch} as when this switch began; nothing was committed"
+            )
+        fence = marker.read()
+        if fence is not None and fence.epoch > record.epoch:
+            raise FencedError(
+                f"the fencing marker {marker.path} of pair {pair.name!r} is at epoch {fence.epoch} (cluster "
+                f"{fence.cluster}), past this record's epoch {record.epoch}: a newer switch fenced this one; "
+                "nothing was committed"
+            )
+        _store(pair, record)
     log.info("committed the record of pair %s: %s active at epoch %s", pair.name, record.active, record.epoch)
     return record
+
+
+def _store(pair: PairConfig, record: ActiveRecord) -> None:
+    from airflow.sdk import Variable
+
+    Variable.set(variable_key(pair.name), json.dumps(record.to_dict()))
 
 
 def describe(record: ActiveRecord) -> dict[str, Any]:

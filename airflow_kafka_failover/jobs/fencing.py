@@ -93,7 +93,7 @@ class FencingMarker:
         """
         if expected_epoch is not None and new_epoch <= expected_epoch:
             raise ConfigError(f"a fence only moves forward: {expected_epoch} -> {new_epoch} is not an advance")
-        with self._locked():
+        with self.locked():
             current = self.read()
             current_epoch = None if current is None else current.epoch
             if current is not None and current.epoch == new_epoch and current.cluster == cluster:
@@ -106,7 +106,12 @@ class FencingMarker:
             return self.write(new_epoch, cluster)
 
     @contextmanager
-    def _locked(self):
+    def locked(self):
+        """Hold the marker's lock (an exclusive ``flock`` on ``<marker>.lock`` beside it).
+
+        :meth:`advance` holds it while it compares and writes; the active record's commit holds it too, so a
+        read-then-write of the record and a move of the fence never interleave.
+        """
         lock_path = Path(self.path).with_name(Path(self.path).name + ".lock")
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         with open(lock_path, "a") as lock:

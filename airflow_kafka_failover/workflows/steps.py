@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from airflow_kafka_failover.config import PairConfig
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError, TranslationError
-from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.record import ActiveRecord
+from airflow_kafka_failover.record_store import fencing_marker
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +68,6 @@ def gate(pair: PairConfig, kind: str, record: ActiveRecord) -> None:
             f"pair {pair.name!r}: {record.active} is already active at epoch {record.epoch}; a {kind} moves the "
             f"job from {source} to {target}, so there is nothing to do"
         )
-
-
-def fencing_marker(pair: PairConfig) -> FencingMarker:
-    return FencingMarker(Path(pair.job.fencing_marker), pair.name)
 
 
 def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[str, Any]:

@@ -162,9 +162,8 @@ def test_4_racing_failovers_commit_one_switch(story):
     outputs = "\n".join(output for _state, output in outcomes)
     states = sorted(state for state, _output in outcomes)
     # The loser's gate finds B already active (skipped), or its commit finds the switch committed (a
-    # no-op) or another one (fails naming the winner), or, when both reach the same epoch together, it
-    # adopts the winner's job and both write the same switch (commit_record reads then writes the
-    # Variable without a lock: the later history entry wins; see the issue note).
+    # no-op: when both reach the same epoch together, the loser's submit adopts the winner's job) or
+    # another one (fails naming the winner). The commit holds the marker's lock, so it writes once.
     assert states in (["success", "success"], ["failed", "success"]), states
     assert any(text in outputs for text in ("is already active at epoch", "already holds this switch",
                                             "another switch won", "adopting it instead of starting another")

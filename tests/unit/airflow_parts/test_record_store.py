@@ -1,0 +1,137 @@
+"""The active record's commit: a compare-and-set built from the fencing marker's lock around read and write.
+
+The Variable backend is replaced by a dict whose reads take a moment, which is what makes an unlocked
+read-then-write lose an update when two switches commit together. The lock itself is the real one: an
+``flock`` on the file beside the pair's marker, taken by separate open file descriptions in each thread,
+exactly as two task processes take it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from airflow_kafka_failover import record_store
+from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.record import ActiveRecord
+
+
+class SlowVariables:
+    """A Variable backend (``get``/``set``) whose reads take ``delay`` seconds; counts the writes."""
+
+    def __init__(self, delay: float) -> None:
+        self.values: dict[str, str] = {}
+        self.writes: list[str] = []
+        self.delay = delay
+
+    def get(self, key: str, default=None):
+        value = self.values.get(key, default)
+        time.sleep(self.delay)
+        return value
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+        self.writes.append(value)
+
+
+@pytest.fixture
+def pair(tmp_path):
+    return parse_pair("orders", {
+        "clusters": {"A": {"connection": "kafka_a"}, "B": {"connection": "kafka_b"}}, "primary": "A",
+        "topics": ["orders"],
+        "job": {"sink_root": str(tmp_path / "sink"), "checkpoint_root": str(tmp_path / "checkpoints"),
+                "run_root": str(tmp_path / "runs"), "fencing_marker": str(tmp_path / "fence" / "orders.json")}})
+
+
+@pytest.fixture
+def variables(monkeypatch):
+    import airflow.sdk
+
+    backend = SlowVariables(delay=0.2)
+    monkeypatch.setattr(airflow.sdk, "Variable", backend)
+    return backend
+
+
+def at_epoch_2(pair, variables) -> ActiveRecord:
+    record = ActiveRecord(pair="orders", active="B", epoch=2, job={"cluster": "B", "epoch": 2}, checkpoint="/c/B/2",
+                          updated_at="2024-01-01T00:00:00+00:00")
+    variables.values[record_store.variable_key("orders")] = json.dumps(record.to_dict())
+    record_store.fencing_marker(pair).write(3, "A")  # both switches below advanced the fence to (3, A)
+    return record
+
+
+def failback(record: ActiveRecord, job: dict, reason: str) -> ActiveRecord:
+    return record.switched(to="A", job=job, checkpoint=job["checkpoint"], watermarks={},
+                           entry={"kind": "failback", "reason": reason})
+
+
+def race(pair, expected: int, records: list[ActiveRecord]) -> list[object]:
+    """Commit every record from its own thread, all at once; each thread's result or exception."""
+    outcomes: list[object] = [None] * len(records)
+    start = threading.Barrier(len(records))
+
+    def commit(index: int) -> None:
+        start.wait()
+        try:
+            outcomes[index] = record_store.commit_record(pair, expected, records[index])
+        except FencedError as exc:
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=commit, args=(index,)) for index in range(len(records))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcomes
+
+
+def stored(variables) -> ActiveRecord:
+    return ActiveRecord.from_dict(json.loads(variables.values[record_store.variable_key("orders")]), ("A", "B"), "test")
+
+
+def test_racing_commits_with_different_jobs_write_once_and_the_loser_names_the_winner(pair, variables):
+    record = at_epoch_2(pair, variables)
+    first = failback(record, {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3", "pid": 1}, "operator 1")
+    second = failback(record, {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3", "pid": 2}, "operator 2")
+    outcomes = race(pair, 2, [first, second])
+    assert len(variables.writes) == 1
+    winner = stored(variables)
+    assert winner in (first, second)
+    losers = [outcome for outcome in outcomes if isinstance(outcome, FencedError)]
+    assert len(losers) == 1
+    assert "another switch won" in str(losers[0]) and "epoch 3 (active A)" in str(losers[0])
+
+
+def test_racing_commits_of_the_same_job_write_once_and_the_later_is_a_no_op(pair, variables, caplog):
+    record = at_epoch_2(pair, variables)
+    job = {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3", "pid": 7}  # the second run adopted the first's job
+    first, second = failback(record, job, "operator 1"), failback(record, job, "operator 2")
+    caplog.set_level("INFO", logger=record_store.__name__)
+    outcomes = race(pair, 2, [first, second])
+    assert len(variables.writes) == 1
+    assert not any(isinstance(outcome, Exception) for outcome in outcomes)
+    assert all(outcome == stored(variables) for outcome in outcomes)
+    assert len(stored(variables).history) == 1
+    assert "already holds this switch" in caplog.text
+
+
+def test_a_marker_past_the_new_epoch_refuses_the_commit(pair, variables):
+    record = at_epoch_2(pair, variables)
+    record_store.fencing_marker(pair).write(4, "B")  # a newer switch fenced this one before it committed
+    before = dict(variables.values)
+    new = failback(record, {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3"}, "late")
+    with pytest.raises(FencedError, match=r"is at epoch 4 \(cluster B\), past this record's epoch 3"):
+        record_store.commit_record(pair, 2, new)
+    assert variables.values == before and not variables.writes
+
+
+def test_a_retry_of_a_committed_switch_writes_nothing(pair, variables):
+    record = at_epoch_2(pair, variables)
+    new = failback(record, {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3"}, "retry")
+    assert record_store.commit_record(pair, 2, new) == new
+    assert record_store.commit_record(pair, 2, new) == new
+    assert len(variables.writes) == 1
