@@ -17,7 +17,8 @@ replication of the benchmark topic to B does not compete for the CPU. Then, in o
 
 Same Spark settings for both: the same spark-submit (this interpreter's ``bin/spark-submit``, the one the
 hook finds first on the PATH it gives the job), ``--master local[2]``, the same ``--conf`` values,
-``--driver-memory`` and ``--jars`` (Spark's Kafka source, ``spark_kafka_jars()``), the same Python for the
+``--driver-memory`` and ``--jars`` (the hook's default, ``job_jars()``: Spark's Kafka source and the record-id
+jar), the same Python for the
 driver. Same reader: ``startingOffsets=earliest``, the same ``maxOffsetsPerTrigger`` (so both split the
 topic into the same batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the
 job sets them, and a processing-time trigger of the same interval. The plain query writes the Kafka
@@ -84,7 +85,7 @@ from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: 
 from airflow_kafka_failover.jobs.progress import read_progress  # noqa: E402
 from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
 from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
-from airflow_kafka_failover.sandbox.jars import spark_kafka_jars  # noqa: E402
+from airflow_kafka_failover.sandbox.jars import job_jars  # noqa: E402
 from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets  # noqa: E402
 from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file  # noqa: E402
@@ -150,8 +151,8 @@ def say(message: str) -> None:
 
 
 def jars_option() -> str:
-    """The ``--jars`` value of both queries: Spark's Kafka source, as the hook passes it by default."""
-    return ",".join(str(jar) for jar in spark_kafka_jars())
+    """The ``--jars`` value of both queries, the hook's default: Spark's Kafka source and the record-id jar."""
+    return ",".join(str(jar) for jar in job_jars())
 
 
 # ---- measuring from a checkpoint ---------------------------------------------------------------------
@@ -529,7 +530,7 @@ def parse_args() -> argparse.Namespace:
 
 def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
     """Bring the sandbox up and run every measurement; return the figures."""
-    spark_kafka_jars()  # resolve before timing anything
+    job_jars()  # resolve and compile before timing anything
     started = time.monotonic()
     sandbox.up()
     say(f"sandbox up in {time.monotonic() - started:.1f} s")

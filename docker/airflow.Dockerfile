@@ -1,6 +1,7 @@
 # The Airflow image of docker-compose.yml: the official Airflow 3 image with this provider installed,
 # a Java 17 runtime for spark-submit (the streaming job's driver runs next to Airflow in client mode) and
-# Spark's Kafka source jars, resolved by Maven from jvm/spark-kafka/pom.xml as `make setup` does.
+# Spark's Kafka source jars, resolved by Maven from jvm/spark-kafka/pom.xml as `make setup` does, and the
+# job's record-id jar, compiled from jvm/record-id/src (a JDK in the build stage only).
 # Built from the repository root: docker compose build (or docker build -f docker/airflow.Dockerfile .).
 
 FROM apache/airflow:3.3.2-python3.11 AS runtime
@@ -36,11 +37,11 @@ RUN echo '{"admin": "admin"}' > /opt/airflow/simple_auth_manager_passwords.json 
 FROM runtime AS spark-kafka-jars
 USER root
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends maven \
+    && apt-get install -y --no-install-recommends maven openjdk-17-jdk-headless \
     && rm -rf /var/lib/apt/lists/*
 USER airflow
-# The provider's own resolver, so the folder carries the manifest it checks before every submit.
-RUN python -c "from airflow_kafka_failover.sandbox.jars import ArtifactSet; ArtifactSet('spark-kafka').ensure(check_zip=True)" \
+# The provider's own resolver and compiler, so the folders carry the manifests it checks before every submit.
+RUN python -c "from airflow_kafka_failover.sandbox.jars import ArtifactSet, record_id_jar; ArtifactSet('spark-kafka').ensure(check_zip=True); record_id_jar()" \
     && chmod -R g+rwX "${AKF_JARS_DIR}"
 
 

@@ -56,7 +56,8 @@ class StreamingJobHook(BaseHook):
         defines it; ``local[2]`` as host runs in local mode.
     :param conf: Spark configuration (``--conf``).
     :param jars: comma-separated jars for ``--jars``; defaults to the Kafka source jars resolved by
-        ``make setup`` (``.jars/spark-kafka``) when neither ``jars`` nor ``packages`` is given.
+        ``make setup`` (``.jars/spark-kafka``) and the record-id jar (``.jars/record-id``) when neither
+        ``jars`` nor ``packages`` is given.
     :param packages: Maven coordinates for ``--packages`` instead of ``jars``.
     :param driver_memory: ``--driver-memory``.
     :param executor_memory: ``--executor-memory``.
@@ -98,10 +99,10 @@ class StreamingJobHook(BaseHook):
     def _jars(self) -> str | None:
         if self.jars or self.packages:
             return self.jars
-        from airflow_kafka_failover.sandbox.jars import spark_kafka_jars
+        from airflow_kafka_failover.sandbox.jars import job_jars
 
         try:
-            return ",".join(str(jar) for jar in spark_kafka_jars())
+            return ",".join(str(jar) for jar in job_jars())
         except SandboxError as exc:
             raise ConfigError(
                 "the job needs Spark's Kafka source: pass jars=... (spark-sql-kafka-0-10 and its dependencies) "

@@ -45,7 +45,8 @@ from airflow_kafka_failover.jobs.layout import (
     stop_request_file,
     write_json_atomically,
 )
-from airflow_kafka_failover.jobs.settings import RECORD_ID_FROM_KEY, JobSettings
+from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
+from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.jobs.sink import batch_dir, staging_dir
 from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file
 
@@ -73,6 +74,7 @@ class StreamRun:
         self.admin: Any = None
         self.last_batch: int | None = None
         self.fault_batch = _fault_batch()
+        self.record_id_reader = False
 
     # ---- status ---------------------------------------------------------------------------------------
 
@@ -132,11 +134,7 @@ class StreamRun:
         from pyspark.sql import functions as F
 
         settings = self.settings
-        if settings.record_id_field == RECORD_ID_FROM_KEY:
-            record_id = F.col("key").cast("string")
-        else:
-            path = "$." + settings.record_id_field
-            record_id = F.get_json_object(F.col("value").cast("string"), path)
+        record_id = record_id_column(settings.record_id_field, self.record_id_reader)
         staging = staging_dir(settings.sink_root, settings.epoch, batch_id, uuid.uuid4().hex[:8])
         batch_df.select(
             record_id.alias("record_id"),
@@ -256,6 +254,7 @@ class StreamRun:
         # Opened before the query starts, so that the first batch does not pay for it (the client connects
         # lazily; an unusable Kafka option still fails here, before anything is read).
         self.admin = self._open_admin()
+        self.record_id_reader = register_reader(self.spark, settings.record_id_field)
         try:
             query = (
                 self.reader()

@@ -1,9 +1,14 @@
-"""JVM artifacts of the sandbox and the Spark job, resolved by Maven from the poms kept in ``jvm/``.
+"""JVM artifacts of the sandbox and the Spark job: third-party jars resolved by Maven from the poms kept in
+``jvm/``, and the job's own small jar compiled from ``jvm/record-id/src``.
 
 Each artifact set (``kafka``: broker and MirrorMaker 2; ``spark-kafka``: Spark's Kafka source) is copied
 by ``mvn dependency:copy-dependencies`` into ``<jars root>/<name>/``. A manifest written after a complete
 resolution records the pom's hash and every jar's size, so a missing, partial or corrupt folder is
 noticed and resolved again instead of failing later with a ClassNotFoundException.
+
+The record-id jar (``<jars root>/record-id/akf-record-id.jar``) holds the job's JSON field reader (see
+``jvm/record-id/src/akf/jobs/JsonStringField.java``). It is compiled with ``javac`` against pyspark's own
+jars, so it needs a JDK but no download; its manifest records the sources' hash and the pyspark version.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import re
 import shutil
 import subprocess
 import fcntl
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,11 +156,81 @@ def spark_kafka_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
     """
     jars = ArtifactSet("spark-kafka").ensure()
     if pyspark_jars_dir is None:
-        import pyspark  # deferred: heavy, and only needed where a job is submitted
-
-        pyspark_jars_dir = Path(pyspark.__file__).parent / "jars"
+        pyspark_jars_dir = _pyspark_jars_dir()
     shipped = {_artifact_name(jar.name) for jar in pyspark_jars_dir.glob("*.jar")}
     return [jar for jar in jars if _artifact_name(jar.name) not in shipped]
+
+
+RECORD_ID_JAR = "akf-record-id.jar"
+
+
+def _pyspark_jars_dir() -> Path:
+    import pyspark  # deferred: heavy, and only needed where a job is submitted
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def record_id_jar(pyspark_jars_dir: Path | None = None) -> Path:
+    """Return the record-id jar, compiling it first when it is missing or its sources or pyspark changed.
+
+    :param pyspark_jars_dir: pyspark's own jar folder (the compile classpath); the installed one by default.
+    :raises SandboxError: no ``javac`` on the PATH, or the sources do not compile.
+    """
+    sources = sorted((project_root() / "jvm" / "record-id" / "src").rglob("*.java"))
+    jars_dir = pyspark_jars_dir or _pyspark_jars_dir()
+    wanted = {"sources_sha256": hashlib.sha256(b"".join(_sha256(src).encode() for src in sources)).hexdigest(),
+              "spark_jars": sorted(jar.name for jar in jars_dir.glob("spark-sql-api*.jar"))}
+    folder = jars_root() / "record-id"
+    jar = folder / RECORD_ID_JAR
+    jars_root().mkdir(parents=True, exist_ok=True)
+    with open(jars_root() / ".resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            current = json.loads((folder / MANIFEST).read_text())
+        except (OSError, ValueError):
+            current = None
+        if current == {**wanted, "size": jar.stat().st_size if jar.is_file() else None} and _is_jar(jar):
+            return jar
+        log.info("Compiling the record-id jar from %s", sources[0].parent if sources else "jvm/record-id/src")
+        _compile_jar(sources, jars_dir, jar)
+        (folder / MANIFEST).write_text(json.dumps({**wanted, "size": jar.stat().st_size}, indent=1))
+    return jar
+
+
+def _compile_jar(sources: list[Path], classpath_dir: Path, jar: Path) -> None:
+    javac = shutil.which("javac")
+    if javac is None:
+        raise SandboxError("javac is not on PATH: the record-id jar needs a Java 17 JDK (e.g. `apt-get install "
+                           "openjdk-17-jdk-headless`); without it the job reads record ids with get_json_object")
+    if not sources:
+        raise SandboxError(f"no Java sources under {project_root() / 'jvm' / 'record-id' / 'src'}")
+    with tempfile.TemporaryDirectory(prefix="akf-record-id-") as work:
+        classes = Path(work) / "classes"
+        result = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", str(classpath_dir / "*"),
+                                 "-d", str(classes), *map(str, sources)], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise SandboxError(f"javac could not compile the record-id jar (exit {result.returncode}):\n"
+                               + "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:]))
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        partial = jar.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: airflow-kafka-failover\n\n")
+            for path in sorted(classes.rglob("*.class")):
+                archive.write(path, str(path.relative_to(classes)))
+        os.replace(partial, jar)
+
+
+def job_jars() -> list[Path]:
+    """The job's default ``--jars``: Spark's Kafka source, and the record-id jar when a JDK can build it.
+
+    Without the record-id jar the job still runs; it reads record ids with ``get_json_object`` (slower).
+    """
+    jars = spark_kafka_jars()
+    try:
+        jars.append(record_id_jar())
+    except SandboxError as exc:
+        log.warning("the job runs without the record-id jar: %s", exc)
+    return jars
 
 
 def _artifact_name(jar_name: str) -> str:
@@ -184,6 +260,7 @@ def main() -> None:
         artifact_set = ArtifactSet(name)
         jars = artifact_set.ensure(check_zip=True)
         print(f"{name}: {len(jars)} jars in {artifact_set.folder}")
+    print(f"record-id: {record_id_jar()}")
 
 
 if __name__ == "__main__":

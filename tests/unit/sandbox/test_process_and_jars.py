@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,30 @@ def test_spark_jars_leave_out_what_pyspark_ships(tmp_path: Path):
     names = {j.name for j in jars.spark_kafka_jars(shipped)}
     assert any(n.startswith("spark-sql-kafka-0-10_2.13") for n in names)
     assert not any(n.startswith("scala-library") for n in names)
+
+
+def test_record_id_jar_is_compiled_once_and_again_when_it_is_damaged(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    jar = jars.record_id_jar()
+    assert jar == tmp_path / "record-id" / jars.RECORD_ID_JAR
+    with zipfile.ZipFile(jar) as archive:
+        assert "akf/jobs/JsonStringField.class" in archive.namelist()
+    built = jar.stat().st_mtime_ns
+    assert jars.record_id_jar() == jar and jar.stat().st_mtime_ns == built  # warm: nothing compiled
+    jar.write_bytes(b"not a jar")
+    assert jars.record_id_jar() == jar and jars._is_jar(jar)
+    manifest = json.loads((jar.parent / jars.MANIFEST).read_text())
+    assert manifest["spark_jars"] and manifest["size"] == jar.stat().st_size
+
+
+def test_without_javac_the_job_jars_leave_out_the_record_id_jar_and_say_why(tmp_path: Path, monkeypatch, caplog):
+    spark_kafka = jars.spark_kafka_jars()  # resolved with the real PATH
+    monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    shutil.copytree(spark_kafka[0].parent, tmp_path / "spark-kafka")
+    monkeypatch.setattr(jars.shutil, "which", lambda name: None if name == "javac" else shutil.which(name))
+    with pytest.raises(SandboxError, match=r"javac is not on PATH: the record-id jar needs a Java 17 JDK"):
+        jars.record_id_jar()
+    caplog.set_level("WARNING", logger=jars.__name__)
+    names = [jar.name for jar in jars.job_jars()]
+    assert names == [jar.name for jar in spark_kafka]
+    assert "the job runs without the record-id jar: javac is not on PATH" in caplog.text

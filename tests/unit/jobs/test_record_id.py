@@ -1,0 +1,143 @@
+"""The record id column: the record-id jar's JSON reader agrees with ``get_json_object`` on every value.
+
+The equivalence test runs a real local SparkSession with the jar ``make setup`` compiles (``spark``
+marker): a few thousand values, hand-written edge cases and generated documents, valid and broken, are
+read both ways. It also checks that both paths are taken (the reader answers most valid records itself
+and leaves the rest), so it cannot pass by one side never answering.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_kafka_failover.jobs import record_id
+from airflow_kafka_failover.jobs.settings import RECORD_ID_FROM_KEY
+
+EDGE_CASES = [
+    '{"id": "r-1"}', '{"id":"r-1"}', '  {"id" : "r-1" }  ', '\n{\t"id":\r"r-1"}\n', '{"id": ""}',
+    '{"id": "a\\"b"}', '{"id": "a\\\\b"}', '{"id": "\\u00e9t\\u00E9"}', '{"id": "\\ud83d\\ude00"}',
+    '{"id": "tab\\there"}', '{"id": "slash\\/"}', '{"\\u0069d": "escaped name"}', '{"id": "é ☃ 😀"}',
+    '{"id": "first", "id": "second"}', '{"id": 42, "id": "second"}', '{"x": {"id": "nested"}, "id": "top"}',
+    '{"x": {"id": "nested"}}', '{"id": 42}', '{"id": -1.5e3}', '{"id": true}', '{"id": null}',
+    '{"id": {"a": 1}}', '{"id": ["a"]}', '{"ids": "no"}', '{"Id": "case"}', '{}', '[]', '["id"]', '"id"', '42',
+    '', ' ', 'null', '{"id": "a"} trailing', '{"id": "a"}{"id": "b"}', '{"id": "a",}', '{"id": "a" "b"}',
+    '{"id": "a", "n": 01}', '{"id": "a", "n": 1.}', '{"id": "a", "n": .5}', '{"id": "a", "n": 1-2}',
+    '{"id": "a", "n": +1}', '{"id": "a", "n": NaN}', '{"id": "a", "n": tru}', "{'id': 'single'}",
+    '{id: "unquoted"}', '{"id": "a", /* c */ "b": 1}', '{"id": "raw\ttab"}', '{"id": "raw\nnewline"}',
+    '{"id": "bad \\x escape"}', '{"id": "short \\u12"}', '{"id": "a"', '{"id": "a', '{"id"', '{',
+    '{"id": "a", "deep": ' + "[" * 600 + "]" * 600 + "}", '{"id": "a", "deep": ' + "[" * 100 + "]" * 100 + "}",
+    '{"a": [1, 2.5, -0, 0.0e0, 1E+2, true, false, null, "s", {"b": []}], "id": "after"}',
+]
+
+
+def generated(count: int, seed: int) -> list[str]:
+    """JSON documents of varied shape, then about a third of them broken by one mutation."""
+    rng = random.Random(seed)
+    alphabet = 'abcxyz0189 "\\/\t\né☃😀{}[],:'
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+
+    def value(depth: int):
+        kind = rng.randint(0, 7 if depth < 3 else 4)
+        return [text, lambda: rng.randint(-10**6, 10**6), lambda: rng.random() * 1e6, lambda: None,
+                lambda: rng.choice([True, False]), lambda: {rng.choice(["id", "x", "y"]): value(depth + 1)},
+                lambda: [value(depth + 1) for _ in range(rng.randint(0, 3))], text][kind]()
+
+    values = []
+    for _ in range(count):
+        doc = {rng.choice(["id", "x", "y", "z"]): value(0) for _ in range(rng.randint(0, 4))}
+        if rng.random() < 0.6:
+            doc["id"] = text()
+        encoded = json.dumps(doc, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, None, 1]))
+        if rng.random() < 0.35 and encoded:
+            at = rng.randrange(len(encoded))
+            encoded = rng.choice([encoded[:at], encoded[:at] + encoded[at + 1:],
+                                  encoded[:at] + rng.choice('"{}[],:\\x') + encoded[at:]])
+        values.append(encoded)
+    return values
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    from airflow_kafka_failover.sandbox.jars import record_id_jar
+
+    session = (pyspark_sql.SparkSession.builder.master("local[1]").appName("akf-record-id-test")
+               .config("spark.ui.enabled", "false").config("spark.jars", str(record_id_jar()))
+               .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+    yield session
+    session.stop()
+
+
+@pytest.mark.spark
+def test_the_reader_agrees_with_get_json_object_on_every_value(spark):
+    from pyspark.sql import functions as F
+
+    assert record_id.register_reader(spark, "id")
+    values = EDGE_CASES + generated(4000, seed=20261122)
+    frame = spark.createDataFrame([(v.encode("utf-8"),) for v in values], "value binary")
+    rows = frame.select(
+        F.col("value").cast("string").alias("text"),
+        record_id.record_id_column("id", reader=True).alias("combined"),
+        record_id.record_id_column("id", reader=False).alias("reference"),
+        F.call_function(record_id.FUNCTION, F.col("value").cast("string"), F.lit("id")).alias("reader"),
+    ).collect()
+    disagreements = [(row.text, row.combined, row.reference) for row in rows if row.combined != row.reference]
+    assert not disagreements, disagreements[:10]
+    wrong = [(row.text, row.reader, row.reference) for row in rows
+             if row.reader is not None and row.reader != row.reference]
+    assert not wrong, wrong[:10]
+    answered = sum(row.reader is not None for row in rows)
+    left = sum(row.reader is None and row.reference is not None for row in rows)
+    assert answered > 1000 and left > 50, (answered, left)
+    by_text = {row.text: row for row in rows}
+    assert by_text['{"id": "first", "id": "second"}'].reader == "first"
+    assert by_text['{"x": {"id": "nested"}, "id": "top"}'].reader == "top"
+    assert by_text['{"id": "\\ud83d\\ude00"}'].reader == "😀"
+    assert by_text['{"id": 42}'].reader is None and by_text['{"id": 42}'].combined == "42"
+
+
+@pytest.mark.spark
+def test_a_different_field_name_is_read_too(spark):
+    from pyspark.sql import functions as F
+
+    assert record_id.register_reader(spark, "order_id")
+    frame = spark.createDataFrame([(b'{"id": "x", "order_id": "o-7"}',), (b'{"order_id": 7}',)], "value binary")
+    rows = frame.select(record_id.record_id_column("order_id", reader=True).alias("id")).collect()
+    assert [row.id for row in rows] == ["o-7", "7"]
+    assert F is not None
+
+
+class FakeUdfs:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error, self.registered = error, []
+
+    def registerJavaFunction(self, name, class_name, return_type):  # noqa: N802 - the PySpark name
+        if self.error:
+            raise self.error
+        self.registered.append((name, class_name))
+
+
+def test_keys_and_json_paths_do_not_use_the_reader(caplog):
+    caplog.set_level("INFO", logger="airflow_kafka_failover.job")
+    spark = SimpleNamespace(udf=FakeUdfs())
+    assert not record_id.register_reader(spark, RECORD_ID_FROM_KEY)
+    assert not record_id.register_reader(spark, "order.id")
+    assert not record_id.register_reader(spark, "items[0]")
+    assert spark.udf.registered == []
+    assert "Kafka keys" in caplog.text and "$.order.id with get_json_object" in caplog.text
+
+
+def test_a_missing_jar_falls_back_to_get_json_object_and_says_so(caplog):
+    caplog.set_level("INFO", logger="airflow_kafka_failover.job")
+    spark = SimpleNamespace(udf=FakeUdfs(RuntimeError("Can not load class akf.jobs.JsonStringField\nmore")))
+    assert not record_id.register_reader(spark, "id")
+    assert "record-id jar is not on the classpath (RuntimeError: Can not load class" in caplog.text
+    ok = SimpleNamespace(udf=FakeUdfs())
+    assert record_id.register_reader(ok, "id")
+    assert ok.udf.registered == [(record_id.FUNCTION, record_id.UDF_CLASS)]
