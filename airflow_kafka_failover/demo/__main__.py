@@ -250,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--partitions must be between 1 and 64, got {args.partitions}")
     results = args.results or project_root() / "results" / time.strftime("demo-%Y%m%d-%H%M%S")
     signal.signal(signal.SIGTERM, _sigterm)
+    # Explicitly, because Python keeps SIGINT ignored when it starts with it ignored (as background jobs of
+    # scripts do): a `kill -INT` must still stop everything the demo started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run(args.run_dir.resolve(), results.resolve(), args.rate, args.partitions)
     except FailoverError as exc:

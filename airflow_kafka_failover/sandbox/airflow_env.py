@@ -80,3 +80,13 @@ def read_variable(home: Path, key: str) -> Any:
     if result.returncode != 0 or not result.stdout.strip():
         return None
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def write_variable(home: Path, key: str, value: Any) -> None:
+    """Set Airflow Variable ``key`` in ``home``'s metadata DB to ``value`` as JSON (what an operator's repair does)."""
+    airflow = Path(sys.executable).with_name("airflow")
+    result = subprocess.run([str(airflow), "variables", "set", key, json.dumps(value)], env=airflow_env(home),
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise FailoverError(f"'airflow variables set {key}' failed (exit {result.returncode}): "
+                            f"{(result.stdout + result.stderr)[-1000:]}")

@@ -4,8 +4,10 @@ One sandbox, one pair, one steady producer; the steps run in order and each leav
 state for the next (crash, hang and wipe of the active cluster are in test_switch_dags.py):
 
 1. the job starts on A;
-2. MirrorMaker 2 stopped, so B is behind: a forced failover with ``on_gap: wait`` waits, and switches
-   once MirrorMaker 2 is back, losing nothing;
+2. MirrorMaker 2 stopped, so B is behind, and the old job cannot be reached for a stop (its handle names
+   a cluster manager that is gone): a forced failover with ``on_gap: wait`` fences the old job, which
+   stops by itself at its next check, waits out the gap, and switches once MirrorMaker 2 is back, losing
+   nothing;
 3. the Airflow task process killed after the new job was submitted, before the record was committed:
    the retried run converges to exactly one job on the target and a consistent record;
 4. two forced failovers racing: exactly one switch commits;
@@ -33,8 +35,11 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.demo.story import WATCHING
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
 from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.sandbox.airflow_env import write_variable
+from airflow_kafka_failover.sandbox.loopback import free_ports
 from tests.integration.switch_story import Story
 
 pytestmark = pytest.mark.spark
@@ -118,12 +123,38 @@ def test_1_the_job_starts_on_a(story):
     assert_one_job(story, "A", 0)
 
 
-def test_2_a_gap_is_waited_out_until_mirrormaker_is_back(story):
+def make_the_recorded_job_unreachable(story: Story) -> JobHandle:
+    """Point the record's job handle at a cluster manager that is gone; return the real handle.
+
+    The handle now says cluster mode on a standalone master nobody listens on, with a run folder under a
+    regular file: the stop can neither write the stop request nor kill through the master, as when the
+    old datacenter's cluster manager went down with its cluster. The real job runs on, unaware.
+    """
+    record = story.record()
+    real = JobHandle.from_dict(record["job"])
+    gone = story.root / "cluster-manager-gone"
+    gone.write_text("a regular file: no stop request can be written under it\n")
+    record["job"] = {**record["job"], "deploy_mode": "cluster", "master": f"spark://127.0.0.1:{free_ports(1)[0]}",
+                     "driver_id": "driver-unreachable", "application_id": None, "run_dir": str(gone / "run")}
+    write_variable(story.airflow_home, f"kafka_failover.{story.pair}.active_record", record)
+    return real
+
+
+def test_2_an_unreachable_old_job_and_a_gap_are_handled_until_mirrormaker_is_back(story):
     story.write_config(on_gap="wait", gap_wait_seconds=120)
+    old_job = make_the_recorded_job_unreachable(story)
     story.sandbox.stop_mirrormaker()
     time.sleep(6)  # A gets records B does not, and the job reads them
     running = story.start_run("failover", force=True, reason="maintenance while MM2 is down")
     running.wait_for_text("re-planning in 5 s", 180)
+    # The stop could not reach the old job; the fence did: it stopped by itself, before the new job exists.
+    output = running.output()
+    assert "could not stop the old job" in output and "stops it at its next check" in output, output[-6000:]
+    deadline = time.monotonic() + 30
+    while old_job.process.is_running() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not old_job.process.is_running()
+    assert read_status(old_job.run_dir)["state"] == "fenced", read_status(old_job.run_dir)
     story.sandbox.start_mirrormaker()
     state, output = running.wait()
     assert state == "success", output[-6000:]
