@@ -8,7 +8,8 @@ noticed and resolved again instead of failing later with a ClassNotFoundExceptio
 
 The record-id jar (``<jars root>/record-id/akf-record-id.jar``) holds the job's JSON field reader (see
 ``jvm/record-id/src/akf/jobs/JsonStringField.java``). It is compiled with ``javac`` against pyspark's own
-jars, so it needs a JDK but no download; its manifest records the sources' hash and the pyspark version.
+jars, so it needs a JDK but no download; its manifest records the sources' hash and the spark-sql-api jar
+it was compiled against.
 """
 
 from __future__ import annotations
