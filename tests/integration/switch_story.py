@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from airflow_kafka_failover.demo.story import QUICK_HEALTH, RunningDag, switch_figures
@@ -9,7 +13,7 @@ from airflow_kafka_failover.demo.story import Story as _Story
 
 TEST_HEALTH = QUICK_HEALTH
 
-__all__ = ["TEST_HEALTH", "RunningDag", "Story", "timed"]
+__all__ = ["TEST_HEALTH", "RunningDag", "Story", "new_pair_story", "timed"]
 
 
 class Story(_Story):
@@ -32,3 +36,20 @@ def timed(story: Story, label: str, fault_at: float, cluster: str, epoch: int, o
     figure = switch_figures(story, label, fault_at, cluster, epoch, output)
     print(f"{label}: {figure}")
     return figure
+
+
+@contextmanager
+def new_pair_story(sandbox: Any, airflow_home: Path, root: Path, prefix: str, rate: float = 40.0) -> Iterator[Story]:
+    """The story of a fresh pair ``<prefix><random>`` on ``sandbox``: its config written, its topic created and
+    a steady producer running; on the way out the producer and every job run of the pair are stopped."""
+    pair = f"{prefix}{uuid.uuid4().hex[:6]}"
+    story = Story(sandbox, airflow_home, root, pair, f"orders-{pair}")
+    try:
+        story.write_config()
+        story.create_topics()
+        story.start_producer(rate=rate)
+        yield story
+    finally:
+        if story.producer is not None:
+            story.producer.stop()
+        story.stop_job()

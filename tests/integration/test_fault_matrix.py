@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -40,7 +39,7 @@ from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
 from airflow_kafka_failover.process_group import ManagedProcess
 from airflow_kafka_failover.sandbox.airflow_env import write_variable
 from airflow_kafka_failover.sandbox.loopback import free_ports
-from tests.integration.switch_story import Story
+from tests.integration.switch_story import Story, new_pair_story
 
 pytestmark = pytest.mark.spark
 
@@ -89,18 +88,13 @@ class JobCensus:
 
 @pytest.fixture(scope="module")
 def story(own_sandbox, airflow_home, tmp_path_factory):
-    pair = f"fm{uuid.uuid4().hex[:6]}"
-    story = Story(own_sandbox, airflow_home, tmp_path_factory.mktemp("faults"), pair, f"orders-{pair}")
-    story.write_config()
-    story.create_topics()
-    story.start_producer()
-    census = JobCensus(story).start()
-    story.census = census
-    yield story
-    census.stop()
-    if story.producer is not None:
-        story.producer.stop()
-    story.stop_job()
+    with new_pair_story(own_sandbox, airflow_home, tmp_path_factory.mktemp("faults"), "fm") as story:
+        census = JobCensus(story).start()
+        story.census = census
+        try:
+            yield story
+        finally:
+            census.stop()
     print("job census: most runs alive at once", census.max_alive, "of the current epoch", census.max_current)
     print("counts:", story.counts)
 

@@ -38,7 +38,7 @@ from airflow_kafka_failover.sandbox.airflow_env import register_kafka_connection
 from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce
 from airflow_kafka_failover.sandbox.sandbox import Sandbox
 from tests.integration.conftest import RUN_ROOT
-from tests.integration.switch_story import Story
+from tests.integration.switch_story import Story, new_pair_story
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.spark
@@ -67,16 +67,10 @@ def password(scram_sandbox) -> str:
 
 @pytest.fixture(scope="module")
 def story(scram_sandbox, airflow_home, tmp_path_factory):
-    pair = f"sec{uuid.uuid4().hex[:6]}"
-    story = Story(scram_sandbox, airflow_home, tmp_path_factory.mktemp("secure-story"), pair, f"orders-{pair}")
-    story.write_config()
-    story.create_topics()
-    story.start_producer(rate=20)
-    story.scans = []  # type: ignore[attr-defined]
-    yield story
-    if story.producer is not None:
-        story.producer.stop()
-    story.stop_job()
+    with new_pair_story(scram_sandbox, airflow_home, tmp_path_factory.mktemp("secure-story"), "sec",
+                        rate=20) as story:
+        story.scans = []  # type: ignore[attr-defined]
+        yield story
 
 
 # ---- (a) authentication is on, and MirrorMaker 2 authenticates ---------------------------------------------

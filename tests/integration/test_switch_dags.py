@@ -11,27 +11,19 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.integration.switch_story import Story, timed
+from tests.integration.switch_story import new_pair_story, timed
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
 def story(own_sandbox, airflow_home, tmp_path_factory):
-    pair = f"e2e{uuid.uuid4().hex[:6]}"
-    story = Story(own_sandbox, airflow_home, tmp_path_factory.mktemp("story"), pair, f"orders-{pair}")
-    story.write_config()
-    story.create_topics()
-    story.start_producer()
-    yield story
-    if story.producer is not None:
-        story.producer.stop()
-    story.stop_job()
+    with new_pair_story(own_sandbox, airflow_home, tmp_path_factory.mktemp("story"), "e2e") as story:
+        yield story
     print("figures:", story.figures)
     results = Path(__file__).resolve().parents[2] / "results"
     results.mkdir(exist_ok=True)
