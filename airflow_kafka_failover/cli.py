@@ -21,7 +21,9 @@ log = logging.getLogger("airflow_kafka_failover.cli")
 
 
 def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
-    sandbox = subparsers.add_parser("sandbox", help="run Kafka clusters A and B with MirrorMaker 2 on loopback")
+    sandbox = subparsers.add_parser(
+        "sandbox", help="run Kafka clusters A and B with MirrorMaker 2 on loopback"
+    )
     sandbox.add_argument(
         "--run-dir",
         help="directory for state, logs and data (default: .run/sandbox in the checkout, or $AKF_SANDBOX_DIR)",
@@ -37,7 +39,9 @@ def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
         help="default: A->B and B->A with prefixed names (orders -> A.orders); identity: one A->B flow, same names",
     )
     up.add_argument("--topics", default=".*", help="regex of topics MirrorMaker 2 replicates (default: .*)")
-    up.add_argument("--groups", default=".*", help="regex of consumer groups MirrorMaker 2 checkpoints (default: .*)")
+    up.add_argument(
+        "--groups", default=".*", help="regex of consumer groups MirrorMaker 2 checkpoints (default: .*)"
+    )
     up.add_argument("--timeout", type=_positive_float, default=90.0, help="seconds to wait for readiness")
 
     actions.add_parser("down", help="stop MirrorMaker 2 and both clusters")
@@ -66,7 +70,9 @@ def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     where = plan.add_mutually_exclusive_group(required=True)
     where.add_argument("--checkpoint", help="the job's Spark checkpoint directory")
     where.add_argument("--position", help='an explicit position as JSON, e.g. \'{"orders": {"0": 12}}\'')
-    where.add_argument("--group", help="a consumer group on the source cluster whose commits are the position")
+    where.add_argument(
+        "--group", help="a consumer group on the source cluster whose commits are the position"
+    )
     plan.add_argument("--json", action="store_true", help="print the plan as JSON instead of a table")
 
 
@@ -77,7 +83,9 @@ def _run_plan(args: argparse.Namespace) -> int:
     for name in (args.source, args.target):
         pair.cluster(name)  # raises naming the pair's clusters
     if args.source == args.target:
-        raise ConfigError(f"--from and --to are both {args.source!r}; name the two different clusters of the pair")
+        raise ConfigError(
+            f"--from and --to are both {args.source!r}; name the two different clusters of the pair"
+        )
     # Airflow's loggers print to stdout; only the plan itself may go there (``--json`` is parsed by tools).
     with _stdout_to_stderr() as real_stdout:
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # imports Airflow, which logs

@@ -200,7 +200,9 @@ class PairConfig:
 
     def cluster(self, name: str) -> ClusterSpec:
         if name not in self.clusters:
-            raise ConfigError(f"pair {self.name!r} has no cluster {name!r}; its clusters are {sorted(self.clusters)}")
+            raise ConfigError(
+                f"pair {self.name!r} has no cluster {name!r}; its clusters are {sorted(self.clusters)}"
+            )
         return self.clusters[name]
 
     def topics_on(self, cluster: str) -> list[str]:
@@ -257,7 +259,9 @@ class _Reader:
 def _clusters(reader: _Reader, data: Mapping[str, Any]) -> dict[str, ClusterSpec]:
     clusters_raw = reader.mapping(data.get("clusters"), "clusters")
     if len(clusters_raw) != 2:
-        raise reader.fail("clusters", f"a pair has exactly two clusters, got {len(clusters_raw)}: {sorted(clusters_raw)}")
+        raise reader.fail(
+            "clusters", f"a pair has exactly two clusters, got {len(clusters_raw)}: {sorted(clusters_raw)}"
+        )
     clusters = {}
     for name, spec in clusters_raw.items():
         field_name = f"clusters.{name}"
@@ -270,62 +274,96 @@ def _clusters(reader: _Reader, data: Mapping[str, Any]) -> dict[str, ClusterSpec
         clusters[name] = ClusterSpec(name=name, connection=connection, alias=alias)
     connections = [c.connection for c in clusters.values()]
     if len(set(connections)) == 1:
-        raise reader.fail("clusters", f"both clusters use connection {connections[0]!r}; the same cluster twice "
-                                      "cannot fail over to itself")
+        raise reader.fail(
+            "clusters",
+            f"both clusters use connection {connections[0]!r}; the same cluster twice "
+            "cannot fail over to itself",
+        )
     aliases = [c.alias for c in clusters.values()]
     if len(set(aliases)) == 1:
-        raise reader.fail("clusters", f"both clusters have MirrorMaker 2 alias {aliases[0]!r}; aliases must differ")
+        raise reader.fail(
+            "clusters", f"both clusters have MirrorMaker 2 alias {aliases[0]!r}; aliases must differ"
+        )
     return clusters
 
 
-def _flows(reader: _Reader, raw: Any, clusters: Mapping[str, ClusterSpec], policy: str) -> tuple[tuple[str, str], ...]:
+def _flows(
+    reader: _Reader, raw: Any, clusters: Mapping[str, ClusterSpec], policy: str
+) -> tuple[tuple[str, str], ...]:
     names = list(clusters)
     if raw is None:
-        return ((names[0], names[1]),) if policy == "identity" else ((names[0], names[1]), (names[1], names[0]))
+        return (
+            ((names[0], names[1]),) if policy == "identity" else ((names[0], names[1]), (names[1], names[0]))
+        )
     if not isinstance(raw, list) or not raw:
         raise reader.fail("replication.flows", f"must be a list like ['A->B', 'B->A'], got {raw!r}")
     flows = []
     for item in raw:
         parts = str(item).split("->")
-        if len(parts) != 2 or any(p.strip() not in clusters for p in parts) or parts[0].strip() == parts[1].strip():
+        if (
+            len(parts) != 2
+            or any(p.strip() not in clusters for p in parts)
+            or parts[0].strip() == parts[1].strip()
+        ):
             raise reader.fail("replication.flows", f"{item!r} is not '<cluster>-><other cluster>' of {names}")
         flows.append((parts[0].strip(), parts[1].strip()))
     if policy == "identity" and len(flows) > 1:
-        raise reader.fail("replication.flows", "identity replication cannot prevent loops: enable one flow only")
+        raise reader.fail(
+            "replication.flows", "identity replication cannot prevent loops: enable one flow only"
+        )
     return tuple(dict.fromkeys(flows))
 
 
-def _replication(reader: _Reader, data: Mapping[str, Any], clusters: Mapping[str, ClusterSpec]) -> ReplicationSpec:
+def _replication(
+    reader: _Reader, data: Mapping[str, Any], clusters: Mapping[str, ClusterSpec]
+) -> ReplicationSpec:
     raw = reader.mapping(data.get("replication"), "replication")
-    reader.known_keys(raw, "replication", ("policy", "separator", "flows", "offset_syncs_location", "offset_preserving"))
+    reader.known_keys(
+        raw, "replication", ("policy", "separator", "flows", "offset_syncs_location", "offset_preserving")
+    )
     policy = reader.choice(raw.get("policy", "default"), "replication.policy", POLICIES)
     separator = reader.string(raw, "separator", "replication.separator", default=".")
-    location = reader.choice(raw.get("offset_syncs_location", "target"), "replication.offset_syncs_location",
-                             ("source", "target"))
+    location = reader.choice(
+        raw.get("offset_syncs_location", "target"), "replication.offset_syncs_location", ("source", "target")
+    )
     preserving = raw.get("offset_preserving", False)
     if not isinstance(preserving, bool):
         raise reader.fail("replication.offset_preserving", f"must be true or false, got {preserving!r}")
-    return ReplicationSpec(policy, separator, _flows(reader, raw.get("flows"), clusters, policy), location, preserving)
+    return ReplicationSpec(
+        policy, separator, _flows(reader, raw.get("flows"), clusters, policy), location, preserving
+    )
 
 
 def _translation(reader: _Reader, data: Mapping[str, Any], replication: ReplicationSpec) -> TranslationSpec:
     raw = reader.mapping(data.get("translation"), "translation")
-    reader.known_keys(raw, "translation", ("methods", "timestamp_margin_seconds", "untracked_partitions",
-                                           "initial_position"))
+    reader.known_keys(
+        raw,
+        "translation",
+        ("methods", "timestamp_margin_seconds", "untracked_partitions", "initial_position"),
+    )
     default_methods = ("identity",) if replication.offset_preserving else DEFAULT_METHODS
     methods = raw.get("methods", list(default_methods))
     if not isinstance(methods, list) or not methods:
-        raise reader.fail("translation.methods", f"must be a non-empty list of {list(METHODS)}, got {methods!r}")
+        raise reader.fail(
+            "translation.methods", f"must be a non-empty list of {list(METHODS)}, got {methods!r}"
+        )
     for method in methods:
         reader.choice(method, "translation.methods", METHODS)
     if "identity" in methods and not replication.offset_preserving:
-        raise reader.fail("translation.methods", "'identity' is only safe with an offset-preserving replicator; "
-                                                 "set replication.offset_preserving: true or remove it")
+        raise reader.fail(
+            "translation.methods",
+            "'identity' is only safe with an offset-preserving replicator; "
+            "set replication.offset_preserving: true or remove it",
+        )
     margin = reader.number(raw.get("timestamp_margin_seconds", 60.0), "translation.timestamp_margin_seconds")
-    untracked = reader.choice(raw.get("untracked_partitions", "earliest"), "translation.untracked_partitions",
-                              ("earliest", "latest"))
-    initial = reader.choice(raw.get("initial_position", "earliest"), "translation.initial_position",
-                            ("earliest", "latest"))
+    untracked = reader.choice(
+        raw.get("untracked_partitions", "earliest"),
+        "translation.untracked_partitions",
+        ("earliest", "latest"),
+    )
+    initial = reader.choice(
+        raw.get("initial_position", "earliest"), "translation.initial_position", ("earliest", "latest")
+    )
     return TranslationSpec(tuple(dict.fromkeys(methods)), margin, untracked, initial)
 
 
@@ -340,18 +378,35 @@ def parse_pair(name: str, data: Any, source: str = "<memory>") -> PairConfig:
     if not _NAME.match(str(name)):
         raise reader.fail("name", "pair names are letters, digits, '_', '.', '-' (they become DAG ids)")
     data = reader.mapping(data, "pair")
-    reader.known_keys(data, "pair", ("clusters", "primary", "topics", "replication", "translation",
-                                     "bookkeeping_group", "health", "job", "switch"))
+    reader.known_keys(
+        data,
+        "pair",
+        (
+            "clusters",
+            "primary",
+            "topics",
+            "replication",
+            "translation",
+            "bookkeeping_group",
+            "health",
+            "job",
+            "switch",
+        ),
+    )
     clusters = _clusters(reader, data)
     if "primary" not in data:
-        raise reader.fail("primary", f"is required: name the cluster the job normally runs on, one of {sorted(clusters)}")
+        raise reader.fail(
+            "primary", f"is required: name the cluster the job normally runs on, one of {sorted(clusters)}"
+        )
     primary = reader.choice(data["primary"], "primary", tuple(clusters))
     topics = data.get("topics")
     if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
         raise reader.fail("topics", f"must be a non-empty list of topic names, got {topics!r}")
     replication = _replication(reader, data, clusters)
     translation = _translation(reader, data, replication)
-    group = reader.string(data, "bookkeeping_group", "bookkeeping_group", default=f"airflow-kafka-failover.{name}")
+    group = reader.string(
+        data, "bookkeeping_group", "bookkeeping_group", default=f"airflow-kafka-failover.{name}"
+    )
     health = dict(reader.mapping(data.get("health"), "health"))
     from airflow_kafka_failover.health.verdict import HealthThresholds
 
@@ -361,14 +416,29 @@ def parse_pair(name: str, data: Any, source: str = "<memory>") -> PairConfig:
         raise reader.fail("health", str(exc)) from None
     job = _job(reader, data, name, source)
     switch = _switch(reader, data)
-    return PairConfig(name, clusters, primary, tuple(dict.fromkeys(topics)), replication, translation, group,
-                      health, job, switch, source)
+    return PairConfig(
+        name,
+        clusters,
+        primary,
+        tuple(dict.fromkeys(topics)),
+        replication,
+        translation,
+        group,
+        health,
+        job,
+        switch,
+        source,
+    )
 
 
 _JOB_TEXT = ("spark_connection", "record_id_field")
 _JOB_OPTIONAL_TEXT = ("jars", "packages", "driver_memory", "executor_memory", "application")
-_JOB_SECONDS = ("trigger_interval_seconds", "startup_timeout_seconds", "stop_timeout_seconds",
-                "first_batch_timeout_seconds")
+_JOB_SECONDS = (
+    "trigger_interval_seconds",
+    "startup_timeout_seconds",
+    "stop_timeout_seconds",
+    "first_batch_timeout_seconds",
+)
 _JOB_PATHS = ("sink_root", "checkpoint_root", "run_root", "fencing_marker")
 
 
@@ -379,8 +449,12 @@ def _job(reader: _Reader, data: Mapping[str, Any], pair: str, source: str) -> Jo
     values = _job_values(reader, raw)
     base = Path(source).resolve().parent if source != "<memory>" else Path.cwd()
     home = _airflow_home() / "kafka-failover"
-    defaults = {"sink_root": home / "sink" / pair, "checkpoint_root": home / "checkpoints",
-                "run_root": home / "runs", "fencing_marker": home / "fencing" / f"{pair}.json"}
+    defaults = {
+        "sink_root": home / "sink" / pair,
+        "checkpoint_root": home / "checkpoints",
+        "run_root": home / "runs",
+        "fencing_marker": home / "fencing" / f"{pair}.json",
+    }
     for key in _JOB_PATHS:
         given = reader.string(raw, key, f"job.{key}") if raw.get(key) is not None else None
         path = Path(given).expanduser() if given else defaults[key]
@@ -416,7 +490,9 @@ def _switch(reader: _Reader, data: Mapping[str, Any]) -> SwitchSpec:
     reader.known_keys(raw, "switch", tuple(SwitchSpec.__dataclass_fields__))
     on_gap = reader.choice(raw.get("on_gap", "wait"), "switch.on_gap", ("wait", "proceed"))
     gap_wait = reader.number(raw.get("gap_wait_seconds", 120.0), "switch.gap_wait_seconds")
-    watch = reader.number(raw.get("watch_timeout_seconds", 600.0), "switch.watch_timeout_seconds", minimum=1.0)
+    watch = reader.number(
+        raw.get("watch_timeout_seconds", 600.0), "switch.watch_timeout_seconds", minimum=1.0
+    )
     pool = reader.string(raw, "pool", "switch.pool") if raw.get("pool") is not None else None
     automatic = raw.get("automatic", True)
     if not isinstance(automatic, bool):
@@ -440,7 +516,11 @@ def load_pairs(path: str | Path) -> dict[str, PairConfig]:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}\nfix the YAML syntax at the line shown") from None
-    if not isinstance(document, Mapping) or not isinstance(document.get("pairs"), Mapping) or not document["pairs"]:
+    if (
+        not isinstance(document, Mapping)
+        or not isinstance(document.get("pairs"), Mapping)
+        or not document["pairs"]
+    ):
         raise ConfigError(f"{path}: the file must have a top-level 'pairs' mapping with at least one pair")
     return {str(name): parse_pair(str(name), pair, str(path)) for name, pair in document["pairs"].items()}
 

@@ -79,16 +79,20 @@ def sandbox_pair_config(example: Path, automatic: bool, home: Path) -> dict[str,
     """
     pair = yaml.safe_load(example.read_text())["pairs"][PAIR]
     pair["job"] = {
-        **(pair.get("job") or {}), "spark_conf": SPARK_CONF, "sink_root": str(home / "sink" / PAIR),
-        "checkpoint_root": str(home / "checkpoints"), "run_root": str(home / "runs"),
+        **(pair.get("job") or {}),
+        "spark_conf": SPARK_CONF,
+        "sink_root": str(home / "sink" / PAIR),
+        "checkpoint_root": str(home / "checkpoints"),
+        "run_root": str(home / "runs"),
         "fencing_marker": str(home / "fencing" / f"{PAIR}.json"),
     }
     pair["switch"] = {**(pair.get("switch") or {}), "automatic": automatic}
     return {"pairs": {PAIR: pair}}
 
 
-def connection_env(config: dict[str, Any], bootstraps: dict[str, str],
-                   spark_master: str = "local[2]") -> dict[str, str]:
+def connection_env(
+    config: dict[str, Any], bootstraps: dict[str, str], spark_master: str = "local[2]"
+) -> dict[str, str]:
     """``AIRFLOW_CONN_*`` variables of the pair's connections: ``kafka`` for each cluster, one ``spark``.
 
     :param config: the pair config (as :func:`sandbox_pair_config` returns it).
@@ -183,10 +187,15 @@ class LocalAirflow:
         self.wait_ready()
         self._start_producer(bootstraps)
         ready = {
-            "url": self.url, "username": USERNAME if self.login else None,
-            "password_file": str(self.password_file) if self.login else None, "pair": PAIR,
-            "dag_ids": dag_ids(), "config": str(self.config_path), "fencing_marker": str(self.fencing_marker),
-            "sandbox_run_dir": str(sandbox.run_dir), "bootstraps": bootstraps,
+            "url": self.url,
+            "username": USERNAME if self.login else None,
+            "password_file": str(self.password_file) if self.login else None,
+            "pair": PAIR,
+            "dag_ids": dag_ids(),
+            "config": str(self.config_path),
+            "fencing_marker": str(self.fencing_marker),
+            "sandbox_run_dir": str(sandbox.run_dir),
+            "bootstraps": bootstraps,
         }
         self.ready_file.write_text(json.dumps(ready, indent=1))
         return ready
@@ -194,8 +203,10 @@ class LocalAirflow:
     def lock_run_dir(self) -> None:
         """Make the run directory ours for as long as this process lives; refuse a foreign or busy one."""
         if self.run_dir.exists() and any(self.run_dir.iterdir()) and not (self.run_dir / MARKER).exists():
-            raise FailoverError(f"{self.run_dir} is not empty and was not created by this launcher "
-                                f"(no {MARKER} file); choose another with --run-dir")
+            raise FailoverError(
+                f"{self.run_dir} is not empty and was not created by this launcher "
+                f"(no {MARKER} file); choose another with --run-dir"
+            )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / MARKER).write_text("airflow-kafka-failover's local Airflow; emptied on start\n")
         # Held open until this process ends; the kernel drops the lock then, however it ends.
@@ -206,8 +217,10 @@ class LocalAirflow:
             handle.seek(0)
             owner = handle.read().strip() or "unknown"
             handle.close()
-            raise FailoverError(f"another launcher (pid {owner}) runs from {self.run_dir}; stop it with "
-                                "Ctrl-C in its terminal, or choose another --run-dir") from None
+            raise FailoverError(
+                f"another launcher (pid {owner}) runs from {self.run_dir}; stop it with "
+                "Ctrl-C in its terminal, or choose another --run-dir"
+            ) from None
         handle.truncate(0)
         handle.write(str(os.getpid()))
         handle.flush()
@@ -265,13 +278,20 @@ class LocalAirflow:
         log_file = self.logs_dir / "airflow-db-migrate.log"
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "wb") as out:
-            result = subprocess.run([self._airflow(), "db", "migrate"], env={**os.environ, **env}, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False,
-                                    timeout=600)
+            result = subprocess.run(
+                [self._airflow(), "db", "migrate"],
+                env={**os.environ, **env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+                timeout=600,
+            )
         if result.returncode != 0:
             tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
-            raise FailoverError(f"`airflow db migrate` failed (exit {result.returncode}); log {log_file}:\n"
-                                f"{tail}")
+            raise FailoverError(
+                f"`airflow db migrate` failed (exit {result.returncode}); log {log_file}:\n{tail}"
+            )
 
     # ---- readiness -----------------------------------------------------------------------------------
 
@@ -303,8 +323,10 @@ class LocalAirflow:
         health = self.api_get("/api/v2/monitor/health")
         if not isinstance(health, dict):
             return False
-        return all((health.get(part) or {}).get("status") == "healthy"
-                   for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
+        return all(
+            (health.get(part) or {}).get("status") == "healthy"
+            for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        )
 
     def token(self) -> str:
         """An API access token of the admin user (of everyone, without login)."""
@@ -312,8 +334,12 @@ class LocalAirflow:
             return self._token
         if self.login:
             body = json.dumps({"username": USERNAME, "password": self.password()}).encode()
-            request = urllib.request.Request(f"{self.url}/auth/token", data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"{self.url}/auth/token",
+                data=body,
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            )
         else:
             request = urllib.request.Request(f"{self.url}/auth/token", method="GET")
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -329,8 +355,9 @@ class LocalAirflow:
         try:
             public = path.startswith("/api/v2/monitor/")
             headers = {} if public else {"Authorization": f"Bearer {self.token()}"}
-            with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers),
-                                        timeout=10) as response:
+            with urllib.request.urlopen(
+                urllib.request.Request(self.url + path, headers=headers), timeout=10
+            ) as response:
                 return json.loads(response.read())
         except (OSError, ValueError, KeyError):  # URLError and HTTPError are OSErrors
             return None
@@ -343,8 +370,9 @@ class LocalAirflow:
             return
         from airflow_kafka_failover.sandbox.producer import SteadyProducer
 
-        self.producer = SteadyProducer(bootstraps, PAIR, self._active_cluster, rate=self.produce_rate,
-                                       partitions=TOPIC_PARTITIONS).start()
+        self.producer = SteadyProducer(
+            bootstraps, PAIR, self._active_cluster, rate=self.produce_rate, partitions=TOPIC_PARTITIONS
+        ).start()
 
     def _active_cluster(self) -> str:
         try:
@@ -377,11 +405,15 @@ def print_ready(ready: dict[str, Any], airflow: LocalAirflow) -> None:
     _say(f"Airflow is ready: open {ready['url']}")
     if airflow.login:
         _say(f"  log in as {USERNAME}, password {airflow.password()} (kept in {airflow.password_file})")
-    _say(f"  dry run: {ready['url']}/dags/kafka_failover_{PAIR}_failover -> Trigger -> switch 'Dry run' on, "
-         "fill in 'Reason' -> Trigger; the plan is in the log of the task 'plan'")
+    _say(
+        f"  dry run: {ready['url']}/dags/kafka_failover_{PAIR}_failover -> Trigger -> switch 'Dry run' on, "
+        "fill in 'Reason' -> Trigger; the plan is in the log of the task 'plan'"
+    )
     _say(f"  to plan from a running job, trigger kafka_failover_{PAIR}_start first (Spark job on A)")
-    _say(f"  cluster A: {ready['bootstraps']['A']}, B: {ready['bootstraps']['B']}; a fault: kafka-failover "
-         f"sandbox --run-dir {ready['sandbox_run_dir']} fault crash --cluster A")
+    _say(
+        f"  cluster A: {ready['bootstraps']['A']}, B: {ready['bootstraps']['B']}; a fault: kafka-failover "
+        f"sandbox --run-dir {ready['sandbox_run_dir']} fault crash --cluster A"
+    )
     _say(f"  logs of Airflow's components: {airflow.logs_dir}")
     _say("  Ctrl-C stops Airflow, the job and the sandbox")
 
@@ -446,24 +478,51 @@ def _default_port() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m airflow_kafka_failover.local_airflow",
-        description="Run Airflow 3 locally with this provider, the Kafka sandbox and the example pair.")
-    parser.add_argument("--port", type=_port, default=None,
-                        help="the UI's port on 127.0.0.1 (default: 8080 if free, else a free one)")
-    parser.add_argument("--run-dir", type=Path, default=None,
-                        help="run directory and AIRFLOW_HOME (default: .airflow/local in the checkout)")
-    parser.add_argument("--automatic", action="store_true",
-                        help="let the failover and failback DAGs run on their own (@continuous)")
-    parser.add_argument("--no-login", action="store_true",
-                        help="no password: everyone is admin (the UI listens on loopback only)")
-    parser.add_argument("--produce-rate", type=_rate, default=2.0,
-                        help="records per second written to 'orders' on the active cluster (0: none)")
-    parser.add_argument("--stop", action="store_true",
-                        help="stop what a killed launcher left running in the run directory, then exit")
+        description="Run Airflow 3 locally with this provider, the Kafka sandbox and the example pair.",
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="the UI's port on 127.0.0.1 (default: 8080 if free, else a free one)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="run directory and AIRFLOW_HOME (default: .airflow/local in the checkout)",
+    )
+    parser.add_argument(
+        "--automatic",
+        action="store_true",
+        help="let the failover and failback DAGs run on their own (@continuous)",
+    )
+    parser.add_argument(
+        "--no-login",
+        action="store_true",
+        help="no password: everyone is admin (the UI listens on loopback only)",
+    )
+    parser.add_argument(
+        "--produce-rate",
+        type=_rate,
+        default=2.0,
+        help="records per second written to 'orders' on the active cluster (0: none)",
+    )
+    parser.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop what a killed launcher left running in the run directory, then exit",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     run_dir = (args.run_dir or project_root() / ".airflow" / "local").resolve()
-    airflow = LocalAirflow(run_dir, args.port or _default_port(), automatic=args.automatic,
-                           login=not args.no_login, produce_rate=args.produce_rate)
+    airflow = LocalAirflow(
+        run_dir,
+        args.port or _default_port(),
+        automatic=args.automatic,
+        login=not args.no_login,
+        produce_rate=args.produce_rate,
+    )
     if args.stop:
         try:
             airflow.lock_run_dir()  # refuses while a live launcher runs there

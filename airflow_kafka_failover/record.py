@@ -52,9 +52,17 @@ class ActiveRecord:
         return cls(pair=pair, active=primary, updated_at=_now())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": self.schema_version, "pair": self.pair, "active": self.active,
-                "epoch": self.epoch, "job": self.job, "checkpoint": self.checkpoint,
-                "watermarks": self.watermarks, "history": list(self.history), "updated_at": self.updated_at}
+        return {
+            "schema_version": self.schema_version,
+            "pair": self.pair,
+            "active": self.active,
+            "epoch": self.epoch,
+            "job": self.job,
+            "checkpoint": self.checkpoint,
+            "watermarks": self.watermarks,
+            "history": list(self.history),
+            "updated_at": self.updated_at,
+        }
 
     @classmethod
     def from_dict(cls, data: Any, clusters: tuple[str, ...], where: str) -> ActiveRecord:
@@ -63,10 +71,14 @@ class ActiveRecord:
             raise ConfigError(f"{where}: the active record must be a JSON object, got {type(data).__name__}")
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
-            raise ConfigError(f"{where}: schema_version {version!r} is not {SCHEMA_VERSION}; this provider "
-                              "release cannot read it (upgrade the provider, or restore the record)")
+            raise ConfigError(
+                f"{where}: schema_version {version!r} is not {SCHEMA_VERSION}; this provider "
+                "release cannot read it (upgrade the provider, or restore the record)"
+            )
         if data.get("active") not in clusters:
-            raise ConfigError(f"{where}: active cluster {data.get('active')!r} is not one of {list(clusters)}")
+            raise ConfigError(
+                f"{where}: active cluster {data.get('active')!r} is not one of {list(clusters)}"
+            )
         epoch = data.get("epoch")
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ConfigError(f"{where}: epoch {epoch!r} is not an integer >= 0")
@@ -79,16 +91,30 @@ class ActiveRecord:
         job = data.get("job")
         if job is not None and not isinstance(job, dict):
             raise ConfigError(f"{where}: job must be a job handle object or null")
-        return cls(pair=str(data.get("pair")), active=data["active"], epoch=epoch, job=job,
-                   checkpoint=data.get("checkpoint"), watermarks=watermarks, history=tuple(history),
-                   updated_at=str(data.get("updated_at", "")))
+        return cls(
+            pair=str(data.get("pair")),
+            active=data["active"],
+            epoch=epoch,
+            job=job,
+            checkpoint=data.get("checkpoint"),
+            watermarks=watermarks,
+            history=tuple(history),
+            updated_at=str(data.get("updated_at", "")),
+        )
 
     def with_job(self, job: dict[str, Any], checkpoint: str) -> ActiveRecord:
         """The same epoch with its job recorded (the first start of a pair, or a restart)."""
         return replace(self, job=job, checkpoint=checkpoint, updated_at=_now())
 
-    def switched(self, *, to: str, job: dict[str, Any], checkpoint: str, entry: dict[str, Any],
-                 watermarks: dict[str, dict[str, int]]) -> ActiveRecord:
+    def switched(
+        self,
+        *,
+        to: str,
+        job: dict[str, Any],
+        checkpoint: str,
+        entry: dict[str, Any],
+        watermarks: dict[str, dict[str, int]],
+    ) -> ActiveRecord:
         """The record after a switch to ``to`` at ``epoch + 1``; ``entry`` is appended to the history."""
         epoch = self.epoch + 1
         merged = {cluster: dict(marks) for cluster, marks in self.watermarks.items()}
@@ -97,5 +123,13 @@ class ActiveRecord:
             for key, offset in marks.items():
                 known[key] = max(offset, known.get(key, offset))
         full_entry = {"at": _now(), "from": self.active, "to": to, "epoch": epoch, **entry}
-        return replace(self, active=to, epoch=epoch, job=job, checkpoint=checkpoint, watermarks=merged,
-                       history=(*self.history, full_entry), updated_at=_now())
+        return replace(
+            self,
+            active=to,
+            epoch=epoch,
+            job=job,
+            checkpoint=checkpoint,
+            watermarks=merged,
+            history=(*self.history, full_entry),
+            updated_at=_now(),
+        )

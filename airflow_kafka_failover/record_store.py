@@ -46,9 +46,11 @@ def load_record(pair: PairConfig) -> ActiveRecord:
     except json.JSONDecodeError as exc:
         from airflow_kafka_failover.exceptions import ConfigError
 
-        raise ConfigError(f"Variable {key} is not valid JSON ({exc}): restore it from a backup, or rewrite it "
-                          "with the active cluster and the epoch the pair's fencing marker holds (deleting it "
-                          "restarts at epoch 0, which the fencing marker refuses once a switch happened)") from None
+        raise ConfigError(
+            f"Variable {key} is not valid JSON ({exc}): restore it from a backup, or rewrite it "
+            "with the active cluster and the epoch the pair's fencing marker holds (deleting it "
+            "restarts at epoch 0, which the fencing marker refuses once a switch happened)"
+        ) from None
     return ActiveRecord.from_dict(data, tuple(pair.clusters), f"Variable {key}")
 
 
@@ -63,8 +65,11 @@ def commit_record(pair: PairConfig, expected_epoch: int, record: ActiveRecord) -
     with marker.locked():
         current = load_record(pair)
         if current.epoch == record.epoch and current.active == record.active and current.job == record.job:
-            log.info("the record of pair %s already holds this switch (epoch %s); nothing to write", pair.name,
-                     record.epoch)
+            log.info(
+                "the record of pair %s already holds this switch (epoch %s); nothing to write",
+                pair.name,
+                record.epoch,
+            )
             return current
         if current.epoch != expected_epoch:
             raise FencedError(
@@ -91,5 +96,10 @@ def _store(pair: PairConfig, record: ActiveRecord) -> None:
 
 def describe(record: ActiveRecord) -> dict[str, Any]:
     """A short view of a record for logs and XCom."""
-    return {"active": record.active, "epoch": record.epoch, "job_running_on": (record.job or {}).get("cluster"),
-            "checkpoint": record.checkpoint, "switches": len(record.history)}
+    return {
+        "active": record.active,
+        "epoch": record.epoch,
+        "job_running_on": (record.job or {}).get("cluster"),
+        "checkpoint": record.checkpoint,
+        "switches": len(record.history),
+    }

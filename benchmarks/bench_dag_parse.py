@@ -37,25 +37,46 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--config", default=str(REPO / "examples" / "pairs.yaml"))
     args = parser.parse_args()
-    env = {**os.environ, "AKF_PAIRS_CONFIG": args.config, "AIRFLOW_HOME": str(REPO / ".airflow" / "bench"),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    env = {
+        **os.environ,
+        "AKF_PAIRS_CONFIG": args.config,
+        "AIRFLOW_HOME": str(REPO / ".airflow" / "bench"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
     results = []
     for run in range(args.runs):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(REPO / "dags" / "kafka_failover.py")], env=env,
-                             capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(REPO / "dags" / "kafka_failover.py")],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if out.returncode != 0:
             raise SystemExit(f"the parse process failed:\n{out.stderr[-3000:]}")
         result = json.loads(out.stdout.strip().splitlines()[-1])
         if result["errors"]:
             raise SystemExit(f"the DAG file failed to parse: {result['errors']}")
         results.append(result)
-        print(f"run {run + 1}: {result['parse_s'] * 1000:.0f} ms, {len(result['dags'])} DAGs, heavy imports "
-              f"{result['heavy'] or 'none'}", file=sys.stderr)
+        print(
+            f"run {run + 1}: {result['parse_s'] * 1000:.0f} ms, {len(result['dags'])} DAGs, heavy imports "
+            f"{result['heavy'] or 'none'}",
+            file=sys.stderr,
+        )
     times = [r["parse_s"] for r in results]
-    print(json.dumps({"dag_file": "dags/kafka_failover.py", "dags": results[-1]["dags"], "runs": len(times),
-                      "parse_ms_median": round(statistics.median(times) * 1000, 1),
-                      "parse_ms_max": round(max(times) * 1000, 1), "heavy_imports": results[-1]["heavy"],
-                      "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}"}))
+    print(
+        json.dumps(
+            {
+                "dag_file": "dags/kafka_failover.py",
+                "dags": results[-1]["dags"],
+                "runs": len(times),
+                "parse_ms_median": round(statistics.median(times) * 1000, 1),
+                "parse_ms_max": round(max(times) * 1000, 1),
+                "heavy_imports": results[-1]["heavy"],
+                "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

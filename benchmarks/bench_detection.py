@@ -43,8 +43,12 @@ def _connections(sandbox: Sandbox) -> dict[str, str]:
 
 def _watch(conns: dict[str, str]) -> DownWatch:
     return DownWatch(
-        cluster="A", kafka_config_id=conns["A"], topics=["bench-orders"], thresholds=HealthThresholds(),
-        peer_kafka_config_id=conns["B"], heartbeats_topic="A.heartbeats",
+        cluster="A",
+        kafka_config_id=conns["A"],
+        topics=["bench-orders"],
+        thresholds=HealthThresholds(),
+        peer_kafka_config_id=conns["B"],
+        heartbeats_topic="A.heartbeats",
     )
 
 
@@ -82,9 +86,15 @@ def trigger_cpu_per_minute(conns: dict[str, str], seconds: float) -> float:
 
     trigger = ClusterHealthTrigger(
         kind="down",
-        watch_kwargs={"cluster": "A", "kafka_config_id": conns["A"], "topics": ["bench-orders"], "canary_topic": None,
-                      "peer_kafka_config_id": conns["B"], "heartbeats_topic": "A.heartbeats",
-                      "require_corroboration": True},
+        watch_kwargs={
+            "cluster": "A",
+            "kafka_config_id": conns["A"],
+            "topics": ["bench-orders"],
+            "canary_topic": None,
+            "peer_kafka_config_id": conns["B"],
+            "heartbeats_topic": "A.heartbeats",
+            "require_corroboration": True,
+        },
         thresholds={},
         deadline=time.time() + seconds,
     )
@@ -92,19 +102,29 @@ def trigger_cpu_per_minute(conns: dict[str, str], seconds: float) -> float:
     event = asyncio.run(anext(trigger.run()))
     cpu = time.process_time() - cpu_before
     if event.payload["status"] != "timeout":
-        raise RuntimeError(f"healthy clusters gave a {event.payload['status']} event: {event.payload['message']}")
+        raise RuntimeError(
+            f"healthy clusters gave a {event.payload['status']} event: {event.payload['message']}"
+        )
     return cpu * 60.0 / seconds
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trials", type=int, default=5, help="trials per fault kind (default 5)")
-    parser.add_argument("--blips", type=int, default=10, help="2-second hangs for the false-alarm count (default 10)")
-    parser.add_argument("--cpu-seconds", type=float, default=60.0, help="seconds to run the trigger for CPU (60)")
+    parser.add_argument(
+        "--blips", type=int, default=10, help="2-second hangs for the false-alarm count (default 10)"
+    )
+    parser.add_argument(
+        "--cpu-seconds", type=float, default=60.0, help="seconds to run the trigger for CPU (60)"
+    )
     args = parser.parse_args()
 
     sandbox = Sandbox(REPO / ".run" / "bench-detection")
-    print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}", flush=True)
+    print(
+        f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}", flush=True
+    )
     try:
         sandbox.up()
         conns = _connections(sandbox)
@@ -134,7 +154,9 @@ def main() -> int:
         "trigger_cpu_s_per_min": round(cpu, 3),
     }
     for fault in ("crash", "hang"):
-        print(f"{fault}: median {summary[f'detection_{fault}_median_s']} s, max {summary[f'detection_{fault}_max_s']} s")
+        print(
+            f"{fault}: median {summary[f'detection_{fault}_median_s']} s, max {summary[f'detection_{fault}_max_s']} s"
+        )
     print(json.dumps(summary))
     return 0
 

@@ -212,8 +212,13 @@ def checkpoint_timing(checkpoint: Path, topic: str, records: int) -> Timing | No
         if covered >= records:
             if 0 not in offsets:
                 raise RuntimeError(f"{checkpoint} has no offsets/0; it is not a fresh checkpoint")
-            return Timing(covered, tuple(batches), offsets[0].stat().st_mtime, commits[batch].stat().st_mtime,
-                          commits[0].stat().st_mtime)
+            return Timing(
+                covered,
+                tuple(batches),
+                offsets[0].stat().st_mtime,
+                commits[batch].stat().st_mtime,
+                commits[0].stat().st_mtime,
+            )
     return None
 
 
@@ -250,12 +255,22 @@ class CpuSample:
         groups = _cpu_ticks_by_group()
         ours = sum(groups[g] for g in our_pgids | {query_pgid}) / CLOCK_TICKS
         own = os.times()
-        return cls(query=groups[query_pgid] / CLOCK_TICKS, ours=ours + own.user + own.system,
-                   busy=_busy_ticks() / CLOCK_TICKS)
+        return cls(
+            query=groups[query_pgid] / CLOCK_TICKS,
+            ours=ours + own.user + own.system,
+            busy=_busy_ticks() / CLOCK_TICKS,
+        )
 
 
-def wait_for_records(checkpoint: Path, topic: str, records: int, process: ManagedProcess, what: str,
-                     timeout: float, our_pgids: set[int]) -> tuple[Timing, dict[str, float]]:
+def wait_for_records(
+    checkpoint: Path,
+    topic: str,
+    records: int,
+    process: ManagedProcess,
+    what: str,
+    timeout: float,
+    our_pgids: set[int],
+) -> tuple[Timing, dict[str, float]]:
     """Wait until ``records`` records are committed; return the timing and the CPU seconds in between.
 
     The CPU is sampled when ``offsets/0`` first shows and when the last batch's commit shows (polled every
@@ -274,19 +289,24 @@ def wait_for_records(checkpoint: Path, topic: str, records: int, process: Manage
             if first is None or pgid is None:
                 raise RuntimeError(f"{what} finished before its CPU could be sampled")
             last = CpuSample.take(pgid, our_pgids)
-            return timing, {"cpu_s": last.query - first.query,
-                            "other_cpu_s": (last.busy - first.busy) - (last.ours - first.ours)}
+            return timing, {
+                "cpu_s": last.query - first.query,
+                "other_cpu_s": (last.busy - first.busy) - (last.ours - first.ours),
+            }
         committed = max(_batch_files(checkpoint / "commits"), default=-1)
         if committed != reported:
             if committed >= 0:
                 say(f"  {what}: batch {committed} committed")
             reported = committed
         if not process.is_running():
-            raise RuntimeError(f"{what} exited before committing {records} records; log {process.log_file}:\n"
-                               f"{process.log_tail(40)}")
+            raise RuntimeError(
+                f"{what} exited before committing {records} records; log {process.log_file}:\n"
+                f"{process.log_tail(40)}"
+            )
         time.sleep(0.1)
-    raise RuntimeError(f"{what} did not commit {records} records within {timeout:.0f} s; "
-                       f"log {process.log_file}")
+    raise RuntimeError(
+        f"{what} did not commit {records} records within {timeout:.0f} s; log {process.log_file}"
+    )
 
 
 def parquet_rows(folder: Path) -> int:
@@ -303,11 +323,17 @@ def load_topic(bootstrap: str, topic: str, records: int, partitions: int) -> flo
     """Create ``topic`` and produce ``records`` small JSON records round-robin; return the seconds taken."""
     create_topic(bootstrap, topic, partitions)
     started = time.perf_counter()
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
-        "batch.num.messages": 100_000, "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none",
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": "none",
+        }
+    )
     for n in range(records):
         value = b'{"id": "r-%d"}' % n
         while True:
@@ -342,18 +368,27 @@ class Bench:
 
     @functools.cached_property
     def hook(self) -> StreamingJobHook:
-        return StreamingJobHook(SPARK_CONN_ID, conf=SPARK_CONF, jars=jars_option(),
-                                driver_memory=self.args.driver_memory)
+        return StreamingJobHook(
+            SPARK_CONN_ID, conf=SPARK_CONF, jars=jars_option(), driver_memory=self.args.driver_memory
+        )
 
     def job_settings(self, pair: str, topic: str) -> tuple[JobSettings, RunLayout]:
         layout = RunLayout(pair, "A", 0, str(self.root / "checkpoints"), str(self.root / "runs"))
         fence = self.root / f"fence-{pair}.json"
         FencingMarker(fence, pair).write(0, "A")
         settings = JobSettings(
-            pair=pair, cluster="A", epoch=0, bootstrap_servers=self.bootstrap,
-            checkpoint=str(layout.checkpoint), sink_root=str(self.root / f"sink-{pair}"),
-            bookkeeping_group=f"bk-{pair}", fencing_marker=str(fence), run_dir=str(layout.run_dir),
-            topics=(topic,), starting_offsets="earliest", record_id_field="id",
+            pair=pair,
+            cluster="A",
+            epoch=0,
+            bootstrap_servers=self.bootstrap,
+            checkpoint=str(layout.checkpoint),
+            sink_root=str(self.root / f"sink-{pair}"),
+            bookkeeping_group=f"bk-{pair}",
+            fencing_marker=str(fence),
+            run_dir=str(layout.run_dir),
+            topics=(topic,),
+            starting_offsets="earliest",
+            record_id_field="id",
             max_offsets_per_trigger=self.args.max_offsets_per_trigger,
             trigger_interval_s=self.args.trigger_interval,
         )
@@ -391,8 +426,15 @@ class Bench:
         handle = self.submit(settings, layout)
         say(f"  job running (log {handle.log_file})")
         try:
-            timing, cpu = wait_for_records(Path(settings.checkpoint), topic, self.args.records,
-                                           handle.process, "job", self.args.timeout, self.our_pgids)
+            timing, cpu = wait_for_records(
+                Path(settings.checkpoint),
+                topic,
+                self.args.records,
+                handle.process,
+                "job",
+                self.args.timeout,
+                self.our_pgids,
+            )
         finally:
             self.stop_job(handle)
         progress = read_progress(settings.checkpoint)
@@ -400,9 +442,14 @@ class Bench:
         last_written_at = max(json.loads(line)["written_at"] for line in lines if line.strip())
         matches = JOB_BATCH_LINE.finditer(handle.log_file.read_text())
         inside = {int(m[1]): (float(m[3]), float(m[4]) if m[4] else None) for m in matches}
-        return {"timing": timing, **cpu, "progress_records": progress.records,
-                "last_written_at": last_written_at, "inside_batch_s": inside,
-                "rows": parquet_rows(Path(settings.sink_root))}
+        return {
+            "timing": timing,
+            **cpu,
+            "progress_records": progress.records,
+            "last_written_at": last_written_at,
+            "inside_batch_s": inside,
+            "rows": parquet_rows(Path(settings.sink_root)),
+        }
 
     def run_plain(self, topic: str, round_no: int) -> dict:
         folder = self.root / f"plain-r{round_no}"
@@ -413,19 +460,43 @@ class Bench:
         command = [str(Path(sys.executable).parent / "spark-submit"), "--master", MASTER]
         for key, value in SPARK_CONF.items():
             command += ["--conf", f"{key}={value}"]
-        command += ["--jars", jars_option(), "--driver-memory", self.args.driver_memory,
-                    "--name", "bench-plain", str(script),
-                    "--bootstrap", self.bootstrap, "--topic", topic,
-                    "--checkpoint", str(folder / "checkpoint"), "--output", str(folder / "output"),
-                    "--max-offsets-per-trigger", str(self.args.max_offsets_per_trigger),
-                    "--trigger-interval", str(self.args.trigger_interval), "--stop-file", str(stop_file)]
+        command += [
+            "--jars",
+            jars_option(),
+            "--driver-memory",
+            self.args.driver_memory,
+            "--name",
+            "bench-plain",
+            str(script),
+            "--bootstrap",
+            self.bootstrap,
+            "--topic",
+            topic,
+            "--checkpoint",
+            str(folder / "checkpoint"),
+            "--output",
+            str(folder / "output"),
+            "--max-offsets-per-trigger",
+            str(self.args.max_offsets_per_trigger),
+            "--trigger-interval",
+            str(self.args.trigger_interval),
+            "--stop-file",
+            str(stop_file),
+        ]
         process = ManagedProcess("plain", folder)
         self.processes.append(process)
         process.start(command, env=StreamingJobHook._child_env(None))  # the PATH and Python the job gets
         say(f"  plain query started (log {process.log_file})")
         try:
-            timing, cpu = wait_for_records(folder / "checkpoint", topic, self.args.records, process,
-                                           "plain query", self.args.timeout, self.our_pgids)
+            timing, cpu = wait_for_records(
+                folder / "checkpoint",
+                topic,
+                self.args.records,
+                process,
+                "plain query",
+                self.args.timeout,
+                self.our_pgids,
+            )
         finally:
             stop_file.write_text("stop")
             deadline = time.monotonic() + 60
@@ -441,8 +512,10 @@ class Bench:
 
 def report_round(round_no: int, job: dict, plain: dict) -> None:
     say(f"round {round_no}: per batch (records, seconds from offsets/<b> to commits/<b>)")
-    say(f"  {'batch':>5} {'records':>9} {'plain s':>8} {'job s':>8} {'job in batch fn s':>18} "
-        f"{'of which write s':>17}")
+    say(
+        f"  {'batch':>5} {'records':>9} {'plain s':>8} {'job s':>8} {'job in batch fn s':>18} "
+        f"{'of which write s':>17}"
+    )
     plain_batches = {b: (n, s) for b, n, s in plain["timing"].batches}
     for batch, count, seconds in job["timing"].batches:
         plain_s = f"{plain_batches[batch][1]:8.2f}" if batch in plain_batches else f"{'-':>8}"
@@ -450,19 +523,25 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
         inside_s = f"{inside:18.2f}" if inside is not None else f"{'-':>18}"
         write_s = f"{write:17.2f}" if write is not None else f"{'-':>17}"
         say(f"  {batch:>5} {count:>9} {plain_s} {seconds:8.2f} {inside_s} {write_s}")
-    say(f"  {'query':<6} {'batches':>7} {'records':>9} {'seconds':>8} {'records/s':>10} {'after b0/s':>10} "
-        f"{'CPU s':>6} {'other CPU s':>11} {'rows':>8}")
+    say(
+        f"  {'query':<6} {'batches':>7} {'records':>9} {'seconds':>8} {'records/s':>10} {'after b0/s':>10} "
+        f"{'CPU s':>6} {'other CPU s':>11} {'rows':>8}"
+    )
     for name, result in (("plain", plain), ("job", job)):
         timing = result["timing"]
         steady = timing.steady_records_per_s
         steady_s = f"{steady:10.0f}" if steady is not None else f"{'-':>10}"
-        say(f"  {name:<6} {len(timing.batches):>7} {timing.records:>9} {timing.seconds:8.2f} "
+        say(
+            f"  {name:<6} {len(timing.batches):>7} {timing.records:>9} {timing.seconds:8.2f} "
             f"{timing.records_per_s:10.0f} {steady_s} {result['cpu_s']:6.1f} {result['other_cpu_s']:11.1f} "
-            f"{result['rows']:>8}")
+            f"{result['rows']:>8}"
+        )
     lag = job["timing"].finished - job["last_written_at"]
-    say(f"  job cross-check: progress.jsonl counts {job['progress_records']} records; last written_at is "
+    say(
+        f"  job cross-check: progress.jsonl counts {job['progress_records']} records; last written_at is "
         f"{lag:.2f} s before the commit; records/s up to written_at "
-        f"{job['timing'].records / (job['last_written_at'] - job['timing'].started):.0f}")
+        f"{job['timing'].records / (job['last_written_at'] - job['timing'].started):.0f}"
+    )
 
 
 def _median_round(rounds: list[tuple[dict, dict]], ratio) -> tuple[dict, dict]:
@@ -512,14 +591,23 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=1_000_000, help="records in the topic (1000000)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (4)")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000,
-                        help="maxOffsetsPerTrigger of both queries (250000)")
-    parser.add_argument("--trigger-interval", type=float, default=1.0,
-                        help="processing-time trigger interval of both queries, seconds (1)")
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=250_000,
+        help="maxOffsetsPerTrigger of both queries (250000)",
+    )
+    parser.add_argument(
+        "--trigger-interval",
+        type=float,
+        default=1.0,
+        help="processing-time trigger interval of both queries, seconds (1)",
+    )
     parser.add_argument("--driver-memory", default="1g", help="--driver-memory of both queries (1g)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of job + plain, order alternating (3)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one query may take (900)")
@@ -557,8 +645,10 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
             run = bench.run_job if name == "job" else bench.run_plain
             results[name] = run("bench-records", round_no)
             timing = results[name]["timing"]
-            say(f"  {name}: {timing.records} records in {timing.seconds:.2f} s = "
-                f"{timing.records_per_s:.0f} records/s")
+            say(
+                f"  {name}: {timing.records} records in {timing.seconds:.2f} s = "
+                f"{timing.records_per_s:.0f} records/s"
+            )
             if results[name]["rows"] != args.records:
                 raise RuntimeError(f"the {name} wrote {results[name]['rows']} rows, expected {args.records}")
         rounds.append((results["job"], results["plain"]))
@@ -583,8 +673,10 @@ def main() -> int:
     machine = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     root = REPO / ".run" / f"bench-job-{os.getpid()}"
     others = subprocess.run(["pgrep", "-c", "java"], capture_output=True, text=True, check=False).stdout
-    say(f"machine: {platform.node()} {machine}; run dir {root}; "
-        f"java processes running before the start: {others.strip() or 0}")
+    say(
+        f"machine: {platform.node()} {machine}; run dir {root}; "
+        f"java processes running before the start: {others.strip() or 0}"
+    )
     os.environ[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": MASTER})
     sandbox = Sandbox(root / "sandbox")
     bench = Bench(root, "", args, [], set())
@@ -601,11 +693,15 @@ def main() -> int:
     for round_no, (job, plain) in enumerate(figures["rounds"], start=1):
         report_round(round_no, job, plain)
     summary = summarize(args, figures, machine)
-    say(f"throughput ratio job/plain: {summary['throughput_ratio']} (target >= 0.8); "
-        f"submit to first batch {summary['submit_to_first_batch_s']} s")
+    say(
+        f"throughput ratio job/plain: {summary['throughput_ratio']} (target >= 0.8); "
+        f"submit to first batch {summary['submit_to_first_batch_s']} s"
+    )
     if summary["measured_under_load"]:
-        say(f"WARNING: other work used up to {summary['other_load_max_share']:.0%} of the cores during a "
-            "measurement; the rates and their ratio are not reliable: run again on a quiet machine")
+        say(
+            f"WARNING: other work used up to {summary['other_load_max_share']:.0%} of the cores during a "
+            "measurement; the rates and their ratio are not reliable: run again on a quiet machine"
+        )
     json_out.write(json.dumps(summary) + "\n")
     json_out.flush()
     return 0

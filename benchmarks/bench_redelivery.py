@@ -109,10 +109,16 @@ class JobStandIn:
         self._thread.join(timeout=60)
 
     def _run(self) -> None:
-        consumer = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-            "socket.connection.setup.timeout.ms": 2000, "socket.timeout.ms": 5000, "log_level": 0,
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": GROUP,
+                "enable.auto.commit": False,
+                "socket.connection.setup.timeout.ms": 2000,
+                "socket.timeout.ms": 5000,
+                "log_level": 0,
+            }
+        )
         consumer.assign([KafkaTopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(self.partitions)])
         try:
             while not self._stop.is_set():
@@ -160,10 +166,15 @@ def start_ours(conns: dict[str, str], job: JobStandIn) -> tuple[dict[int, int], 
     from airflow_kafka_failover.translation.planner import build_plan
     from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
 
-    pair = parse_pair("bench", {
-        "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
-        "primary": "A", "topics": [TOPIC], "bookkeeping_group": GROUP,
-    })
+    pair = parse_pair(
+        "bench",
+        {
+            "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
+            "primary": "A",
+            "topics": [TOPIC],
+            "bookkeeping_group": GROUP,
+        },
+    )
     position = StreamPosition(
         offsets={TopicPartition(TOPIC, p): o for p, o in job.committed.items()},
         max_timestamps_ms={TopicPartition(TOPIC, p): ts for p, ts in job.committed_newest_ms.items()},
@@ -195,8 +206,9 @@ def start_rewind(conns: dict[str, str], job: JobStandIn, partitions: int) -> dic
     return {tp.partition: offset for tp, offset in found.items()}
 
 
-def resolve(starts: dict[int, int | None], low: dict[int, int],
-            high: dict[int, int]) -> tuple[dict[int, int], int]:
+def resolve(
+    starts: dict[int, int | None], low: dict[int, int], high: dict[int, int]
+) -> tuple[dict[int, int], int]:
     """Absolute offsets: Spark's -2/-1 and offsets-for-times' None resolved, missing partitions at earliest.
 
     :return: the offsets, and how many partitions had no answer of the method (started at earliest).
@@ -215,8 +227,9 @@ def resolve(starts: dict[int, int | None], low: dict[int, int],
 # ---- counting (pure) -------------------------------------------------------------------------------------
 
 
-def count(start: dict[int, int], on_b: dict[int, list[tuple[int, str]]], processed: set[str],
-          acked: set[str]) -> dict[str, int]:
+def count(
+    start: dict[int, int], on_b: dict[int, list[tuple[int, str]]], processed: set[str], acked: set[str]
+) -> dict[str, int]:
     """Records a reader from ``start`` sees again, and acknowledged unprocessed ids it never sees.
 
     :param on_b: per partition of the replica on B, ``(offset, id)`` of every record.
@@ -237,14 +250,22 @@ def count(start: dict[int, int], on_b: dict[int, list[tuple[int, str]]], process
     return {"read": read, "redelivered": redelivered, "lost": len(lost)}
 
 
-def compare(starts: dict[str, dict[int, int]], on_b: dict[int, list[tuple[int, str]]], processed: set[str],
-            acked: set[str]) -> dict:
+def compare(
+    starts: dict[str, dict[int, int]],
+    on_b: dict[int, list[tuple[int, str]]],
+    processed: set[str],
+    acked: set[str],
+) -> dict:
     """Every method's counts, and the ids lost whatever the start (acknowledged, never copied to B)."""
     ids_on_b = {record_id for records in on_b.values() for _offset, record_id in records}
-    results = {name: {"start": start, **count(start, on_b, processed, acked)}
-               for name, start in starts.items()}
-    return {"methods": results, "lost_in_replication": len(acked - processed - ids_on_b),
-            "records_on_b": sum(len(records) for records in on_b.values())}
+    results = {
+        name: {"start": start, **count(start, on_b, processed, acked)} for name, start in starts.items()
+    }
+    return {
+        "methods": results,
+        "lost_in_replication": len(acked - processed - ids_on_b),
+        "records_on_b": sum(len(records) for records in on_b.values()),
+    }
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
@@ -271,18 +292,23 @@ def run_load(sandbox: Sandbox, args: argparse.Namespace) -> tuple[SteadyProducer
     create_topic(bootstrap_a, TOPIC, args.partitions)
     wait_for_replica(sandbox.bootstrap("B"), args.partitions)
     job = JobStandIn(bootstrap_a, args.partitions, args.lag).start()
-    producer = SteadyProducer({"A": bootstrap_a}, TOPIC, lambda: "A", rate=args.rate, prefix="r",
-                              partitions=args.partitions).start()
+    producer = SteadyProducer(
+        {"A": bootstrap_a}, TOPIC, lambda: "A", rate=args.rate, prefix="r", partitions=args.partitions
+    ).start()
     started = time.monotonic()
     while (elapsed := time.monotonic() - started) < args.warmup:
         time.sleep(min(10.0, args.warmup - elapsed))
-        say(f"  {elapsed + min(10.0, args.warmup - elapsed):.0f} s: acknowledged {len(producer.acked_ids)}, "
-            f"processed {len(job.processed)}, failed {producer.failed}")
+        say(
+            f"  {elapsed + min(10.0, args.warmup - elapsed):.0f} s: acknowledged {len(producer.acked_ids)}, "
+            f"processed {len(job.processed)}, failed {producer.failed}"
+        )
     rate = len(producer.acked_ids) / (time.monotonic() - started)
     job.halt()
     sandbox.fault("crash", "A")
-    say(f"A crashed (kill -9) under load after {time.monotonic() - started:.0f} s; "
-        f"producing {rate:.0f} records/s")
+    say(
+        f"A crashed (kill -9) under load after {time.monotonic() - started:.0f} s; "
+        f"producing {rate:.0f} records/s"
+    )
     producer.stop(flush_timeout=8)
     job.join()
     return producer, job, rate
@@ -306,26 +332,44 @@ def measure(sandbox: Sandbox, args: argparse.Namespace, conns: dict[str, str]) -
     say(f"ours: plan in {plan['plan_s']} s, methods {plan['methods']}, gap records {plan['gap_records']}")
     mm2 = start_mm2(bootstrap_b)
     say(f"mm2: RemoteClusterUtils.translateOffsets translated {len(mm2)} of {args.partitions} partitions")
-    raw = {"ours": ours, "mm2": mm2, "rewind_60s": start_rewind(conns, job, args.partitions),
-           "earliest": {p: -2 for p in high}, "latest": {p: -1 for p in high}}
+    raw = {
+        "ours": ours,
+        "mm2": mm2,
+        "rewind_60s": start_rewind(conns, job, args.partitions),
+        "earliest": {p: -2 for p in high},
+        "latest": {p: -1 for p in high},
+    }
     starts, untranslated = {}, {}
     for name, start in raw.items():
         starts[name], untranslated[name] = resolve(start, low, high)
     acked = producer.acked_ids
     compared = compare(starts, replica_contents(bootstrap_b), job.processed, acked)
-    return {"rate": rate, "acked": len(acked), "processed": len(job.processed), "plan": plan,
-            "processed_after_commit": job.processed_after_commit, "commit_failures": job.commit_failures,
-            "committed": job.committed, "untranslated": untranslated, **compared}
+    return {
+        "rate": rate,
+        "acked": len(acked),
+        "processed": len(job.processed),
+        "plan": plan,
+        "processed_after_commit": job.processed_after_commit,
+        "commit_failures": job.commit_failures,
+        "committed": job.committed,
+        "untranslated": untranslated,
+        **compared,
+    }
 
 
 def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
     """The final JSON: flat ``<method>_redelivered`` and ``<method>_lost``, details under ``methods``."""
     methods = figures["methods"]
     summary = {
-        "rate_target": args.rate, "rate_achieved": round(figures["rate"]), "partitions": args.partitions,
-        "warmup_s": args.warmup, "consumer_lag_s": args.lag,
+        "rate_target": args.rate,
+        "rate_achieved": round(figures["rate"]),
+        "partitions": args.partitions,
+        "warmup_s": args.warmup,
+        "consumer_lag_s": args.lag,
         "checkpoint_interval_s": args.checkpoint_interval,
-        "acked": figures["acked"], "processed": figures["processed"], "records_on_b": figures["records_on_b"],
+        "acked": figures["acked"],
+        "processed": figures["processed"],
+        "records_on_b": figures["records_on_b"],
         "processed_after_last_commit": figures["processed_after_commit"],
         "commit_failures": figures["commit_failures"],
         "lost_in_replication": figures["lost_in_replication"],
@@ -333,11 +377,17 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
     for name in METHODS:
         summary[f"{name}_redelivered"] = methods[name]["redelivered"]
         summary[f"{name}_lost"] = methods[name]["lost"]
-    summary["target_met"] = (summary["ours_redelivered"] <= summary["mm2_redelivered"]
-                             and summary["ours_lost"] == 0)
-    summary["methods"] = {name: {**result, "start": {str(p): o for p, o in sorted(result["start"].items())},
-                                 "partitions_without_answer": figures["untranslated"][name]}
-                          for name, result in methods.items()}
+    summary["target_met"] = (
+        summary["ours_redelivered"] <= summary["mm2_redelivered"] and summary["ours_lost"] == 0
+    )
+    summary["methods"] = {
+        name: {
+            **result,
+            "start": {str(p): o for p, o in sorted(result["start"].items())},
+            "partitions_without_answer": figures["untranslated"][name],
+        }
+        for name, result in methods.items()
+    }
     summary["committed_position"] = {str(p): o for p, o in sorted(figures["committed"].items())}
     summary["ours_plan"] = figures["plan"]
     summary["machine"] = machine
@@ -345,29 +395,46 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
 
 
 def report(summary: dict) -> None:
-    say(f"{summary['acked']} records acknowledged by A ({summary['rate_achieved']}/s), "
+    say(
+        f"{summary['acked']} records acknowledged by A ({summary['rate_achieved']}/s), "
         f"{summary['processed']} processed before the crash "
         f"({summary['processed_after_last_commit']} after the last commit), "
-        f"{summary['lost_in_replication']} never copied to B (lost whatever the start)")
+        f"{summary['lost_in_replication']} never copied to B (lost whatever the start)"
+    )
     say(f"{'method':<12} {'re-delivered':>12} {'lost':>8} {'read on B':>10}")
     for name in METHODS:
         result = summary["methods"][name]
         say(f"{name:<12} {result['redelivered']:>12} {result['lost']:>8} {result['read']:>10}")
-    say(f"target (ours re-delivers at most what mm2 does, and loses nothing): "
-        f"{'met' if summary['target_met'] else 'NOT met'}")
+    say(
+        f"target (ours re-delivers at most what mm2 does, and loses nothing): "
+        f"{'met' if summary['target_met'] else 'NOT met'}"
+    )
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rate", type=float, default=1000.0, help="records per second to A (1000)")
-    parser.add_argument("--warmup", type=float, default=120.0,
-                        help="seconds of load before the crash (120; above 60, or the rewind is earliest)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=120.0,
+        help="seconds of load before the crash (120; above 60, or the rewind is earliest)",
+    )
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (4)")
-    parser.add_argument("--lag", type=float, default=5.0,
-                        help="seconds the stand-in trails the head: it processes records this old (5)")
-    parser.add_argument("--checkpoint-interval", type=int, default=5,
-                        help="MM2's emit.checkpoints.interval.seconds (5, as the sandbox; MM2's default 60)")
+    parser.add_argument(
+        "--lag",
+        type=float,
+        default=5.0,
+        help="seconds the stand-in trails the head: it processes records this old (5)",
+    )
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        default=5,
+        help="MM2's emit.checkpoints.interval.seconds (5, as the sandbox; MM2's default 60)",
+    )
     return parser.parse_args()
 
 
@@ -376,8 +443,10 @@ def main() -> int:
     json_out = json_line_output()  # stdout keeps only the final JSON line
     machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
     say(f"machine: {machine}")
-    sandbox = Sandbox(REPO / ".run" / f"bench-redelivery-{os.getpid()}",
-                      settings=ReplicationSettings(checkpoint_interval_s=args.checkpoint_interval))
+    sandbox = Sandbox(
+        REPO / ".run" / f"bench-redelivery-{os.getpid()}",
+        settings=ReplicationSettings(checkpoint_interval_s=args.checkpoint_interval),
+    )
     try:
         sandbox.up()
         from airflow_kafka_failover.sandbox.airflow_env import register_kafka_connections

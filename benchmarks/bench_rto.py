@@ -87,8 +87,10 @@ class Rounds:
         cluster = "B" if kind == "failover" else "A"
         self.story.active_for_producer = cluster
         figure = switch_figures(self.story, f"{kind} ({fault})", fault_at, cluster, epoch, output)
-        say(f"  {kind} to {cluster} (epoch {epoch}): detection {figure.get('detection_s')} s, "
-            f"RTO {figure['rto_s']} s")
+        say(
+            f"  {kind} to {cluster} (epoch {epoch}): detection {figure.get('detection_s')} s, "
+            f"RTO {figure['rto_s']} s"
+        )
         time.sleep(SETTLE_S)  # the new run works a while before the next fault
         return figure
 
@@ -109,12 +111,16 @@ class Rounds:
 
 
 def stats(values: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
-            "max": round(max(values), 1)}
+    return {
+        "median": round(statistics.median(values), 1),
+        "min": round(min(values), 1),
+        "max": round(max(values), 1),
+    }
 
 
-def summarize(args: argparse.Namespace, figures: list[dict[str, Any]], counts: dict[str, int],
-              machine: str) -> dict[str, Any]:
+def summarize(
+    args: argparse.Namespace, figures: list[dict[str, Any]], counts: dict[str, int], machine: str
+) -> dict[str, Any]:
     """Flat ``<switch>_<figure>_<stat>_s`` keys for tables, every switch's figures under ``switches``."""
     summary: dict[str, Any] = {"rounds": args.rounds, "health": args.health, "rate": args.rate}
     for kind in ("failover", "failback"):
@@ -134,8 +140,14 @@ def health_settings(name: str) -> dict[str, Any]:
 
 def make_story(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> Story:
     """The pair on the running sandbox: its config, topics and the steady producer."""
-    story = Story(sandbox, prepare_airflow_home(root / "airflow"), root / "pair", PAIR, TOPIC,
-                  spark_conn="spark_bench_rto")
+    story = Story(
+        sandbox,
+        prepare_airflow_home(root / "airflow"),
+        root / "pair",
+        PAIR,
+        TOPIC,
+        spark_conn="spark_bench_rto",
+    )
     story.write_config(health=health_settings(args.health))
     story.create_topics(args.partitions)
     story.start_producer(args.rate, args.partitions)
@@ -153,17 +165,24 @@ def measure(args: argparse.Namespace, bench: Rounds) -> tuple[list[dict], dict[s
     story = bench.story
     story.producer.stop()
     counts = story.wait_for_sink(120)
-    say(f"sink: {counts['unique']} of {counts['produced']} acknowledged ids, {counts['lost']} lost, "
-        f"{counts['duplicates']} duplicates")
+    say(
+        f"sink: {counts['unique']} of {counts['produced']} acknowledged ids, {counts['lost']} lost, "
+        f"{counts['duplicates']} duplicates"
+    )
     return figures, counts
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds of failover + failback (3)")
-    parser.add_argument("--health", choices=("quick", "default"), default="quick",
-                        help="health thresholds: the demo's quick ones (default) or the provider's defaults")
+    parser.add_argument(
+        "--health",
+        choices=("quick", "default"),
+        default="quick",
+        help="health thresholds: the demo's quick ones (default) or the provider's defaults",
+    )
     parser.add_argument("--rate", type=float, default=40.0, help="records per second produced (40)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")
     return parser.parse_args()
@@ -193,9 +212,11 @@ def main() -> int:
             say(f"run directory kept (logs of every DAG run): {root}")
     summary = summarize(args, *result, machine)
     for kind in ("failover", "failback"):
-        say(f"{kind}: detection median {summary.get(f'{kind}_detection_median_s')} s, RTO median "
+        say(
+            f"{kind}: detection median {summary.get(f'{kind}_detection_median_s')} s, RTO median "
             f"{summary.get(f'{kind}_rto_median_s')} s (min {summary.get(f'{kind}_rto_min_s')}, "
-            f"max {summary.get(f'{kind}_rto_max_s')})")
+            f"max {summary.get(f'{kind}_rto_max_s')})"
+        )
     json_out.write(json.dumps(summary) + "\n")
     json_out.flush()
     return 0

@@ -66,11 +66,15 @@ def pure_part() -> float:
 
 
 def io_part(sandbox: Sandbox, topics: list[str], conns: dict[str, str]) -> tuple[float, dict[str, int], int]:
-    pair = parse_pair("bench", {
-        "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
-        "primary": "A", "topics": topics,
-        "translation": {"methods": ["checkpoint", "offset_sync", "offset_sync_reverse", "timestamp"]},
-    })
+    pair = parse_pair(
+        "bench",
+        {
+            "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
+            "primary": "A",
+            "topics": topics,
+            "translation": {"methods": ["checkpoint", "offset_sync", "offset_sync_reverse", "timestamp"]},
+        },
+    )
     offsets = {}
     newest = {}
     now_ms = int(time.time() * 1000)
@@ -87,10 +91,14 @@ def io_part(sandbox: Sandbox, topics: list[str], conns: dict[str, str]) -> tuple
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--partitions", type=int, default=600, help="partitions in the larger I/O run (600)")
     args = parser.parse_args()
-    print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}", flush=True)
+    print(
+        f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}", flush=True
+    )
     plan_10k = pure_part()
     print(f"pure: plan for 10,000 partitions in {plan_10k:.3f} s (median of 5)", flush=True)
 
@@ -102,7 +110,8 @@ def main() -> int:
         for name in sandbox.cluster_names:
             conns[name] = f"bench_tr_{name.lower()}"
             os.environ[f"AIRFLOW_CONN_{conns[name].upper()}"] = json.dumps(
-                {"conn_type": "kafka", "extra": {"bootstrap.servers": sandbox.bootstrap(name)}})
+                {"conn_type": "kafka", "extra": {"bootstrap.servers": sandbox.bootstrap(name)}}
+            )
         per_topic = 50
         sizes = [args.partitions // 4, args.partitions]
         made: list[str] = []
@@ -110,7 +119,11 @@ def main() -> int:
             while len(made) * per_topic < size:
                 topic = f"bench-{len(made)}"
                 create_topic(sandbox.bootstrap("A"), topic, per_topic)
-                produce(sandbox.bootstrap("A"), topic, [(None, b"x", p, None) for p in range(per_topic) for _ in range(4)])
+                produce(
+                    sandbox.bootstrap("A"),
+                    topic,
+                    [(None, b"x", p, None) for p in range(per_topic) for _ in range(4)],
+                )
                 made.append(topic)
             topics = made[: size // per_topic]
             deadline = time.time() + 180
@@ -121,8 +134,10 @@ def main() -> int:
                 time.sleep(2)
             seconds, requests, translated = io_part(sandbox, topics, conns)
             results[size] = (seconds, requests)
-            print(f"I/O: plan for {translated} partitions in {seconds:.2f} s; requests per cluster {requests}",
-                  flush=True)
+            print(
+                f"I/O: plan for {translated} partitions in {seconds:.2f} s; requests per cluster {requests}",
+                flush=True,
+            )
     finally:
         sandbox.down()
     small, large = sizes

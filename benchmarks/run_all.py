@@ -72,55 +72,92 @@ def _stats(prefix: str, label: str, unit: str = "s") -> tuple[Figure, ...]:
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
-    Benchmark("detection", "bench_detection.py", (
-        Figure("detection_crash_median_s", "detection of a crash, median", "s"),
-        Figure("detection_crash_max_s", "detection of a crash, max", "s"),
-        Figure("detection_hang_median_s", "detection of a hang, median", "s"),
-        Figure("detection_hang_max_s", "detection of a hang, max", "s"),
-        Figure("false_alarms", "false alarms over {blips} hangs of 2 s", "", "== 0"),
-        Figure("trigger_cpu_s_per_min", "trigger CPU (one watch, 2 s interval)", "s/min"),
-    ), quick_args=("--trials", "2", "--blips", "3", "--cpu-seconds", "20"), timeout_s=2400),
-    Benchmark("rto", "bench_rto.py", (
-        *_stats("failover_detection", "failover after a crash: detection"),
-        *_stats("failover_rto", "failover after a crash: RTO"),
-        *_stats("failback_detection", "failback after a restart: detection"),
-        *_stats("failback_rto", "failback after a restart: RTO"),
-        Figure("lost", "records lost over {rounds} rounds ({health} thresholds)", "records", "== 0"),
-        Figure("duplicates", "records written twice to the sink (deduplicated by id)", "records"),
-    ), quick_args=("--rounds", "1"), timeout_s=5400),
-    Benchmark("redelivery", "bench_redelivery.py", (
-        Figure("rate_achieved", "steady load on A", "records/s", ">= 950"),
-        Figure("ours_redelivered", "re-delivered per switch: our plan", "records", "<= mm2_redelivered"),
-        Figure("ours_lost", "lost per switch: our plan", "records", "== 0"),
-        Figure("mm2_redelivered", "re-delivered: MM2 RemoteClusterUtils.translateOffsets", "records"),
-        Figure("mm2_lost", "lost: MM2 RemoteClusterUtils.translateOffsets", "records"),
-        Figure("rewind_60s_redelivered", "re-delivered: timestamp rewind of 60 s", "records"),
-        Figure("rewind_60s_lost", "lost: timestamp rewind of 60 s", "records"),
-        Figure("earliest_redelivered", "re-delivered: restart at earliest", "records"),
-        Figure("earliest_lost", "lost: restart at earliest", "records"),
-        Figure("latest_redelivered", "re-delivered: restart at latest", "records"),
-        Figure("latest_lost", "lost: restart at latest", "records"),
-        Figure("lost_in_replication", "acknowledged by A, never copied to B (any method)", "records"),
-    ), quick_args=("--warmup", "70"), timeout_s=1800),
-    Benchmark("translation", "bench_translation.py", (
-        Figure("plan_10k_partitions_s", "translation plan for 10,000 partitions (pure)", "s"),
-        Figure("io_plan_s", "translation plan with I/O, {io_plan_partitions} partitions", "s"),
-        Figure("requests_per_cluster", "requests per cluster for that plan", ""),
-    ), quick_args=("--partitions", "200"), timeout_s=2400),
-    Benchmark("job", "bench_job.py", (
-        Figure("throughput_ratio", "job throughput / plain Spark query ({records} records)", "", ">= 0.8"),
-        Figure("steady_throughput_ratio", "same, after the first batch", ""),
-        Figure("job_records_per_s", "job throughput", "records/s"),
-        Figure("plain_records_per_s", "plain query throughput", "records/s"),
-        Figure("cpu_ratio", "plain CPU / job CPU", ""),
-        Figure("other_load_max_share", "largest share of the cores used by other work", ""),
-        Figure("submit_to_first_batch_s", "submit to first committed batch", "s"),
-    ), quick_args=("--records", "200000", "--max-offsets-per-trigger", "50000", "--rounds", "1"),
-        timeout_s=5400),
-    Benchmark("dag_parse", "bench_dag_parse.py", (
-        Figure("parse_ms_median", "DAG file parse time, median", "ms"),
-        Figure("heavy_imports", "Kafka/Spark clients imported while parsing", "", "== []"),
-    ), quick_args=("--runs", "2"), timeout_s=600),
+    Benchmark(
+        "detection",
+        "bench_detection.py",
+        (
+            Figure("detection_crash_median_s", "detection of a crash, median", "s"),
+            Figure("detection_crash_max_s", "detection of a crash, max", "s"),
+            Figure("detection_hang_median_s", "detection of a hang, median", "s"),
+            Figure("detection_hang_max_s", "detection of a hang, max", "s"),
+            Figure("false_alarms", "false alarms over {blips} hangs of 2 s", "", "== 0"),
+            Figure("trigger_cpu_s_per_min", "trigger CPU (one watch, 2 s interval)", "s/min"),
+        ),
+        quick_args=("--trials", "2", "--blips", "3", "--cpu-seconds", "20"),
+        timeout_s=2400,
+    ),
+    Benchmark(
+        "rto",
+        "bench_rto.py",
+        (
+            *_stats("failover_detection", "failover after a crash: detection"),
+            *_stats("failover_rto", "failover after a crash: RTO"),
+            *_stats("failback_detection", "failback after a restart: detection"),
+            *_stats("failback_rto", "failback after a restart: RTO"),
+            Figure("lost", "records lost over {rounds} rounds ({health} thresholds)", "records", "== 0"),
+            Figure("duplicates", "records written twice to the sink (deduplicated by id)", "records"),
+        ),
+        quick_args=("--rounds", "1"),
+        timeout_s=5400,
+    ),
+    Benchmark(
+        "redelivery",
+        "bench_redelivery.py",
+        (
+            Figure("rate_achieved", "steady load on A", "records/s", ">= 950"),
+            Figure("ours_redelivered", "re-delivered per switch: our plan", "records", "<= mm2_redelivered"),
+            Figure("ours_lost", "lost per switch: our plan", "records", "== 0"),
+            Figure("mm2_redelivered", "re-delivered: MM2 RemoteClusterUtils.translateOffsets", "records"),
+            Figure("mm2_lost", "lost: MM2 RemoteClusterUtils.translateOffsets", "records"),
+            Figure("rewind_60s_redelivered", "re-delivered: timestamp rewind of 60 s", "records"),
+            Figure("rewind_60s_lost", "lost: timestamp rewind of 60 s", "records"),
+            Figure("earliest_redelivered", "re-delivered: restart at earliest", "records"),
+            Figure("earliest_lost", "lost: restart at earliest", "records"),
+            Figure("latest_redelivered", "re-delivered: restart at latest", "records"),
+            Figure("latest_lost", "lost: restart at latest", "records"),
+            Figure("lost_in_replication", "acknowledged by A, never copied to B (any method)", "records"),
+        ),
+        quick_args=("--warmup", "70"),
+        timeout_s=1800,
+    ),
+    Benchmark(
+        "translation",
+        "bench_translation.py",
+        (
+            Figure("plan_10k_partitions_s", "translation plan for 10,000 partitions (pure)", "s"),
+            Figure("io_plan_s", "translation plan with I/O, {io_plan_partitions} partitions", "s"),
+            Figure("requests_per_cluster", "requests per cluster for that plan", ""),
+        ),
+        quick_args=("--partitions", "200"),
+        timeout_s=2400,
+    ),
+    Benchmark(
+        "job",
+        "bench_job.py",
+        (
+            Figure(
+                "throughput_ratio", "job throughput / plain Spark query ({records} records)", "", ">= 0.8"
+            ),
+            Figure("steady_throughput_ratio", "same, after the first batch", ""),
+            Figure("job_records_per_s", "job throughput", "records/s"),
+            Figure("plain_records_per_s", "plain query throughput", "records/s"),
+            Figure("cpu_ratio", "plain CPU / job CPU", ""),
+            Figure("other_load_max_share", "largest share of the cores used by other work", ""),
+            Figure("submit_to_first_batch_s", "submit to first committed batch", "s"),
+        ),
+        quick_args=("--records", "200000", "--max-offsets-per-trigger", "50000", "--rounds", "1"),
+        timeout_s=5400,
+    ),
+    Benchmark(
+        "dag_parse",
+        "bench_dag_parse.py",
+        (
+            Figure("parse_ms_median", "DAG file parse time, median", "ms"),
+            Figure("heavy_imports", "Kafka/Spark clients imported while parsing", "", "== []"),
+        ),
+        quick_args=("--runs", "2"),
+        timeout_s=600,
+    ),
 )
 
 
@@ -192,14 +229,32 @@ def _label(figure: Figure, result: dict[str, Any]) -> str:
 def figure_rows(benchmark: Benchmark, outcome: Outcome) -> list[dict[str, Any]]:
     """The table rows of one benchmark: one per figure, or one saying it failed and where its log is."""
     if outcome.status != "ok" or outcome.result is None:
-        return [{"benchmark": benchmark.name, "figure": f"FAILED: {outcome.error}", "value": None, "unit": "",
-                 "target": "", "met": None, "log": outcome.log}]
+        return [
+            {
+                "benchmark": benchmark.name,
+                "figure": f"FAILED: {outcome.error}",
+                "value": None,
+                "unit": "",
+                "target": "",
+                "met": None,
+                "log": outcome.log,
+            }
+        ]
     rows = []
     for figure in benchmark.figures:
         value = outcome.result.get(figure.key)
         target, met = evaluate(figure.target, value, outcome.result)
-        rows.append({"benchmark": benchmark.name, "figure": _label(figure, outcome.result), "key": figure.key,
-                     "value": value, "unit": figure.unit, "target": target, "met": met})
+        rows.append(
+            {
+                "benchmark": benchmark.name,
+                "figure": _label(figure, outcome.result),
+                "key": figure.key,
+                "value": value,
+                "unit": figure.unit,
+                "target": target,
+                "met": met,
+            }
+        )
     return rows
 
 
@@ -211,21 +266,35 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         met = {True: "yes", False: "NO", None: ""}[row["met"]]
         if "log" in row:
             met = f"log: {row['log']}"
-        cells.append((row["benchmark"], row["figure"], format_value(row["value"]) if "log" not in row else "",
-                      row["unit"], row["target"], met))
+        cells.append(
+            (
+                row["benchmark"],
+                row["figure"],
+                format_value(row["value"]) if "log" not in row else "",
+                row["unit"],
+                row["target"],
+                met,
+            )
+        )
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
     lines = [headers, tuple("-" * w for w in widths), *cells]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-                     for line in lines)
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
 
 
-def assemble(outcomes: list[Outcome], machine: dict[str, Any], quick: bool, started_at: str,
-             finished_at: str) -> dict[str, Any]:
+def assemble(
+    outcomes: list[Outcome], machine: dict[str, Any], quick: bool, started_at: str, finished_at: str
+) -> dict[str, Any]:
     """The document written to the JSON file: machine, every benchmark's outcome, and the table rows."""
     by_name = {benchmark.name: benchmark for benchmark in BENCHMARKS}
     rows = [row for outcome in outcomes for row in figure_rows(by_name[outcome.name], outcome)]
     return {
-        "machine": machine, "quick": quick, "started_at": started_at, "finished_at": finished_at,
+        "machine": machine,
+        "quick": quick,
+        "started_at": started_at,
+        "finished_at": finished_at,
         "benchmarks": {outcome.name: asdict(outcome) for outcome in outcomes},
         "figures": rows,
         "targets_met": all(row["met"] is not False for row in rows),
@@ -322,8 +391,16 @@ def run_benchmark(benchmark: Benchmark, quick: bool, logs: Path) -> Outcome:
         error = f"exit code {code}"
     elif error is None and result is None:
         error = "no JSON line in its output"
-    return Outcome(benchmark.name, "failed" if error else "ok", seconds, str(log), command,
-                   result if not error else None, error, load)
+    return Outcome(
+        benchmark.name,
+        "failed" if error else "ok",
+        seconds,
+        str(log),
+        command,
+        result if not error else None,
+        error,
+        load,
+    )
 
 
 def select(only: str | None) -> list[Benchmark]:
@@ -338,30 +415,42 @@ def select(only: str | None) -> list[Benchmark]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", help=f"comma-separated names among {', '.join(b.name for b in BENCHMARKS)}")
     parser.add_argument("--quick", action="store_true", help="small settings: a smoke run, not figures")
-    parser.add_argument("--output", type=Path, default=REPO / "results" / "benchmarks.json",
-                        help="the JSON file (default results/benchmarks.json); logs go next to it")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=REPO / "results" / "benchmarks.json",
+        help="the JSON file (default results/benchmarks.json); logs go next to it",
+    )
     args = parser.parse_args(argv)
     chosen = select(args.only)
     logs = args.output.parent / "bench-logs"
     logs.mkdir(parents=True, exist_ok=True)
     machine = describe_machine()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    print(f"machine: {machine['cores']} cores, {machine['ram_gib']} GiB, {machine['cpu_model']}; "
-          f"Python {machine['python']}, {machine['java']}, Kafka {machine['kafka']}, "
-          f"Spark {machine['spark']}",
-          flush=True)
+    print(
+        f"machine: {machine['cores']} cores, {machine['ram_gib']} GiB, {machine['cpu_model']}; "
+        f"Python {machine['python']}, {machine['java']}, Kafka {machine['kafka']}, "
+        f"Spark {machine['spark']}",
+        flush=True,
+    )
     outcomes = []
     for benchmark in chosen:
-        print(f"[{time.strftime('%H:%M:%S')}] {benchmark.name}: running (log {logs / benchmark.name}.log)",
-              flush=True)
+        print(
+            f"[{time.strftime('%H:%M:%S')}] {benchmark.name}: running (log {logs / benchmark.name}.log)",
+            flush=True,
+        )
         outcome = run_benchmark(benchmark, args.quick, logs)
         outcomes.append(outcome)
-        print(f"[{time.strftime('%H:%M:%S')}] {benchmark.name}: {outcome.status} in {outcome.seconds:.0f} s"
-              + (f" ({outcome.error})" if outcome.error else ""), flush=True)
+        print(
+            f"[{time.strftime('%H:%M:%S')}] {benchmark.name}: {outcome.status} in {outcome.seconds:.0f} s"
+            + (f" ({outcome.error})" if outcome.error else ""),
+            flush=True,
+        )
     finished_at = datetime.now(UTC).isoformat(timespec="seconds")
     document = assemble(outcomes, machine, args.quick, started_at, finished_at)
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -57,7 +57,10 @@ class Demo:
 
         say(f"starting Kafka clusters A and B (KRaft) and MirrorMaker 2 under {self.sandbox.run_dir} ...")
         info = self.sandbox.up()
-        self.note("info", f"sandbox up: A {info['clusters']['A']['bootstrap']}, B {info['clusters']['B']['bootstrap']}")
+        self.note(
+            "info",
+            f"sandbox up: A {info['clusters']['A']['bootstrap']}, B {info['clusters']['B']['bootstrap']}",
+        )
         say("preparing a local Airflow home (SQLite metadata DB) ...")
         home = prepare_airflow_home(self.run_dir / "airflow")
         pair_root = self.run_dir / "pair"
@@ -93,7 +96,9 @@ class Demo:
         output = self.wait_current("success")
         figure = switch_figures(self.story, "failover A -> B (crash)", fault_at, "B", 1, output)
         self.note_verdict(output, "down verdict on A")
-        self.note("info", "job on B committed its first batch (epoch 1)", at=self.story.first_batch_time("B", 1))
+        self.note(
+            "info", "job on B committed its first batch (epoch 1)", at=self.story.first_batch_time("B", 1)
+        )
         say(f"failed over to B: detection {figure.get('detection_s')} s, RTO {figure['rto_s']} s")
         self.settle(6, "job running on B")
 
@@ -117,8 +122,12 @@ class Demo:
         self.story.active_for_producer = "A"
         figure = switch_figures(self.story, "failback B -> A (restart)", back_at, "A", 2, output)
         self.note_verdict(output, "recovered verdict on A (stable, caught up)")
-        self.note("info", "job on A committed its first batch (epoch 2)", at=self.story.first_batch_time("A", 2))
-        say(f"failed back to A: detection {figure.get('detection_s')} s, RTO {figure['rto_s']} s; producers on A")
+        self.note(
+            "info", "job on A committed its first batch (epoch 2)", at=self.story.first_batch_time("A", 2)
+        )
+        say(
+            f"failed back to A: detection {figure.get('detection_s')} s, RTO {figure['rto_s']} s; producers on A"
+        )
         self.settle(6, "job back on A")
 
     def drain(self) -> dict[str, int]:
@@ -139,12 +148,27 @@ class Demo:
         progress = self.story.progress_lines()
         consumed = report.consumed_per_cluster(progress)
         text = report.render(self.story.figures, counts, consumed, self.timeline)
-        title = (f"airflow-kafka-failover demo: {counts['produced']} records, {counts['lost']} lost, "
-                 f"{counts['duplicates']} re-delivered")
-        png = report.plot(report.consumption_series(progress, self.timeline.started_at), self.timeline,
-                          self.results / "consumption.png", title)
-        report.write(self.results, text, {"figures": self.story.figures, "counts": counts, "consumed": consumed,
-                                          "timeline": self.timeline.events, "record": record})
+        title = (
+            f"airflow-kafka-failover demo: {counts['produced']} records, {counts['lost']} lost, "
+            f"{counts['duplicates']} re-delivered"
+        )
+        png = report.plot(
+            report.consumption_series(progress, self.timeline.started_at),
+            self.timeline,
+            self.results / "consumption.png",
+            title,
+        )
+        report.write(
+            self.results,
+            text,
+            {
+                "figures": self.story.figures,
+                "counts": counts,
+                "consumed": consumed,
+                "timeline": self.timeline.events,
+                "record": record,
+            },
+        )
         print("\n" + text + "\n", flush=True)
         say(f"report: {self.results / 'report.txt'} (and report.json); plot: {png}")
         if counts["lost"]:
@@ -162,8 +186,10 @@ class Demo:
         running, self.current = self.current, None
         state, output = running.wait(timeout=420)
         if state != expect:
-            raise DemoFailed(f"the {running.kind} DAG run ended {state!r}, expected {expect!r}; "
-                             f"its log: {running.log_path}")
+            raise DemoFailed(
+                f"the {running.kind} DAG run ended {state!r}, expected {expect!r}; "
+                f"its log: {running.log_path}"
+            )
         return output
 
     def settle(self, seconds: float, phase: str) -> None:
@@ -207,8 +233,12 @@ def _forget_previous_run(home: Path, pair_root: Path) -> None:
         ManagedProcess(PROCESS_NAME, run_dir).stop(timeout=10)
     shutil.rmtree(pair_root, ignore_errors=True)
     airflow = Path(sys.executable).with_name("airflow")
-    subprocess.run([str(airflow), "variables", "delete", f"kafka_failover.{PAIR}.active_record"],
-                   env=airflow_env(home), capture_output=True, check=False)
+    subprocess.run(
+        [str(airflow), "variables", "delete", f"kafka_failover.{PAIR}.active_record"],
+        env=airflow_env(home),
+        capture_output=True,
+        check=False,
+    )
 
 
 def run(run_dir: Path, results: Path, rate: float, partitions: int) -> int:
@@ -235,12 +265,20 @@ def _sigterm(_signum, _frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     from airflow_kafka_failover.sandbox.jars import project_root
 
-    parser = argparse.ArgumentParser(prog="python -m airflow_kafka_failover.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run-dir", type=Path, default=project_root() / ".run" / "demo",
-                        help="where the sandbox, the Airflow home and the pair's files go (default: .run/demo)")
-    parser.add_argument("--results", type=Path, default=None,
-                        help="report folder (default: results/demo-<date>-<time>)")
+    parser = argparse.ArgumentParser(
+        prog="python -m airflow_kafka_failover.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=project_root() / ".run" / "demo",
+        help="where the sandbox, the Airflow home and the pair's files go (default: .run/demo)",
+    )
+    parser.add_argument(
+        "--results", type=Path, default=None, help="report folder (default: results/demo-<date>-<time>)"
+    )
     parser.add_argument("--rate", type=float, default=50.0, help="records per second produced (default: 50)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default: 2)")
     args = parser.parse_args(argv)

@@ -42,8 +42,10 @@ class LiveStatus:
         producer = self.story.producer
         produced = dict(producer.acked_per_cluster) if producer is not None else {}
         consumed = consumed_per_cluster(self.story.progress_lines())
-        text = (f"  [{self.phase}] produced A {produced.get('A', 0)} B {produced.get('B', 0)}"
-                f" | consumed A {consumed.get('A', 0)} B {consumed.get('B', 0)}")
+        text = (
+            f"  [{self.phase}] produced A {produced.get('A', 0)} B {produced.get('B', 0)}"
+            f" | consumed A {consumed.get('A', 0)} B {consumed.get('B', 0)}"
+        )
         if self.fault_at is not None:
             text += f" | {time.time() - self.fault_at:.0f} s since the fault"
         return text

@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 # Events drawn as markers on the plot, by the kind the demo gives them.
-MARKED = {"fault": ("tab:red", "--"), "verdict": ("tab:purple", ":"), "switch": ("tab:green", "-."),
-          "recovery": ("tab:orange", "--")}
+MARKED = {
+    "fault": ("tab:red", "--"),
+    "verdict": ("tab:purple", ":"),
+    "switch": ("tab:green", "-."),
+    "recovery": ("tab:orange", "--"),
+}
 COLORS = {"A": "tab:blue", "B": "tab:olive"}
 
 
@@ -34,8 +38,9 @@ class Timeline:
         return [f"  +{at - self.started_at:6.1f} s  {text}" for at, _kind, text in self.events]
 
 
-def consumption_series(progress: list[dict[str, Any]], started_at: float,
-                       bin_seconds: float = 2.0) -> dict[str, tuple[list[float], list[float]]]:
+def consumption_series(
+    progress: list[dict[str, Any]], started_at: float, bin_seconds: float = 2.0
+) -> dict[str, tuple[list[float], list[float]]]:
     """Records per second consumed from each cluster, per ``bin_seconds`` bin since ``started_at``.
 
     :param progress: the job's progress records (``written_at``, ``records``, ``cluster``), any order.
@@ -65,8 +70,9 @@ def consumed_per_cluster(progress: list[dict[str, Any]]) -> dict[str, int]:
     return dict(totals)
 
 
-def plot(series: dict[str, tuple[list[float], list[float]]], timeline: Timeline, path: Path,
-         title: str) -> Path:
+def plot(
+    series: dict[str, tuple[list[float], list[float]]], timeline: Timeline, path: Path, title: str
+) -> Path:
     """Draw records/s consumed per cluster with the timeline's markers; write a PNG to ``path``."""
     import matplotlib
 
@@ -75,8 +81,14 @@ def plot(series: dict[str, tuple[list[float], list[float]]], timeline: Timeline,
 
     fig, ax = plt.subplots(figsize=(11, 5), dpi=110)
     for cluster, (times, rates) in series.items():
-        ax.step(times, rates, where="post", label=f"consumed from {cluster}", color=COLORS.get(cluster),
-                linewidth=1.6)
+        ax.step(
+            times,
+            rates,
+            where="post",
+            label=f"consumed from {cluster}",
+            color=COLORS.get(cluster),
+            linewidth=1.6,
+        )
     top = max((max(rates) for _t, rates in series.values() if rates), default=1.0) or 1.0
     for at, kind, text in timeline.events:
         if kind not in MARKED:
@@ -103,26 +115,38 @@ def history_events(record: dict[str, Any]) -> list[tuple[float, str, str]]:
     events = []
     for entry in record.get("history", []):
         at = datetime.fromisoformat(entry["at"]).timestamp()
-        events.append((at, "switch", f"{entry.get('kind', 'switch')} committed: {entry['from']} -> "
-                                     f"{entry['to']}, epoch {entry['epoch']}"))
+        events.append(
+            (
+                at,
+                "switch",
+                f"{entry.get('kind', 'switch')} committed: {entry['from']} -> "
+                f"{entry['to']}, epoch {entry['epoch']}",
+            )
+        )
     return events
 
 
-def render(figures: list[dict[str, Any]], counts: dict[str, int], consumed: dict[str, int],
-           timeline: Timeline) -> str:
+def render(
+    figures: list[dict[str, Any]], counts: dict[str, int], consumed: dict[str, int], timeline: Timeline
+) -> str:
     """The report as text: timeline, switch figures, records."""
     out = ["Timeline (seconds since the demo started):", *timeline.lines(), "", "Switches:"]
     for figure in figures:
         detection = figure.get("detection_s")
-        out.append(f"  {figure['switch']:<28} detection {detection if detection is not None else '?':>5} s"
-                   f"   RTO {figure['rto_s']:>5} s (fault to first committed batch on the new cluster)")
-    out += ["", "Records:",
-            f"  produced (acknowledged by a broker)  {counts['produced']}",
-            f"  consumed from A / from B             {consumed.get('A', 0)} / {consumed.get('B', 0)}",
-            f"  rows in the sink (before dedup)      {counts['rows']}",
-            f"  unique record ids in the sink        {counts['unique']}",
-            f"  duplicated (re-delivered) rows       {counts['duplicates']}",
-            f"  lost (produced, never in the sink)   {counts['lost']}"]
+        out.append(
+            f"  {figure['switch']:<28} detection {detection if detection is not None else '?':>5} s"
+            f"   RTO {figure['rto_s']:>5} s (fault to first committed batch on the new cluster)"
+        )
+    out += [
+        "",
+        "Records:",
+        f"  produced (acknowledged by a broker)  {counts['produced']}",
+        f"  consumed from A / from B             {consumed.get('A', 0)} / {consumed.get('B', 0)}",
+        f"  rows in the sink (before dedup)      {counts['rows']}",
+        f"  unique record ids in the sink        {counts['unique']}",
+        f"  duplicated (re-delivered) rows       {counts['duplicates']}",
+        f"  lost (produced, never in the sink)   {counts['lost']}",
+    ]
     return "\n".join(out)
 
 

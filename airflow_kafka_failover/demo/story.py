@@ -33,12 +33,21 @@ from airflow_kafka_failover.sandbox.producer import SteadyProducer
 
 # Quick verdicts on loopback: down after 3 failed probes 1 s apart (>= 3 s), recovered after 6 stable
 # seconds. Production defaults are slower on purpose (examples/pairs.yaml).
-QUICK_HEALTH = {"failure_threshold": 3, "min_down_seconds": 3, "probe_interval": 1, "probe_timeout": 1,
-                "heartbeat_stale_seconds": 4, "stability_window": 6}
+QUICK_HEALTH = {
+    "failure_threshold": 3,
+    "min_down_seconds": 3,
+    "probe_interval": 1,
+    "probe_timeout": 1,
+    "heartbeat_stale_seconds": 4,
+    "stability_window": 6,
+}
 
 # Small and quiet local Spark: two cores, no UI, few shuffle partitions, a modest driver.
-LOCAL_SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                    "spark.driver.memory": "768m"}
+LOCAL_SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.memory": "768m",
+}
 
 # The line a verdict sensor logs when it defers to the triggerer: the DAG is watching.
 WATCHING = "Pausing task as DEFERRED"
@@ -114,16 +123,29 @@ class Story:
         """Register the connections and write the pair's YAML (``switch`` overrides the switch settings)."""
         conns = register_kafka_connections(self.sandbox, f"e2e_{self.pair}")
         register_spark_connection(self.spark_conn, "local[2]")
-        config = {"pairs": {self.pair: {
-            "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
-            "primary": "A", "topics": [self.topic], "bookkeeping_group": f"bk-{self.pair}",
-            "health": health or QUICK_HEALTH,
-            "job": {"spark_connection": self.spark_conn, "sink_root": str(self.root / "sink"),
-                    "checkpoint_root": str(self.root / "checkpoints"), "run_root": str(self.root / "runs"),
-                    "fencing_marker": str(self.root / "fence.json"), "trigger_interval_seconds": 1,
-                    "spark_conf": LOCAL_SPARK_CONF, "startup_timeout_seconds": 240, "stop_timeout_seconds": 30},
-            "switch": {"watch_timeout_seconds": 240, "gap_wait_seconds": 60, **switch},
-        }}}
+        config = {
+            "pairs": {
+                self.pair: {
+                    "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
+                    "primary": "A",
+                    "topics": [self.topic],
+                    "bookkeeping_group": f"bk-{self.pair}",
+                    "health": health or QUICK_HEALTH,
+                    "job": {
+                        "spark_connection": self.spark_conn,
+                        "sink_root": str(self.root / "sink"),
+                        "checkpoint_root": str(self.root / "checkpoints"),
+                        "run_root": str(self.root / "runs"),
+                        "fencing_marker": str(self.root / "fence.json"),
+                        "trigger_interval_seconds": 1,
+                        "spark_conf": LOCAL_SPARK_CONF,
+                        "startup_timeout_seconds": 240,
+                        "stop_timeout_seconds": 30,
+                    },
+                    "switch": {"watch_timeout_seconds": 240, "gap_wait_seconds": 60, **switch},
+                }
+            }
+        }
         self.root.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(yaml.safe_dump(config))
 
@@ -133,8 +155,14 @@ class Story:
 
     def start_producer(self, rate: float = 40.0, partitions: int = 2) -> None:
         bootstraps = {name: self.sandbox.bootstrap(name) for name in ("A", "B")}
-        self.producer = SteadyProducer(bootstraps, self.topic, lambda: self.active_for_producer, rate=rate,
-                                       partitions=partitions, security=self.sandbox.security_config()).start()
+        self.producer = SteadyProducer(
+            bootstraps,
+            self.topic,
+            lambda: self.active_for_producer,
+            rate=rate,
+            partitions=partitions,
+            security=self.sandbox.security_config(),
+        ).start()
 
     def start_run(self, kind: str, env: dict[str, str] | None = None, **conf: Any) -> RunningDag:
         """Start ``dag.test()`` of the pair's ``kind`` DAG (start, failover, failback) in a subprocess.
@@ -155,12 +183,14 @@ class Story:
         env = airflow_env(self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path), **(env or {}))
         log_path = self.root / f"run-{self.runs}-{kind}.log"
         log_handle = open(log_path, "w")  # noqa: SIM115 - closed by RunningDag.wait/kill
-        process = subprocess.Popen([sys.executable, str(path)], env=env, stdout=log_handle,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, str(path)], env=env, stdout=log_handle, stderr=subprocess.STDOUT
+        )
         return RunningDag(kind, process, log_path, path, log_handle)
 
-    def run(self, kind: str, timeout: float = 420, env: dict[str, str] | None = None,
-            **conf: Any) -> tuple[str, str]:
+    def run(
+        self, kind: str, timeout: float = 420, env: dict[str, str] | None = None, **conf: Any
+    ) -> tuple[str, str]:
         return self.start_run(kind, env, **conf).wait(timeout)
 
     def record(self) -> dict[str, Any]:
@@ -196,9 +226,14 @@ class Story:
         assert self.producer is not None
         acked = self.producer.acked_ids if acked is None else acked
         contents = read_sink(self.root / "sink")
-        return {"produced": len(acked), "lost": len(acked - contents.record_ids), "rows": contents.rows,
-                "unique": len(contents.record_ids), "duplicates": contents.duplicates,
-                "without_id": contents.without_id}
+        return {
+            "produced": len(acked),
+            "lost": len(acked - contents.record_ids),
+            "rows": contents.rows,
+            "unique": len(contents.record_ids),
+            "duplicates": contents.duplicates,
+            "without_id": contents.without_id,
+        }
 
     def wait_for_sink(self, timeout: float) -> dict[str, int]:
         """Wait until every acknowledged id is in the sink (or ``timeout`` passes); return the counts."""
@@ -230,10 +265,14 @@ def verdict_time(output: str) -> float | None:
     return None
 
 
-def switch_figures(story: Story, label: str, fault_at: float, cluster: str, epoch: int,
-                   output: str) -> dict[str, Any]:
+def switch_figures(
+    story: Story, label: str, fault_at: float, cluster: str, epoch: int, output: str
+) -> dict[str, Any]:
     """Detection time (fault to verdict) and RTO (fault to the new run's first committed batch)."""
-    figure: dict[str, Any] = {"switch": label, "rto_s": round(story.first_batch_time(cluster, epoch) - fault_at, 1)}
+    figure: dict[str, Any] = {
+        "switch": label,
+        "rto_s": round(story.first_batch_time(cluster, epoch) - fault_at, 1),
+    }
     verdict = verdict_time(output)
     if verdict is not None:
         figure["detection_s"] = round(verdict - fault_at, 1)

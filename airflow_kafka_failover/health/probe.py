@@ -40,18 +40,24 @@ def probe_cluster(
     started = time.monotonic()
     refused = every_address_refuses(hook.bootstrap_servers, timeout)
     if refused is not None:
-        return ProbeResult(cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=refused)
+        return ProbeResult(
+            cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=refused
+        )
     try:
         metadata = hook.describe_cluster(topics, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - every failure to answer is evidence, not a crash
-        return ProbeResult(cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=_short(exc))
+        return ProbeResult(
+            cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=_short(exc)
+        )
     latency = time.monotonic() - started
     leaderless = [f"{p.topic}-{p.partition}" for p in metadata.partitions if p.leader < 0]
     leaderless += [f"{topic} (topic missing)" for topic in metadata.missing_topics]
     under_min_isr = [
         f"{p.topic}-{p.partition}"
         for p in metadata.partitions
-        if min_insync_replicas and p.topic in min_insync_replicas and len(p.isrs) < min_insync_replicas[p.topic]
+        if min_insync_replicas
+        and p.topic in min_insync_replicas
+        and len(p.isrs) < min_insync_replicas[p.topic]
     ]
     canary_ok = None
     error = None
@@ -102,7 +108,9 @@ def canary_round_trip(hook: KafkaClusterHook, topic: str, timeout: float) -> boo
     token = uuid.uuid4().hex.encode()
     delivered: list = []
     producer = hook.producer(timeout=timeout)
-    producer.produce(topic, value=token, partition=0, on_delivery=lambda err, msg: delivered.append((err, msg)))
+    producer.produce(
+        topic, value=token, partition=0, on_delivery=lambda err, msg: delivered.append((err, msg))
+    )
     producer.flush(timeout)
     if not delivered or delivered[0][0] is not None:
         reason = delivered[0][0] if delivered else "no delivery report"

@@ -60,7 +60,11 @@ class ClusterWatch:
 
     def probe(self, at: float | None = None) -> ProbeResult:
         result = probe_cluster(
-            self.hook, self.cluster, self.topics, self.thresholds.probe_timeout, canary_topic=self.canary_topic
+            self.hook,
+            self.cluster,
+            self.topics,
+            self.thresholds.probe_timeout,
+            canary_topic=self.canary_topic,
         )
         if at is not None:
             result = replace(result, at=at)
@@ -128,7 +132,9 @@ class DownWatch(ClusterWatch):
             return
         observed_at = time.time()
         try:
-            newest = self.peer.newest_record_timestamp(self.heartbeats_topic, 0, self.thresholds.probe_timeout)
+            newest = self.peer.newest_record_timestamp(
+                self.heartbeats_topic, 0, self.thresholds.probe_timeout
+            )
         except Exception as exc:  # noqa: BLE001 - the peer's trouble is reported, not raised
             with self._lock:
                 self.heartbeat_problem = f"cannot read {self.heartbeats_topic} on the peer cluster: {exc!r}"
@@ -145,7 +151,9 @@ class DownWatch(ClusterWatch):
         with self._lock:
             trail = None
             if self.peer is not None:
-                trail = HeartbeatTrail.from_pairs(self.heartbeat_looks, unavailable_reason=self.heartbeat_problem)
+                trail = HeartbeatTrail.from_pairs(
+                    self.heartbeat_looks, unavailable_reason=self.heartbeat_problem
+                )
             return decide_down(self.history, trail, self.thresholds, now, self.require_corroboration)
 
     def conclusive(self, decision: Decision) -> bool:
@@ -214,7 +222,9 @@ class RecoveryWatch(ClusterWatch):
         )
         syncs_hook = self.hook if self.offset_syncs_on_watched else self.active
         newest_sync: dict[tuple[str, int], tuple[int, int]] = {}
-        if self.offset_syncs_topic in {p.topic for p in syncs_hook.describe_cluster([self.offset_syncs_topic]).partitions}:
+        if self.offset_syncs_topic in {
+            p.topic for p in syncs_hook.describe_cluster([self.offset_syncs_topic]).partitions
+        }:
             for record in syncs_hook.read_topic_to_end(self.offset_syncs_topic, timeout=max(timeout, 10.0)):
                 sync = OffsetSync.decode(record.key, record.value)
                 if sync.topic in self.replicated_topics:

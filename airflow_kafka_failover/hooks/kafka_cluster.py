@@ -71,7 +71,9 @@ class KafkaClusterHook(KafkaBaseHook):
 
     hook_name = "Kafka Cluster (failover)"
 
-    def __init__(self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout: float = DEFAULT_TIMEOUT_S
+    ):
         super().__init__(kafka_config_id=kafka_config_id)
         if timeout <= 0:
             raise ConfigError(f"timeout must be greater than 0 seconds, got {timeout!r}")
@@ -98,13 +100,13 @@ class KafkaClusterHook(KafkaBaseHook):
         except AirflowNotFoundException:
             raise ConfigError(
                 f"Airflow connection {self.kafka_config_id!r} does not exist: create a connection of type "
-                "'kafka' whose extra is the confluent-kafka config, e.g. {\"bootstrap.servers\": \"host:9092\"}"
+                '\'kafka\' whose extra is the confluent-kafka config, e.g. {"bootstrap.servers": "host:9092"}'
             ) from None
         except ValueError as exc:
             if "bootstrap.servers" in str(exc):
                 raise ConfigError(
                     f"Airflow connection {self.kafka_config_id!r} has no 'bootstrap.servers' in its extra: "
-                    "set it to the cluster's bootstrap addresses, e.g. {\"bootstrap.servers\": \"host:9092\"}"
+                    'set it to the cluster\'s bootstrap addresses, e.g. {"bootstrap.servers": "host:9092"}'
                 ) from None
             raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: {exc}") from None
         return config
@@ -117,15 +119,21 @@ class KafkaClusterHook(KafkaBaseHook):
         try:
             config = json.loads(extra) if extra else {}
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: its extra is not valid JSON ({exc}); "
-                              f"write the confluent-kafka config as a JSON object, {example}") from None
+            raise ConfigError(
+                f"Airflow connection {self.kafka_config_id!r}: its extra is not valid JSON ({exc}); "
+                f"write the confluent-kafka config as a JSON object, {example}"
+            ) from None
         if not isinstance(config, dict):
-            raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: its extra must be a JSON object of "
-                              f"confluent-kafka settings, got {config!r}; {example}")
+            raise ConfigError(
+                f"Airflow connection {self.kafka_config_id!r}: its extra must be a JSON object of "
+                f"confluent-kafka settings, got {config!r}; {example}"
+            )
         servers = config.get("bootstrap.servers")
         if servers is not None and (not isinstance(servers, str) or not servers.strip()):
-            raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: bootstrap.servers must be text like "
-                              f"'host:9092,host2:9092', got {servers!r}; {example}")
+            raise ConfigError(
+                f"Airflow connection {self.kafka_config_id!r}: bootstrap.servers must be text like "
+                f"'host:9092,host2:9092', got {servers!r}; {example}"
+            )
 
     @property
     def bootstrap_servers(self) -> str:
@@ -165,7 +173,9 @@ class KafkaClusterHook(KafkaBaseHook):
         from confluent_kafka import Producer
 
         millis = max(int((timeout or self.timeout) * 1000), 1000)
-        return Producer({**QUIET, **self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra})
+        return Producer(
+            {**QUIET, **self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra}
+        )
 
     # ---- cluster and topic metadata ----------------------------------------------------------------
 
@@ -246,7 +256,9 @@ class KafkaClusterHook(KafkaBaseHook):
         """
         from confluent_kafka.admin import OffsetSpec
 
-        found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps_ms.items()}, timeout)
+        found = self._list_offsets(
+            {tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps_ms.items()}, timeout
+        )
         return {tp: (offset if offset >= 0 else None) for tp, (offset, _ts) in found.items()}
 
     def _list_offsets(self, specs: Mapping[TopicPartition, Any], timeout: float | None) -> dict:
@@ -313,11 +325,15 @@ class KafkaClusterHook(KafkaBaseHook):
         consumer = self.consumer(timeout=timeout)
         try:
             for msg in consume_ranges(consumer, topic, ranges, timeout, self.bootstrap_servers):
-                yield CompactedRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
+                yield CompactedRecord(
+                    msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1]
+                )
         finally:
             consumer.close()
 
-    def newest_record_timestamp(self, topic: str, partition: int = 0, timeout: float | None = None) -> int | None:
+    def newest_record_timestamp(
+        self, topic: str, partition: int = 0, timeout: float | None = None
+    ) -> int | None:
         """Return the timestamp (ms) of the last record in a partition, or None when it is empty."""
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -333,6 +349,8 @@ class KafkaClusterHook(KafkaBaseHook):
                 msg = consumer.poll(0.2)
                 if msg is not None and msg.error() is None:
                     return msg.timestamp()[1]
-            raise TimeoutError(f"reading the last record of {topic}[{partition}] took longer than {timeout:.0f} s")
+            raise TimeoutError(
+                f"reading the last record of {topic}[{partition}] took longer than {timeout:.0f} s"
+            )
         finally:
             consumer.close()

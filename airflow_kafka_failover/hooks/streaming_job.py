@@ -115,17 +115,28 @@ class StreamingJobHook(BaseHook):
 
         try:
             return SparkSubmitHook(
-                conn_id=self.spark_conn_id, conf=conf, jars=self._jars(), packages=self.packages,
-                driver_memory=self.driver_memory, executor_memory=self.executor_memory,
-                total_executor_cores=self.total_executor_cores, deploy_mode=self.deploy_mode,
-                py_files=self.py_files, name=name, application_args=application_args,
+                conn_id=self.spark_conn_id,
+                conf=conf,
+                jars=self._jars(),
+                packages=self.packages,
+                driver_memory=self.driver_memory,
+                executor_memory=self.executor_memory,
+                total_executor_cores=self.total_executor_cores,
+                deploy_mode=self.deploy_mode,
+                py_files=self.py_files,
+                name=name,
+                application_args=application_args,
             )
         except (ValueError, RuntimeError) as exc:
             raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}") from None
 
     def _conf_for(self, master: str, deploy_mode: str) -> dict[str, Any]:
         conf = dict(self.conf)
-        if LOG4J_CONFIG.is_file() and "spark.driver.extraJavaOptions" not in conf and deploy_mode != "cluster":
+        if (
+            LOG4J_CONFIG.is_file()
+            and "spark.driver.extraJavaOptions" not in conf
+            and deploy_mode != "cluster"
+        ):
             conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
         if deploy_mode == "cluster":
             scheme = master.split("://", 1)[0]
@@ -162,15 +173,24 @@ class StreamingJobHook(BaseHook):
         """
         application = Path(application)
         if not application.is_file():
-            raise ConfigError(f"application file {application} does not exist; point 'application' at the job "
-                              f"(the packaged one is {JOB_APPLICATION})")
+            raise ConfigError(
+                f"application file {application} does not exist; point 'application' at the job "
+                f"(the packaged one is {JOB_APPLICATION})"
+            )
         probe = self.spark_submit_hook("probe", [], self.conf)
         master, deploy_mode = probe._connection["master"], probe._connection["deploy_mode"]
         mode = self.deploy_mode_of(master, deploy_mode)
         handle = JobHandle(
-            pair=settings.pair, cluster=settings.cluster, epoch=settings.epoch, deploy_mode=mode, master=master,
-            run_dir=str(layout.run_dir), checkpoint=settings.checkpoint, sink_root=settings.sink_root,
-            spark_conn_id=self.spark_conn_id, submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            pair=settings.pair,
+            cluster=settings.cluster,
+            epoch=settings.epoch,
+            deploy_mode=mode,
+            master=master,
+            run_dir=str(layout.run_dir),
+            checkpoint=settings.checkpoint,
+            sink_root=settings.sink_root,
+            spark_conn_id=self.spark_conn_id,
+            submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         if mode != "cluster" and handle.process.is_running():
             log.info("%s is already running; adopting it instead of starting another", handle.describe())
@@ -179,7 +199,9 @@ class StreamingJobHook(BaseHook):
         stop_request_file(layout.run_dir).unlink(missing_ok=True)
         (layout.run_dir / "status.json").unlink(missing_ok=True)
         name = f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
-        submit_hook = self.spark_submit_hook(name, ["--settings", str(settings_path)], self._conf_for(master, mode))
+        submit_hook = self.spark_submit_hook(
+            name, ["--settings", str(settings_path)], self._conf_for(master, mode)
+        )
         command = submit_hook._build_spark_submit_command(str(application))
         child_env = self._child_env(env)
         if mode == "cluster":
@@ -195,7 +217,9 @@ class StreamingJobHook(BaseHook):
         interpreter's bin (spark-submit of the pyspark install), the same Python for the driver."""
         bin_dir = str(Path(sys.executable).parent)
         path = os.environ.get("PATH", "")
-        inherited = {name: value for name, value in os.environ.items() if not name.startswith(AIRFLOW_ONLY_ENV)}
+        inherited = {
+            name: value for name, value in os.environ.items() if not name.startswith(AIRFLOW_ONLY_ENV)
+        }
         child = {
             "PATH": bin_dir + (os.pathsep + path if path else ""),
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
@@ -203,20 +227,24 @@ class StreamingJobHook(BaseHook):
         }
         return {**inherited, **child, **(env or {})}
 
-    def _submit_to_cluster(self, submit_hook: Any, application: Path, handle: JobHandle,
-                           env: dict[str, str]) -> JobHandle:
+    def _submit_to_cluster(
+        self, submit_hook: Any, application: Path, handle: JobHandle, env: dict[str, str]
+    ) -> JobHandle:
         try:
             submit_hook.submit(str(application), env=env)
         except Exception as exc:
             raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
         driver = submit_hook._driver_id or (
             f"{submit_hook._connection.get('namespace') or 'default'}:{submit_hook._kubernetes_driver_pod}"
-            if submit_hook._kubernetes_driver_pod else None
+            if submit_hook._kubernetes_driver_pod
+            else None
         )
         app_id = submit_hook._yarn_application_id
         if not driver and not app_id:
-            raise JobStartError(f"spark-submit to {handle.master} returned without an application id or driver; "
-                                "the job's state is unknown: check the cluster before retrying")
+            raise JobStartError(
+                f"spark-submit to {handle.master} returned without an application id or driver; "
+                "the job's state is unknown: check the cluster before retrying"
+            )
         handle = JobHandle(**{**handle.to_dict(), "driver_id": driver, "application_id": app_id})
         log.info("submitted %s", handle.describe())
         return handle
@@ -228,17 +256,22 @@ class StreamingJobHook(BaseHook):
             status = read_status(handle.run_dir)
             state = status.get("state")
             if state == "running":
-                log.info("%s is running (Spark application %s)", handle.describe(), status.get("application_id"))
+                log.info(
+                    "%s is running (Spark application %s)", handle.describe(), status.get("application_id")
+                )
                 return
             if state in ("refused", "failed") or not handle.process.is_running():
                 reason = status.get("reason") or f"the process exited during start-up (state {state!r})"
-                raise JobStartError(f"{handle.describe()} did not start: {reason}\n--- log tail ---\n"
-                                    f"{handle.log_tail()}")
+                raise JobStartError(
+                    f"{handle.describe()} did not start: {reason}\n--- log tail ---\n{handle.log_tail()}"
+                )
             if time.monotonic() > deadline:
                 tail = handle.log_tail()
                 handle.process.stop(timeout=10)
-                raise JobStartError(f"{handle.describe()} did not report running within {timeout:.0f} s; it was "
-                                    f"stopped. Raise startup_timeout on a slow machine.\n--- log tail ---\n{tail}")
+                raise JobStartError(
+                    f"{handle.describe()} did not report running within {timeout:.0f} s; it was "
+                    f"stopped. Raise startup_timeout on a slow machine.\n--- log tail ---\n{tail}"
+                )
             time.sleep(0.5)
 
     # ---- stop ----------------------------------------------------------------------------------------
@@ -255,8 +288,11 @@ class StreamingJobHook(BaseHook):
         if handle.deploy_mode == "cluster":
             return self._stop_on_cluster(handle, timeout)
         if not handle.process.is_running():
-            log.info("%s is not running (last state %r); nothing to stop", handle.describe(),
-                     handle.status().get("state"))
+            log.info(
+                "%s is not running (last state %r); nothing to stop",
+                handle.describe(),
+                handle.status().get("state"),
+            )
             return "not-running"
         request = stop_request_file(handle.run_dir)
         request.parent.mkdir(parents=True, exist_ok=True)
@@ -268,7 +304,9 @@ class StreamingJobHook(BaseHook):
                 log.info("%s stopped on request: %s", handle.describe(), handle.status().get("reason"))
                 return "stopped"
             time.sleep(0.25)
-        log.warning("%s did not stop within %.0f s; terminating its process group", handle.describe(), timeout)
+        log.warning(
+            "%s did not stop within %.0f s; terminating its process group", handle.describe(), timeout
+        )
         handle.process.stop(timeout=10)
         return "forced"
 
@@ -283,15 +321,20 @@ class StreamingJobHook(BaseHook):
                     return "stopped"
                 time.sleep(1)
         except OSError as exc:
-            log.warning("cannot write the stop request %s (%s); killing through the cluster manager", request, exc)
+            log.warning(
+                "cannot write the stop request %s (%s); killing through the cluster manager", request, exc
+            )
         if handle.application_id:
             command = ["yarn", "application", "-kill", handle.application_id]
         else:
             command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]
         log.info("killing %s: %s", handle.describe(), " ".join(command))
-        result = subprocess.run(command, capture_output=True, text=True, env=self._child_env(None),
-                                check=False, timeout=120)
+        result = subprocess.run(
+            command, capture_output=True, text=True, env=self._child_env(None), check=False, timeout=120
+        )
         if result.returncode != 0:
-            raise FailoverError(f"could not kill {handle.describe()}: {' '.join(command)} exited "
-                                f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}")
+            raise FailoverError(
+                f"could not kill {handle.describe()}: {' '.join(command)} exited "
+                f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
+            )
         return "forced"

@@ -92,7 +92,9 @@ class FencingMarker:
         :raises FencedError: when the marker holds neither epoch (another switch moved it).
         """
         if expected_epoch is not None and new_epoch <= expected_epoch:
-            raise ConfigError(f"a fence only moves forward: {expected_epoch} -> {new_epoch} is not an advance")
+            raise ConfigError(
+                f"a fence only moves forward: {expected_epoch} -> {new_epoch} is not an advance"
+            )
         with self.locked():
             current = self.read()
             current_epoch = None if current is None else current.epoch
@@ -127,14 +129,20 @@ def parse_fence(text: str, where: str, pair: str | None = None) -> FenceState:
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"fencing marker {where} is not valid JSON ({exc.msg}); restore it from the "
-                          "active record or remove it") from None
+        raise ConfigError(
+            f"fencing marker {where} is not valid JSON ({exc.msg}); restore it from the "
+            "active record or remove it"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"fencing marker {where} must hold a JSON object, got {data!r}")
     epoch = data.get("epoch")
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise ConfigError(f"fencing marker {where} has an invalid epoch {epoch!r}")
     if pair is not None and data.get("pair") != pair:
-        raise ConfigError(f"fencing marker {where} belongs to pair {data.get('pair')!r}, not {pair!r}; "
-                          "each pair needs its own marker path")
-    return FenceState(str(data.get("pair")), epoch, str(data.get("cluster", "")), str(data.get("written_at", "")))
+        raise ConfigError(
+            f"fencing marker {where} belongs to pair {data.get('pair')!r}, not {pair!r}; "
+            "each pair needs its own marker path"
+        )
+    return FenceState(
+        str(data.get("pair")), epoch, str(data.get("cluster", "")), str(data.get("written_at", ""))
+    )

@@ -60,12 +60,26 @@ class JobHandle:
         if not isinstance(data, dict):
             raise ConfigError(f"a job handle must be a mapping (the submit operator's XCom), got {data!r}")
         names = {f.name for f in fields(cls)}
-        missing = sorted(n for n in ("pair", "cluster", "epoch", "deploy_mode", "master", "run_dir", "checkpoint",
-                                     "sink_root") if n not in data)
+        missing = sorted(
+            n
+            for n in (
+                "pair",
+                "cluster",
+                "epoch",
+                "deploy_mode",
+                "master",
+                "run_dir",
+                "checkpoint",
+                "sink_root",
+            )
+            if n not in data
+        )
         if missing:
             raise ConfigError(f"job handle {data!r} lacks {missing}; pass the submit operator's return value")
         if data["deploy_mode"] not in DEPLOY_MODES:
-            raise ConfigError(f"job handle has deploy_mode {data['deploy_mode']!r}; expected one of {DEPLOY_MODES}")
+            raise ConfigError(
+                f"job handle has deploy_mode {data['deploy_mode']!r}; expected one of {DEPLOY_MODES}"
+            )
         return cls(**{k: v for k, v in data.items() if k in names})
 
     @property
@@ -98,4 +112,6 @@ class JobHandle:
         else:
             pid = self.process.pid()
             where = f"pid {pid}" if pid is not None else "not running"
-        return f"job of pair {self.pair!r} on {self.cluster} at epoch {self.epoch} ({self.deploy_mode}, {where})"
+        return (
+            f"job of pair {self.pair!r} on {self.cluster} at epoch {self.epoch} ({self.deploy_mode}, {where})"
+        )

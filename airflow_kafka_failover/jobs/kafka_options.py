@@ -12,19 +12,46 @@ from typing import Any
 
 from airflow_kafka_failover.exceptions import ConfigError
 
-SAME_IN_BOTH = frozenset({
-    "client.id", "client.rack", "metadata.max.age.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
-    "sasl.kerberos.service.name", "request.timeout.ms", "socket.connection.setup.timeout.ms",
-})
+SAME_IN_BOTH = frozenset(
+    {
+        "client.id",
+        "client.rack",
+        "metadata.max.age.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "sasl.kerberos.service.name",
+        "request.timeout.ms",
+        "socket.connection.setup.timeout.ms",
+    }
+)
 """Options with the same name and meaning in librdkafka and the Java client."""
 
-NOT_FOR_THE_JOB = frozenset({
-    "bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof",
-    "debug", "log_level", "log.connection.close", "socket.timeout.ms", "socket.keepalive.enable",
-    "api.version.request", "broker.version.fallback", "statistics.interval.ms", "session.timeout.ms",
-    "message.timeout.ms", "linger.ms", "acks", "enable.idempotence", "queue.buffering.max.ms",
-    "topic.metadata.refresh.interval.ms", "allow.auto.create.topics", "isolation.level",
-})
+NOT_FOR_THE_JOB = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "enable.auto.commit",
+        "auto.offset.reset",
+        "enable.partition.eof",
+        "debug",
+        "log_level",
+        "log.connection.close",
+        "socket.timeout.ms",
+        "socket.keepalive.enable",
+        "api.version.request",
+        "broker.version.fallback",
+        "statistics.interval.ms",
+        "session.timeout.ms",
+        "message.timeout.ms",
+        "linger.ms",
+        "acks",
+        "enable.idempotence",
+        "queue.buffering.max.ms",
+        "topic.metadata.refresh.interval.ms",
+        "allow.auto.create.topics",
+        "isolation.level",
+    }
+)
 """Client tuning that Spark's Kafka source sets itself or that only applies to Airflow's own clients.
 
 ``bootstrap.servers`` is passed separately; ``isolation.level`` is set by the job (read_committed)."""
@@ -80,7 +107,9 @@ def java_client_options(confluent: Mapping[str, Any], connection: str = "the con
         options["ssl.truststore.location"] = str(ca_location)
     identification = rest.pop("ssl.endpoint.identification.algorithm", None)
     if identification is not None:
-        options["ssl.endpoint.identification.algorithm"] = "" if str(identification).lower() == "none" else str(identification)
+        options["ssl.endpoint.identification.algorithm"] = (
+            "" if str(identification).lower() == "none" else str(identification)
+        )
     unmapped = []
     for key, value in rest.items():
         if key in SAME_IN_BOTH:

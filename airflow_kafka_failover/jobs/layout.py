@@ -85,8 +85,9 @@ def write_json_atomically(path: Path, data: dict[str, Any], mode: int = 0o644) -
     os.replace(temporary, path)
 
 
-def claim_checkpoint(checkpoint: str | os.PathLike[str], pair: str, cluster: str, epoch: int,
-                     bootstrap_servers: str) -> bool:
+def claim_checkpoint(
+    checkpoint: str | os.PathLike[str], pair: str, cluster: str, epoch: int, bootstrap_servers: str
+) -> bool:
     """Make sure ``checkpoint`` belongs to this run; write the owner file for a new checkpoint.
 
     :return: True when the checkpoint already holds batches of this run (Spark will resume it).
@@ -100,8 +101,9 @@ def claim_checkpoint(checkpoint: str | os.PathLike[str], pair: str, cluster: str
         try:
             owner = json.loads(owner_path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"{owner_path}: unreadable owner file ({exc}); use a new checkpoint "
-                                  "directory") from None
+            raise CheckpointError(
+                f"{owner_path}: unreadable owner file ({exc}); use a new checkpoint directory"
+            ) from None
         found = {key: owner.get(key) for key in wanted} if isinstance(owner, dict) else owner
         if found != wanted:
             raise CheckpointError(

@@ -56,8 +56,9 @@ def _records_per_batch(root: Path) -> dict[int, int]:
     return records
 
 
-def uncommitted_output_records(checkpoint: str | os.PathLike[str], sink_root: str | os.PathLike[str],
-                               epoch: int) -> int:
+def uncommitted_output_records(
+    checkpoint: str | os.PathLike[str], sink_root: str | os.PathLike[str], epoch: int
+) -> int:
     """Rows a run wrote to the sink in batches its checkpoint does not count as committed.
 
     A run killed between a batch's output and Spark's commit (for instance while its group commit to a
@@ -82,5 +83,7 @@ def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:
     if reading.position is None:
         return JobProgress(None, {}, 0)
     committed = reading.position.batch_id
-    records = sum(n for batch, n in _records_per_batch(root).items() if committed is not None and batch <= committed)
+    records = sum(
+        n for batch, n in _records_per_batch(root).items() if committed is not None and batch <= committed
+    )
     return JobProgress(committed, dict(reading.position.offsets), records)

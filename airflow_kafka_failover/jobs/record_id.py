@@ -41,20 +41,31 @@ def register_reader(spark: Any, field: str) -> bool:
         log.info("record ids are the Kafka keys (record_id_field %r)", field)
         return False
     if not TOP_LEVEL_FIELD.fullmatch(field):
-        log.info("record ids from the JSON path $.%s with get_json_object (the fast reader handles plain "
-                 "top-level field names only)", field)
+        log.info(
+            "record ids from the JSON path $.%s with get_json_object (the fast reader handles plain "
+            "top-level field names only)",
+            field,
+        )
         return False
     from pyspark.sql.types import StringType
 
     try:
         spark.udf.registerJavaFunction(FUNCTION, UDF_CLASS, StringType())
     except Exception as exc:  # py4j and Spark raise several kinds for a class that is not there
-        log.warning("record ids from the JSON field %r with get_json_object only: the record-id jar is not on "
-                    "the classpath (%s: %s); add .jars/record-id/akf-record-id.jar to the job's jars (without it "
-                    "each record takes about a quarter more time)", field, type(exc).__name__, str(exc).splitlines()[0][:200])
+        log.warning(
+            "record ids from the JSON field %r with get_json_object only: the record-id jar is not on "
+            "the classpath (%s: %s); add .jars/record-id/akf-record-id.jar to the job's jars (without it "
+            "each record takes about a quarter more time)",
+            field,
+            type(exc).__name__,
+            str(exc).splitlines()[0][:200],
+        )
         return False
-    log.info("record ids from the JSON field %r with the record-id jar's reader (get_json_object for the "
-             "records it leaves)", field)
+    log.info(
+        "record ids from the JSON field %r with the record-id jar's reader (get_json_object for the "
+        "records it leaves)",
+        field,
+    )
     return True
 
 

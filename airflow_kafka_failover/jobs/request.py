@@ -67,20 +67,33 @@ class JobRequest:
         if not Path(self.application).is_file():
             from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
 
-            raise ConfigError(f"application file {self.application} does not exist; point 'application' at the "
-                              f"job file (the packaged one is {JOB_APPLICATION})")
+            raise ConfigError(
+                f"application file {self.application} does not exist; point 'application' at the "
+                f"job file (the packaged one is {JOB_APPLICATION})"
+            )
         layout = self.layout
         kafka = KafkaClusterHook(self.kafka_conn_id, timeout=self.check_timeout)
-        options = {**java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
-                   **self.kafka_options}
+        options = {
+            **java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
+            **self.kafka_options,
+        }
         starting = parse_starting_offsets(self.starting_offsets)
         settings = JobSettings(
-            pair=self.pair, cluster=self.cluster, epoch=self.epoch, bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint=str(layout.checkpoint), sink_root=self.sink_root,
+            pair=self.pair,
+            cluster=self.cluster,
+            epoch=self.epoch,
+            bootstrap_servers=kafka.bootstrap_servers,
+            checkpoint=str(layout.checkpoint),
+            sink_root=self.sink_root,
             bookkeeping_group=self.bookkeeping_group or f"airflow-kafka-failover.{self.pair}",
-            fencing_marker=self.fencing_marker, run_dir=str(layout.run_dir), topics=tuple(self.topics),
-            topic_pattern=self.topic_pattern, starting_offsets=starting, record_id_field=self.record_id_field,
-            kafka_options=options, max_offsets_per_trigger=self.max_offsets_per_trigger,
+            fencing_marker=self.fencing_marker,
+            run_dir=str(layout.run_dir),
+            topics=tuple(self.topics),
+            topic_pattern=self.topic_pattern,
+            starting_offsets=starting,
+            record_id_field=self.record_id_field,
+            kafka_options=options,
+            max_offsets_per_trigger=self.max_offsets_per_trigger,
             trigger_interval_s=self.trigger_interval_s,
         )
         if self.topics:
@@ -128,11 +141,19 @@ class JobRequest:
         """Check everything, then submit through ``hook`` (a StreamingJobHook); return the handle."""
         settings = self.settings()
         new_marker = self.fence_to_create()
-        if claim_checkpoint(settings.checkpoint, self.pair, self.cluster, self.epoch, settings.bootstrap_servers):
-            log.info("checkpoint %s holds batches of this run: Spark resumes from it and ignores the start offsets",
-                     settings.checkpoint)
+        if claim_checkpoint(
+            settings.checkpoint, self.pair, self.cluster, self.epoch, settings.bootstrap_servers
+        ):
+            log.info(
+                "checkpoint %s holds batches of this run: Spark resumes from it and ignores the start offsets",
+                settings.checkpoint,
+            )
         if new_marker is not None:
-            log.info("no fencing marker at %s yet; writing epoch %s for cluster %s", self.fencing_marker,
-                     self.epoch, self.cluster)
+            log.info(
+                "no fencing marker at %s yet; writing epoch %s for cluster %s",
+                self.fencing_marker,
+                self.epoch,
+                self.cluster,
+            )
             new_marker.advance(None, self.epoch, self.cluster)
         return hook.submit(settings, self.layout, self.application, self.startup_timeout)

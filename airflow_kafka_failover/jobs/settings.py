@@ -75,8 +75,17 @@ class JobSettings:
 
     def validate(self) -> None:
         """Raise ConfigError naming the first bad setting."""
-        for name in ("pair", "cluster", "bootstrap_servers", "checkpoint", "sink_root", "bookkeeping_group",
-                     "fencing_marker", "run_dir", "record_id_field"):
+        for name in (
+            "pair",
+            "cluster",
+            "bootstrap_servers",
+            "checkpoint",
+            "sink_root",
+            "bookkeeping_group",
+            "fencing_marker",
+            "run_dir",
+            "record_id_field",
+        ):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"job setting {name!r} must be a non-empty string, got {value!r}")
@@ -92,7 +101,9 @@ class JobSettings:
 
     def _validate_subscription(self) -> None:
         if isinstance(self.topics, str):
-            raise ConfigError(f"job setting 'topics' must be a list of topic names, got the string {self.topics!r}")
+            raise ConfigError(
+                f"job setting 'topics' must be a list of topic names, got the string {self.topics!r}"
+            )
         if bool(self.topics) == bool(self.topic_pattern):
             raise ConfigError(
                 f"job settings name topics={list(self.topics)!r} and topic_pattern={self.topic_pattern!r}: "
@@ -105,12 +116,16 @@ class JobSettings:
             try:
                 re.compile(self.topic_pattern)
             except re.error as exc:
-                raise ConfigError(f"job setting 'topic_pattern' {self.topic_pattern!r} is not a regex: {exc}") from None
+                raise ConfigError(
+                    f"job setting 'topic_pattern' {self.topic_pattern!r} is not a regex: {exc}"
+                ) from None
 
     def _validate_numbers(self) -> None:
         cap = self.max_offsets_per_trigger
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-            raise ConfigError(f"job setting 'max_offsets_per_trigger' must be an integer >= 1 or null, got {cap!r}")
+            raise ConfigError(
+                f"job setting 'max_offsets_per_trigger' must be an integer >= 1 or null, got {cap!r}"
+            )
         for name in ("trigger_interval_s", "poll_interval_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -190,14 +205,20 @@ def check_starting_offsets(value: Any) -> None:
         )
     for topic, partitions in value.items():
         if not isinstance(partitions, dict) or not partitions:
-            raise ConfigError(f"starting offsets of topic {topic!r} must map partitions to offsets, got {partitions!r}")
+            raise ConfigError(
+                f"starting offsets of topic {topic!r} must map partitions to offsets, got {partitions!r}"
+            )
         for partition, offset in partitions.items():
             if not isinstance(partition, str) or not _PARTITION.fullmatch(partition):
-                raise ConfigError(f"starting offsets of topic {topic!r} have partition key {partition!r}; "
-                                  "expected a number like '0'")
+                raise ConfigError(
+                    f"starting offsets of topic {topic!r} have partition key {partition!r}; "
+                    "expected a number like '0'"
+                )
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
-                raise ConfigError(f"starting offset of {topic}-{partition} is {offset!r}; expected an integer "
-                                  ">= 0, or -2 (earliest) / -1 (latest)")
+                raise ConfigError(
+                    f"starting offset of {topic}-{partition} is {offset!r}; expected an integer "
+                    ">= 0, or -2 (earliest) / -1 (latest)"
+                )
 
 
 def parse_starting_offsets(value: Any) -> Any:
@@ -206,8 +227,10 @@ def parse_starting_offsets(value: Any) -> Any:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"starting offsets are not valid JSON ({exc}): {value[:200]!r}; give 'earliest', "
-                              "'latest' or a map like {\"orders\": {\"0\": 42}}") from None
+            raise ConfigError(
+                f"starting offsets are not valid JSON ({exc}): {value[:200]!r}; give 'earliest', "
+                '\'latest\' or a map like {"orders": {"0": 42}}'
+            ) from None
     elif isinstance(value, str):
         value = value.strip()
     check_starting_offsets(value)

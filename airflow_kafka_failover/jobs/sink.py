@@ -26,8 +26,18 @@ from pathlib import Path
 from typing import Any
 
 STAGING = "_staging"
-COLUMNS = ("record_id", "key", "value", "source_cluster", "topic", "partition", "offset", "timestamp_ms",
-           "epoch", "batch_id")
+COLUMNS = (
+    "record_id",
+    "key",
+    "value",
+    "source_cluster",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp_ms",
+    "epoch",
+    "batch_id",
+)
 _BATCH_DIR = re.compile(r"^batch=(\d+)$")
 _EPOCH_DIR = re.compile(r"^epoch=(\d+)$")
 
@@ -104,7 +114,11 @@ def read_sink(sink_root: str | os.PathLike[str], columns: tuple[str, ...] = COLU
     needed = list(dict.fromkeys(("record_id", "source_cluster", "topic", "partition", "offset", *columns)))
     contents = SinkContents()
     for _epoch, _batch, path in batch_dirs(sink_root):
-        rows = [row for file in sorted(path.glob("*.parquet")) for row in pq.read_table(file, columns=needed).to_pylist()]
+        rows = [
+            row
+            for file in sorted(path.glob("*.parquet"))
+            for row in pq.read_table(file, columns=needed).to_pylist()
+        ]
         rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
         for row in rows:
             _add(contents, row, columns)

@@ -79,8 +79,14 @@ class StreamRun:
     # ---- status ---------------------------------------------------------------------------------------
 
     def write_status(self, state: str, **extra: Any) -> None:
-        data = {"state": state, "pid": os.getpid(), "epoch": self.settings.epoch, "cluster": self.settings.cluster,
-                "updated_at": datetime.now(UTC).isoformat(timespec="seconds"), **extra}
+        data = {
+            "state": state,
+            "pid": os.getpid(),
+            "epoch": self.settings.epoch,
+            "cluster": self.settings.cluster,
+            "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            **extra,
+        }
         write_json_atomically(status_file(self.settings.run_dir), data)
 
     # ---- stop and fence checks ------------------------------------------------------------------------
@@ -92,11 +98,15 @@ class StreamRun:
         try:
             fence = self.fence.read()
         except ConfigError as exc:
-            log.warning("cannot read the fencing marker (%s); going on with epoch %s", exc, self.settings.epoch)
+            log.warning(
+                "cannot read the fencing marker (%s); going on with epoch %s", exc, self.settings.epoch
+            )
             return None
         if fence is not None and fence.epoch != self.settings.epoch:
-            return "fenced", (f"the pair's epoch is now {fence.epoch} (cluster {fence.cluster}), this run "
-                              f"belongs to epoch {self.settings.epoch}")
+            return "fenced", (
+                f"the pair's epoch is now {fence.epoch} (cluster {fence.cluster}), this run "
+                f"belongs to epoch {self.settings.epoch}"
+            )
         return None
 
     # ---- the batch ------------------------------------------------------------------------------------
@@ -112,7 +122,9 @@ class StreamRun:
             steps = StepTimes()
             final = batch_dir(self.settings.sink_root, self.settings.epoch, batch_id)
             if final.is_dir():
-                log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
+                log.info(
+                    "batch %s: output %s already exists (replayed batch); nothing written", batch_id, final
+                )
             else:
                 self._write(batch_df, batch_id, final)
             steps.lap("write")
@@ -127,8 +139,14 @@ class StreamRun:
             self._commit_group(end_offsets)
             steps.lap("group commit")
             self.last_batch = batch_id
-            log.info("batch %s: %s records in %.2f s (%s), end offsets %s", batch_id, stats["records"],
-                     steps.total(), steps, _short(end_offsets))
+            log.info(
+                "batch %s: %s records in %.2f s (%s), end offsets %s",
+                batch_id,
+                stats["records"],
+                steps.total(),
+                steps,
+                _short(end_offsets),
+            )
 
     def _write(self, batch_df: Any, batch_id: int, final: Path) -> None:
         from pyspark.sql import functions as F
@@ -170,8 +188,11 @@ class StreamRun:
         if stats is None:
             stats = self._batch_stats_by_spark(final)
         if stats["without_id"]:
-            log.warning("%s records of this batch have no record id (field %r); they cannot be deduplicated",
-                        stats["without_id"], self.settings.record_id_field)
+            log.warning(
+                "%s records of this batch have no record id (field %r); they cannot be deduplicated",
+                stats["without_id"],
+                self.settings.record_id_field,
+            )
         return stats
 
     def _batch_stats_by_spark(self, final: Path) -> dict[str, Any]:
@@ -180,8 +201,11 @@ class StreamRun:
         rows = (
             self.spark.read.parquet(str(final))
             .groupBy("topic", "partition")
-            .agg(F.max("timestamp_ms").alias("newest"), F.count(F.lit(1)).alias("records"),
-                 F.count("record_id").alias("with_id"))
+            .agg(
+                F.max("timestamp_ms").alias("newest"),
+                F.count(F.lit(1)).alias("records"),
+                F.count("record_id").alias("with_id"),
+            )
             .collect()
         )
         newest: dict[str, dict[str, int]] = {}
@@ -218,9 +242,15 @@ class StreamRun:
         nested: dict[str, dict[str, int]] = {}
         for tp in sorted(end_offsets):
             nested.setdefault(tp.topic, {})[str(tp.partition)] = end_offsets[tp]
-        record = {"epoch": self.settings.epoch, "batch_id": batch_id, "end_offsets": nested,
-                  "max_timestamp_ms": stats["max_timestamp_ms"], "records": stats["records"],
-                  "without_id": stats["without_id"], "written_at": time.time()}
+        record = {
+            "epoch": self.settings.epoch,
+            "batch_id": batch_id,
+            "end_offsets": nested,
+            "max_timestamp_ms": stats["max_timestamp_ms"],
+            "records": stats["records"],
+            "without_id": stats["without_id"],
+            "written_at": time.time(),
+        }
         path = Path(self.settings.checkpoint) / PROGRESS_FILE
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         with os.fdopen(descriptor, "a") as handle:
@@ -264,8 +294,12 @@ class StreamRun:
                 .queryName(f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}")
                 .start()
             )
-            self.write_status("running", query_id=str(query.id), run_id=str(query.runId),
-                              application_id=self.spark.sparkContext.applicationId)
+            self.write_status(
+                "running",
+                query_id=str(query.id),
+                run_id=str(query.runId),
+                application_id=self.spark.sparkContext.applicationId,
+            )
             log.info("query %s running on cluster %s, epoch %s", query.id, settings.cluster, settings.epoch)
             return self._supervise(query)
         finally:
@@ -285,8 +319,11 @@ class StreamRun:
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         if not marker.exists():
-            log.warning("batch %s is still not committed after %.0f s; stopping anyway (it will be read again)",
-                        self.last_batch, timeout)
+            log.warning(
+                "batch %s is still not committed after %.0f s; stopping anyway (it will be read again)",
+                self.last_batch,
+                timeout,
+            )
 
     def _supervise(self, query: Any) -> int:
         from pyspark.errors import StreamingQueryException
@@ -328,17 +365,24 @@ def _footer_stats(batch: Path) -> dict[str, Any] | None:
     for file in sorted(batch.glob("*.parquet")):
         metadata = pq.ParquetFile(file).metadata
         schema = metadata.schema.to_arrow_schema()
-        columns = {name: schema.get_field_index(name) for name in ("record_id", "topic", "partition", "timestamp_ms")}
+        columns = {
+            name: schema.get_field_index(name) for name in ("record_id", "topic", "partition", "timestamp_ms")
+        }
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
             if row_group.num_rows == 0:
                 continue
             found = {name: row_group.column(index).statistics for name, index in columns.items()}
-            if any(stat is None or not stat.has_min_max for name, stat in found.items() if name != "record_id"):
+            if any(
+                stat is None or not stat.has_min_max for name, stat in found.items() if name != "record_id"
+            ):
                 return None
             topic = found["topic"].min
-            if not isinstance(topic, str) or topic != found["topic"].max \
-                    or found["partition"].min != found["partition"].max:
+            if (
+                not isinstance(topic, str)
+                or topic != found["topic"].max
+                or found["partition"].min != found["partition"].max
+            ):
                 return None
             records += row_group.num_rows
             id_stats = found["record_id"]
@@ -347,7 +391,9 @@ def _footer_stats(batch: Path) -> dict[str, Any] | None:
             without_id += id_stats.null_count
             partitions = newest.setdefault(topic, {})
             key = str(found["partition"].min)
-            partitions[key] = max(int(found["timestamp_ms"].max), partitions.get(key, int(found["timestamp_ms"].max)))
+            partitions[key] = max(
+                int(found["timestamp_ms"].max), partitions.get(key, int(found["timestamp_ms"].max))
+            )
     return {"records": records, "without_id": without_id, "max_timestamp_ms": newest}
 
 
@@ -389,15 +435,20 @@ def _first_line(text: str) -> str:
 
 def prepare(settings: JobSettings) -> None:
     """Check the checkpoint and the fence before Spark starts; raise with the reason to refuse."""
-    claim_checkpoint(settings.checkpoint, settings.pair, settings.cluster, settings.epoch,
-                     settings.bootstrap_servers)
+    claim_checkpoint(
+        settings.checkpoint, settings.pair, settings.cluster, settings.epoch, settings.bootstrap_servers
+    )
     fence = FencingMarker(Path(settings.fencing_marker), settings.pair).read()
     if fence is None:
-        raise ConfigError(f"fencing marker {settings.fencing_marker} does not exist; the operator writes it "
-                          "before it submits the job")
+        raise ConfigError(
+            f"fencing marker {settings.fencing_marker} does not exist; the operator writes it "
+            "before it submits the job"
+        )
     if fence.epoch != settings.epoch:
-        raise ConfigError(f"fencing marker {settings.fencing_marker} holds epoch {fence.epoch}; this run is for "
-                          f"epoch {settings.epoch} and must not start")
+        raise ConfigError(
+            f"fencing marker {settings.fencing_marker} holds epoch {fence.epoch}; this run is for "
+            f"epoch {settings.epoch} and must not start"
+        )
     stop_request_file(settings.run_dir).unlink(missing_ok=True)
 
 
@@ -405,8 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--settings", required=True, help="the settings file written by the operator")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s [akf-job] %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s [akf-job] %(message)s"
+    )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         settings = JobSettings.load(args.settings)
@@ -414,12 +466,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CheckpointError) as exc:
         log.error("refusing to start: %s", exc)
         run_dir = _run_dir_of(args.settings)
-        write_json_atomically(status_file(run_dir), {"state": "refused", "reason": str(exc), "pid": os.getpid()})
+        write_json_atomically(
+            status_file(run_dir), {"state": "refused", "reason": str(exc), "pid": os.getpid()}
+        )
         return EXIT_BAD_INPUT
 
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName(f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}").getOrCreate()
+    spark = SparkSession.builder.appName(
+        f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
+    ).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("AKF_SPARK_LOG_LEVEL", "WARN"))
     run = StreamRun(settings, spark)
     run.write_status("starting")

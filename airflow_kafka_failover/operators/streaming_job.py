@@ -75,8 +75,17 @@ class SubmitStreamingJobOperator(BaseOperator):
     :param check_timeout: seconds for the Kafka checks before submission.
     """
 
-    template_fields: Sequence[str] = ("epoch", "kafka_conn_id", "topics", "starting_offsets", "sink_root",
-                                      "checkpoint_root", "run_root", "fencing_marker", "cluster")
+    template_fields: Sequence[str] = (
+        "epoch",
+        "kafka_conn_id",
+        "topics",
+        "starting_offsets",
+        "sink_root",
+        "checkpoint_root",
+        "run_root",
+        "fencing_marker",
+        "cluster",
+    )
     ui_color = "#e8f1fb"
 
     def __init__(
@@ -124,9 +133,15 @@ class SubmitStreamingJobOperator(BaseOperator):
         self.max_offsets_per_trigger = max_offsets_per_trigger
         self.trigger_interval_s = trigger_interval_s
         self.spark_conn_id = spark_conn_id
-        self.spark_options = {"conf": dict(conf or {}), "jars": jars, "packages": packages,
-                              "driver_memory": driver_memory, "executor_memory": executor_memory,
-                              "total_executor_cores": total_executor_cores, "deploy_mode": deploy_mode}
+        self.spark_options = {
+            "conf": dict(conf or {}),
+            "jars": jars,
+            "packages": packages,
+            "driver_memory": driver_memory,
+            "executor_memory": executor_memory,
+            "total_executor_cores": total_executor_cores,
+            "deploy_mode": deploy_mode,
+        }
         self.application = application or str(JOB_APPLICATION)
         self.startup_timeout = startup_timeout
         self.check_timeout = check_timeout
@@ -134,13 +149,25 @@ class SubmitStreamingJobOperator(BaseOperator):
     def request(self) -> JobRequest:
         """The operator's (rendered) parameters as a job request."""
         return JobRequest(
-            pair=self.pair, cluster=self.cluster, epoch=parse_epoch(self.epoch), kafka_conn_id=self.kafka_conn_id,
-            sink_root=self.sink_root, checkpoint_root=self.checkpoint_root, run_root=self.run_root,
-            fencing_marker=self.fencing_marker, topics=tuple(self.topics), topic_pattern=self.topic_pattern,
-            starting_offsets=self.starting_offsets, bookkeeping_group=self.bookkeeping_group,
-            record_id_field=self.record_id_field, kafka_options=self.kafka_options,
-            max_offsets_per_trigger=self.max_offsets_per_trigger, trigger_interval_s=self.trigger_interval_s,
-            application=self.application, startup_timeout=self.startup_timeout, check_timeout=self.check_timeout,
+            pair=self.pair,
+            cluster=self.cluster,
+            epoch=parse_epoch(self.epoch),
+            kafka_conn_id=self.kafka_conn_id,
+            sink_root=self.sink_root,
+            checkpoint_root=self.checkpoint_root,
+            run_root=self.run_root,
+            fencing_marker=self.fencing_marker,
+            topics=tuple(self.topics),
+            topic_pattern=self.topic_pattern,
+            starting_offsets=self.starting_offsets,
+            bookkeeping_group=self.bookkeeping_group,
+            record_id_field=self.record_id_field,
+            kafka_options=self.kafka_options,
+            max_offsets_per_trigger=self.max_offsets_per_trigger,
+            trigger_interval_s=self.trigger_interval_s,
+            application=self.application,
+            startup_timeout=self.startup_timeout,
+            check_timeout=self.check_timeout,
         )
 
     @fail_on_bad_input
@@ -163,8 +190,9 @@ class StopStreamingJobOperator(BaseOperator):
     template_fields: Sequence[str] = ("handle",)
     ui_color = "#fbe8e8"
 
-    def __init__(self, *, handle: Any, timeout: float = 60.0, spark_conn_id: str = "spark_default",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, handle: Any, timeout: float = 60.0, spark_conn_id: str = "spark_default", **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.handle = handle
         self.timeout = timeout
@@ -183,4 +211,3 @@ class StopStreamingJobOperator(BaseOperator):
         outcome = StreamingJobHook(self.spark_conn_id).stop(handle, self.timeout)
         self.log.info("stop outcome: %s", outcome)
         return outcome
-

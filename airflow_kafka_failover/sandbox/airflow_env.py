@@ -16,8 +16,9 @@ from typing import Any
 from airflow_kafka_failover.exceptions import FailoverError
 
 
-def register_kafka_connections(sandbox: Any, prefix: str,
-                               overrides: dict[str, str] | None = None) -> dict[str, str]:
+def register_kafka_connections(
+    sandbox: Any, prefix: str, overrides: dict[str, str] | None = None
+) -> dict[str, str]:
     """Expose the sandbox's clusters as Airflow ``kafka`` connections.
 
     The extra is the cluster's confluent-kafka config: ``bootstrap.servers`` and, for a SCRAM sandbox,
@@ -43,7 +44,7 @@ def register_spark_connection(conn_id: str, master: str, deploy_mode: str | None
     """Expose a ``spark`` connection (``local[2]`` or ``spark://host:port``); return its id."""
     extra = {"deploy-mode": deploy_mode} if deploy_mode else {}
     if master.startswith("spark://"):
-        host, port = master[len("spark://"):].rsplit(":", 1)
+        host, port = master[len("spark://") :].rsplit(":", 1)
         conn = {"conn_type": "spark", "host": f"spark://{host}", "port": int(port), "extra": extra}
     else:
         conn = {"conn_type": "spark", "host": master, "extra": extra}
@@ -53,8 +54,13 @@ def register_spark_connection(conn_id: str, master: str, deploy_mode: str | None
 
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of an Airflow process using ``home`` (its ``dags`` folder, no example DAGs)."""
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", **extra}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        **extra,
+    }
     env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
     return env
 
@@ -63,20 +69,28 @@ def prepare_airflow_home(home: Path) -> Path:
     """Create ``home`` with a ``dags`` folder and a migrated SQLite metadata DB (idempotent)."""
     (home / "dags").mkdir(parents=True, exist_ok=True)
     airflow = Path(sys.executable).with_name("airflow")
-    result = subprocess.run([str(airflow), "db", "migrate"], env=airflow_env(home), capture_output=True,
-                            text=True, check=False)
+    result = subprocess.run(
+        [str(airflow), "db", "migrate"], env=airflow_env(home), capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         tail = (result.stdout + result.stderr)[-2000:]
-        raise FailoverError(f"'airflow db migrate' failed for AIRFLOW_HOME={home} (exit {result.returncode}):\n"
-                            f"{tail}\nRemove {home} and try again.")
+        raise FailoverError(
+            f"'airflow db migrate' failed for AIRFLOW_HOME={home} (exit {result.returncode}):\n"
+            f"{tail}\nRemove {home} and try again."
+        )
     return home
 
 
 def read_variable(home: Path, key: str) -> Any:
     """The JSON value of Airflow Variable ``key`` in ``home``'s metadata DB, or None when it is not set."""
     airflow = Path(sys.executable).with_name("airflow")
-    result = subprocess.run([str(airflow), "variables", "get", key], env=airflow_env(home),
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(airflow), "variables", "get", key],
+        env=airflow_env(home),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0 or not result.stdout.strip():
         return None
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -85,8 +99,15 @@ def read_variable(home: Path, key: str) -> Any:
 def write_variable(home: Path, key: str, value: Any) -> None:
     """Set Airflow Variable ``key`` in ``home``'s metadata DB to ``value`` as JSON (what an operator's repair does)."""
     airflow = Path(sys.executable).with_name("airflow")
-    result = subprocess.run([str(airflow), "variables", "set", key, json.dumps(value)], env=airflow_env(home),
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(airflow), "variables", "set", key, json.dumps(value)],
+        env=airflow_env(home),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0:
-        raise FailoverError(f"'airflow variables set {key}' failed (exit {result.returncode}): "
-                            f"{(result.stdout + result.stderr)[-1000:]}")
+        raise FailoverError(
+            f"'airflow variables set {key}' failed (exit {result.returncode}): "
+            f"{(result.stdout + result.stderr)[-1000:]}"
+        )

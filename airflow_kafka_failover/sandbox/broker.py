@@ -48,14 +48,24 @@ def java_argv(main_class: str, args: list[str], heap: str, run_dir: Path) -> lis
     """
     java = shutil.which("java")
     if java is None:
-        raise SandboxError("java is not on PATH: install a Java 17 JDK, e.g. `apt-get install openjdk-17-jdk`")
+        raise SandboxError(
+            "java is not on PATH: install a Java 17 JDK, e.g. `apt-get install openjdk-17-jdk`"
+        )
     log4j = run_dir / "log4j2.properties"
     if not log4j.exists():
         log4j.write_text(LOG4J2_PROPERTIES)
     return [
-        java, f"-Xmx{heap}", "-Xms64m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-        "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
-        "-cp", kafka_classpath(), main_class, *args,
+        java,
+        f"-Xmx{heap}",
+        "-Xms64m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        kafka_classpath(),
+        main_class,
+        *args,
     ]
 
 
@@ -167,8 +177,10 @@ class KafkaBroker:
         return {
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-            **{f"listener.name.{name.lower()}.scram-sha-512.sasl.jaas.config": self.login.jaas_config()
-               for name in names},
+            **{
+                f"listener.name.{name.lower()}.scram-sha-512.sasl.jaas.config": self.login.jaas_config()
+                for name in names
+            },
         }
 
     def format_storage(self) -> None:
@@ -206,7 +218,9 @@ class KafkaBroker:
         """Start the broker process in the background (formatting its storage on first start)."""
         self.format_storage()
         self.process.start(
-            java_argv("kafka.Kafka", [str(self.home / "server.properties")], heap=BROKER_HEAP, run_dir=self.run_dir)
+            java_argv(
+                "kafka.Kafka", [str(self.home / "server.properties")], heap=BROKER_HEAP, run_dir=self.run_dir
+            )
         )
 
     def wait_ready(self, timeout: float) -> None:
@@ -214,7 +228,9 @@ class KafkaBroker:
 
         def answers() -> bool:
             if not self.process.is_running():
-                raise SandboxError(f"broker of cluster {self.name} exited during start:\n{self.process.log_tail()}")
+                raise SandboxError(
+                    f"broker of cluster {self.name} exited during start:\n{self.process.log_tail()}"
+                )
             return accepts_connections(self.port) and self.serves_all_partitions(timeout=2.0)
 
         if not wait_until(answers, timeout, interval=0.3):
@@ -227,8 +243,13 @@ class KafkaBroker:
         """Return the broker's cluster metadata, or None when it does not answer within ``timeout``."""
         from confluent_kafka.admin import AdminClient  # deferred: not needed to write configs
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000,
-                             **self.client_security()})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "socket.connection.setup.timeout.ms": 1000,
+                **self.client_security(),
+            }
+        )
         try:
             return admin.list_topics(timeout=timeout)
         except Exception:  # noqa: BLE001 - any failure means "does not answer"

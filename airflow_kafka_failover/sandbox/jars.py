@@ -14,6 +14,7 @@ it was compiled against.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -21,7 +22,6 @@ import os
 import re
 import shutil
 import subprocess
-import fcntl
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -116,15 +116,25 @@ class ArtifactSet:
         """Run Maven to copy the pom's runtime dependencies into a fresh folder, then write the manifest."""
         mvn = shutil.which("mvn")
         if mvn is None:
-            raise SandboxError("mvn (Apache Maven 3.8+) is not on PATH: install Maven, e.g. `apt-get install maven`")
+            raise SandboxError(
+                "mvn (Apache Maven 3.8+) is not on PATH: install Maven, e.g. `apt-get install maven`"
+            )
         if shutil.which("java") is None:
-            raise SandboxError("java is not on PATH: install a Java 17 JDK, e.g. `apt-get install openjdk-17-jdk`")
+            raise SandboxError(
+                "java is not on PATH: install a Java 17 JDK, e.g. `apt-get install openjdk-17-jdk`"
+            )
         staging = self.folder.with_name(self.folder.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
-            mvn, "-q", "-B", "-f", str(self.pom), COPY_GOAL,
-            f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(self.pom),
+            COPY_GOAL,
+            f"-DoutputDirectory={staging}",
+            "-DincludeScope=runtime",
         ]
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -179,8 +189,10 @@ def record_id_jar(pyspark_jars_dir: Path | None = None) -> Path:
     """
     sources = sorted((project_root() / "jvm" / "record-id" / "src").rglob("*.java"))
     jars_dir = pyspark_jars_dir or _pyspark_jars_dir()
-    wanted = {"sources_sha256": hashlib.sha256(b"".join(_sha256(src).encode() for src in sources)).hexdigest(),
-              "spark_jars": sorted(jar.name for jar in jars_dir.glob("spark-sql-api*.jar"))}
+    wanted = {
+        "sources_sha256": hashlib.sha256(b"".join(_sha256(src).encode() for src in sources)).hexdigest(),
+        "spark_jars": sorted(jar.name for jar in jars_dir.glob("spark-sql-api*.jar")),
+    }
     folder = jars_root() / "record-id"
     jar = folder / RECORD_ID_JAR
     jars_root().mkdir(parents=True, exist_ok=True)
@@ -201,21 +213,41 @@ def record_id_jar(pyspark_jars_dir: Path | None = None) -> Path:
 def _compile_jar(sources: list[Path], classpath_dir: Path, jar: Path) -> None:
     javac = shutil.which("javac")
     if javac is None:
-        raise SandboxError("javac is not on PATH: the record-id jar needs a Java 17 JDK (e.g. `apt-get install "
-                           "openjdk-17-jdk-headless`); without it the job reads record ids with get_json_object")
+        raise SandboxError(
+            "javac is not on PATH: the record-id jar needs a Java 17 JDK (e.g. `apt-get install "
+            "openjdk-17-jdk-headless`); without it the job reads record ids with get_json_object"
+        )
     if not sources:
         raise SandboxError(f"no Java sources under {project_root() / 'jvm' / 'record-id' / 'src'}")
     with tempfile.TemporaryDirectory(prefix="akf-record-id-") as work:
         classes = Path(work) / "classes"
-        result = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", str(classpath_dir / "*"),
-                                 "-d", str(classes), *map(str, sources)], capture_output=True, text=True, check=False)
+        result = subprocess.run(
+            [
+                javac,
+                "--release",
+                "17",
+                "-nowarn",
+                "-cp",
+                str(classpath_dir / "*"),
+                "-d",
+                str(classes),
+                *map(str, sources),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if result.returncode != 0:
-            raise SandboxError(f"javac could not compile the record-id jar (exit {result.returncode}):\n"
-                               + "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:]))
+            raise SandboxError(
+                f"javac could not compile the record-id jar (exit {result.returncode}):\n"
+                + "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+            )
         jar.parent.mkdir(parents=True, exist_ok=True)
         partial = jar.with_suffix(".partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: airflow-kafka-failover\n\n")
+            archive.writestr(
+                "META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: airflow-kafka-failover\n\n"
+            )
             for path in sorted(classes.rglob("*.class")):
                 archive.write(path, str(path.relative_to(classes)))
         os.replace(partial, jar)

@@ -89,8 +89,9 @@ def end_offsets(bootstrap: Cluster, topic: str, timeout: float = 5.0) -> dict[in
         consumer.close()
 
 
-def create_topic(bootstrap: Cluster, topic: str, partitions: int, timeout: float = 15.0,
-                 **configs: str) -> None:
+def create_topic(
+    bootstrap: Cluster, topic: str, partitions: int, timeout: float = 15.0, **configs: str
+) -> None:
     """Create a topic (one replica) and wait until every partition has a leader."""
     admin = AdminClient(client_config(bootstrap))
     futures = admin.create_topics(
@@ -102,13 +103,17 @@ def create_topic(bootstrap: Cluster, topic: str, partitions: int, timeout: float
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         described = admin.list_topics(topic, timeout=timeout).topics.get(topic)
-        if described is not None and described.error is None and len(described.partitions) == partitions and all(
-            part.leader >= 0 for part in described.partitions.values()
+        if (
+            described is not None
+            and described.error is None
+            and len(described.partitions) == partitions
+            and all(part.leader >= 0 for part in described.partitions.values())
         ):
             return
         time.sleep(0.1)
-    raise TimeoutError(f"topic {topic} on {address(bootstrap)} has partitions without a leader after "
-                       f"{timeout:.0f} s")
+    raise TimeoutError(
+        f"topic {topic} on {address(bootstrap)} has partitions without a leader after {timeout:.0f} s"
+    )
 
 
 def produce(
@@ -145,8 +150,9 @@ def produce(
         producer.poll(0)
     remaining = producer.flush(timeout)
     if errors or remaining:
-        raise RuntimeError(f"producing to {topic} on {address(bootstrap)}: {remaining} unacked, "
-                           f"errors {errors[:3]}")
+        raise RuntimeError(
+            f"producing to {topic} on {address(bootstrap)}: {remaining} unacked, errors {errors[:3]}"
+        )
     return acked
 
 

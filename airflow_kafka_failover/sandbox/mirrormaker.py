@@ -109,8 +109,11 @@ class MirrorMaker:
                 line
                 for src, dst in self.heartbeat_flows()
                 if (src, dst) not in self.flows()
-                for line in (f"{src}->{dst}.topics = ^$", f"{src}->{dst}.groups = ^$",
-                             f"{src}->{dst}.emit.checkpoints.enabled = false")
+                for line in (
+                    f"{src}->{dst}.topics = ^$",
+                    f"{src}->{dst}.groups = ^$",
+                    f"{src}->{dst}.emit.checkpoints.enabled = false",
+                )
             ),
             f"topics = {self.settings.topics}",
             f"groups = {self.settings.groups}",

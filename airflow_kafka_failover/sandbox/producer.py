@@ -37,8 +37,16 @@ class SteadyProducer:
         ``security_config()``); none by default.
     """
 
-    def __init__(self, bootstraps: dict[str, str], topic: str, target: Callable[[], str], rate: float = 50.0,
-                 prefix: str = "r", partitions: int = 2, security: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        bootstraps: dict[str, str],
+        topic: str,
+        target: Callable[[], str],
+        rate: float = 50.0,
+        prefix: str = "r",
+        partitions: int = 2,
+        security: Mapping[str, str] | None = None,
+    ) -> None:
         self.bootstraps, self.topic, self.target = bootstraps, topic, target
         self.security = dict(security or {})
         self.rate, self.prefix, self.partitions = rate, prefix, partitions
@@ -58,11 +66,17 @@ class SteadyProducer:
         from confluent_kafka import Producer
 
         if cluster not in self._producers:
-            self._producers[cluster] = Producer({
-                "bootstrap.servers": self.bootstraps[cluster], "enable.idempotence": True, "linger.ms": 5,
-                "message.timeout.ms": 5000, "socket.connection.setup.timeout.ms": 2000, "log_level": 0,
-                **self.security,
-            })
+            self._producers[cluster] = Producer(
+                {
+                    "bootstrap.servers": self.bootstraps[cluster],
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "message.timeout.ms": 5000,
+                    "socket.connection.setup.timeout.ms": 2000,
+                    "log_level": 0,
+                    **self.security,
+                }
+            )
         return self._producers[cluster]
 
     def _run(self) -> None:
@@ -83,8 +97,13 @@ class SteadyProducer:
                         self.failed += 1
 
             try:
-                self._producer(cluster).produce(self.topic, value=value, key=record_id.encode(),
-                                                partition=n % self.partitions, on_delivery=delivered)
+                self._producer(cluster).produce(
+                    self.topic,
+                    value=value,
+                    key=record_id.encode(),
+                    partition=n % self.partitions,
+                    on_delivery=delivered,
+                )
             except BufferError:
                 with self._lock:
                     self.failed += 1
@@ -140,11 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=_bootstrap, required=True, help="the cluster, e.g. kafka-a:9092")
     parser.add_argument("--topic", required=True, help="an existing topic")
     parser.add_argument("--rate", type=_positive_rate, default=10.0, help="records per second (default: 10)")
-    parser.add_argument("--partitions", type=_positive_int, default=2,
-                        help="partitions of the topic, written round robin (default: 2)")
+    parser.add_argument(
+        "--partitions",
+        type=_positive_int,
+        default=2,
+        help="partitions of the topic, written round robin (default: 2)",
+    )
     # Ids must stay unique across restarts of the process, or the sink would count them as duplicates.
-    parser.add_argument("--prefix", default=f"p{int(time.time())}",
-                        help="record id prefix (default: p<start time in seconds>)")
+    parser.add_argument(
+        "--prefix",
+        default=f"p{int(time.time())}",
+        help="record id prefix (default: p<start time in seconds>)",
+    )
     args = parser.parse_args(argv)
     if not args.topic.strip():
         parser.error("--topic must not be empty")
@@ -152,10 +178,17 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    producer = SteadyProducer({"main": args.bootstrap}, args.topic, lambda: "main", rate=args.rate,
-                              prefix=args.prefix, partitions=args.partitions).start()
-    log.info("producing %g records/s to %s on %s (ids %s-<n>)", args.rate, args.topic, args.bootstrap,
-             args.prefix)
+    producer = SteadyProducer(
+        {"main": args.bootstrap},
+        args.topic,
+        lambda: "main",
+        rate=args.rate,
+        prefix=args.prefix,
+        partitions=args.partitions,
+    ).start()
+    log.info(
+        "producing %g records/s to %s on %s (ids %s-<n>)", args.rate, args.topic, args.bootstrap, args.prefix
+    )
     while not stop.wait(10.0):
         log.info("acknowledged %d, failed %d", len(producer.acked_ids), producer.failed)
     producer.stop()

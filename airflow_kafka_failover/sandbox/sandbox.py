@@ -67,8 +67,9 @@ class Sandbox:
         if len(set(clusters)) != 2:
             raise SandboxError(f"the sandbox needs two distinct cluster names, got {clusters!r}")
         if security is not None and security not in SECURITY_MODES:
-            raise SandboxError(f"unknown sandbox security {security!r}: use one of "
-                               f"{', '.join(SECURITY_MODES)}")
+            raise SandboxError(
+                f"unknown sandbox security {security!r}: use one of {', '.join(SECURITY_MODES)}"
+            )
         self.cluster_names = clusters
         self.requested_security = security
         self.security = security or "none"
@@ -88,7 +89,9 @@ class Sandbox:
         try:
             state = json.loads(self.state_file.read_text())
         except (OSError, ValueError) as exc:
-            raise SandboxError(f"{self.state_file} is unreadable ({exc}); run `kafka-failover sandbox down`") from exc
+            raise SandboxError(
+                f"{self.state_file} is unreadable ({exc}); run `kafka-failover sandbox down`"
+            ) from exc
         self.settings = ReplicationSettings(**state["replication"])
         self.cluster_names = tuple(state["clusters"])  # type: ignore[assignment]
         self.security = state.get("security", "none")
@@ -182,9 +185,11 @@ class Sandbox:
         """
         if self.brokers and self.is_up():
             if self.requested_security not in (None, self.security):
-                raise SandboxError(f"the sandbox in {self.run_dir} is already up with security "
-                                   f"{self.security!r}, not {self.requested_security!r}: run "
-                                   "`kafka-failover sandbox down` first")
+                raise SandboxError(
+                    f"the sandbox in {self.run_dir} is already up with security "
+                    f"{self.security!r}, not {self.requested_security!r}: run "
+                    "`kafka-failover sandbox down` first"
+                )
             log.info("Sandbox in %s is already up", self.run_dir)
             return self.info()
         self.security = self.requested_security or "none"
@@ -202,8 +207,13 @@ class Sandbox:
             for listener, advertised_port in extra_listeners.get(name, {}).items():
                 extra[listener] = (next(ports), f"127.0.0.1:{advertised_port}")
             self.brokers[name] = KafkaBroker(
-                name=name, run_dir=self.run_dir, port=port, controller_port=controller_port,
-                cluster_id=new_cluster_id(), extra_listeners=extra, login=self.login,
+                name=name,
+                run_dir=self.run_dir,
+                port=port,
+                controller_port=controller_port,
+                cluster_id=new_cluster_id(),
+                extra_listeners=extra,
+                login=self.login,
             )
         self._save_state()
         kafka_classpath()  # resolve jars once, before parallel broker starts need them
@@ -223,7 +233,9 @@ class Sandbox:
         for broker in brokers:
             for port in (broker.port, broker.controller_port):
                 # Connections of a just-killed broker can hold its port for a few seconds.
-                if not wait_until(lambda port=port: not port_in_use(port), PORT_RELEASE_WAIT_S, interval=0.25):
+                if not wait_until(
+                    lambda port=port: not port_in_use(port), PORT_RELEASE_WAIT_S, interval=0.25
+                ):
                     raise SandboxError(
                         f"port {port} of cluster {broker.name} is taken by another process; "
                         "run `kafka-failover sandbox down` and `up` again to pick new free ports"
@@ -285,7 +297,9 @@ class Sandbox:
         if not self.brokers:
             return
         self.mirrormaker.stop()
-        threads = [threading.Thread(target=b.process.stop, kwargs={"timeout": 8.0}) for b in self.brokers.values()]
+        threads = [
+            threading.Thread(target=b.process.stop, kwargs={"timeout": 8.0}) for b in self.brokers.values()
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -306,13 +320,18 @@ class Sandbox:
         """
         security: dict = {"mode": self.security}
         if self.login is not None:
-            security.update(protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", username=self.login.username)
+            security.update(
+                protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", username=self.login.username
+            )
             security["credentials_file"] = str(credentials_file(self.run_dir))
         return {
             "clusters": {name: {"bootstrap": broker.bootstrap} for name, broker in self.brokers.items()},
             "run_dir": str(self.run_dir),
             "security": security,
-            "replication": {"policy": self.settings.policy, "flows": [f"{s}->{d}" for s, d in self.mirrormaker.flows()]}
+            "replication": {
+                "policy": self.settings.policy,
+                "flows": [f"{s}->{d}" for s, d in self.mirrormaker.flows()],
+            }
             if self.brokers
             else {},
         }
@@ -331,7 +350,11 @@ class Sandbox:
             }
         if self.brokers:
             mm2 = self.mirrormaker.process
-            processes["mirrormaker"] = {"pid": mm2.pid(), "running": mm2.is_running(), "frozen": mm2.is_stopped()}
+            processes["mirrormaker"] = {
+                "pid": mm2.pid(),
+                "running": mm2.is_running(),
+                "frozen": mm2.is_stopped(),
+            }
         return {"run_dir": str(self.run_dir), "processes": processes}
 
     # ---- faults ------------------------------------------------------------------------------------

@@ -61,8 +61,12 @@ class ScramLogin:
 
     def client_config(self) -> dict[str, str]:
         """The confluent-kafka (librdkafka) settings that authenticate as this user."""
-        return {"security.protocol": PROTOCOL, "sasl.mechanism": MECHANISM, "sasl.username": self.username,
-                "sasl.password": self.password}
+        return {
+            "security.protocol": PROTOCOL,
+            "sasl.mechanism": MECHANISM,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+        }
 
     def jaas_config(self) -> str:
         """The Java client's ``sasl.jaas.config`` value for this user."""
@@ -71,8 +75,11 @@ class ScramLogin:
 
     def java_options(self) -> dict[str, str]:
         """The Java client's settings that authenticate as this user (MirrorMaker 2, the broker itself)."""
-        return {"security.protocol": PROTOCOL, "sasl.mechanism": MECHANISM,
-                "sasl.jaas.config": self.jaas_config()}
+        return {
+            "security.protocol": PROTOCOL,
+            "sasl.mechanism": MECHANISM,
+            "sasl.jaas.config": self.jaas_config(),
+        }
 
     def storage_argument(self) -> str:
         """The ``kafka-storage format --add-scram`` value that creates this user in the metadata log."""
@@ -80,8 +87,10 @@ class ScramLogin:
 
     def save(self, run_dir: Path) -> Path:
         """Write the credentials file (owner-only) into the run directory."""
-        return write_private(credentials_file(run_dir), json.dumps(
-            {"mechanism": MECHANISM, "username": self.username, "password": self.password}))
+        return write_private(
+            credentials_file(run_dir),
+            json.dumps({"mechanism": MECHANISM, "username": self.username, "password": self.password}),
+        )
 
     @classmethod
     def load(cls, run_dir: Path) -> ScramLogin:
@@ -91,9 +100,11 @@ class ScramLogin:
             data: Any = json.loads(path.read_text())
             return cls(str(data["username"]), str(data["password"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SandboxError(f"the SCRAM credentials of the sandbox in {run_dir} are unreadable "
-                               f"({type(exc).__name__} on {path}); run `kafka-failover sandbox down` and "
-                               "up again") from None
+            raise SandboxError(
+                f"the SCRAM credentials of the sandbox in {run_dir} are unreadable "
+                f"({type(exc).__name__} on {path}); run `kafka-failover sandbox down` and "
+                "up again"
+            ) from None
 
 
 def credentials_file(run_dir: Path) -> Path:

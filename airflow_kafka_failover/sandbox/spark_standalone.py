@@ -53,7 +53,9 @@ class SparkStandalone:
     def alive_workers(self) -> int:
         """Workers the master reports alive (from its web UI's JSON)."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.master_ui_port}/json/", timeout=2) as response:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.master_ui_port}/json/", timeout=2
+            ) as response:
                 return int(json.load(response).get("aliveworkers", 0))
         except (OSError, ValueError):
             return 0
@@ -64,26 +66,68 @@ class SparkStandalone:
         self.master_port, self.master_ui_port, worker_ui = free_ports(3)
         import pyspark  # deferred: only needed here; its folder is the SPARK_HOME of a PyPI install
 
-        env = {"SPARK_NO_DAEMONIZE": "1", "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(Path(pyspark.__file__).parent),
-               "PYSPARK_PYTHON": sys.executable}
-        self.master.start([self._spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                           "--port", str(self.master_port), "--webui-port", str(self.master_ui_port)], env=env)
-        if not wait_until(lambda: accepts_connections(self.master_port) or not self.master.is_running(), timeout) \
-                or not self.master.is_running():
+        env = {
+            "SPARK_NO_DAEMONIZE": "1",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_HOME": str(Path(pyspark.__file__).parent),
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        self.master.start(
+            [
+                self._spark_class(),
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.master_port),
+                "--webui-port",
+                str(self.master_ui_port),
+            ],
+            env=env,
+        )
+        if (
+            not wait_until(
+                lambda: accepts_connections(self.master_port) or not self.master.is_running(), timeout
+            )
+            or not self.master.is_running()
+        ):
             self.down()
-            raise SandboxError(f"the Spark master did not open port {self.master_port} within {timeout:.0f} s:\n"
-                               f"{self.master.log_tail()}")
+            raise SandboxError(
+                f"the Spark master did not open port {self.master_port} within {timeout:.0f} s:\n"
+                f"{self.master.log_tail()}"
+            )
         work_dir = self.run_dir / "spark-work"
         work_dir.mkdir(parents=True, exist_ok=True)
-        self.worker.start([self._spark_class(), "org.apache.spark.deploy.worker.Worker", self.master_url,
-                           "--host", "127.0.0.1", "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                           "--webui-port", str(worker_ui), "--work-dir", str(work_dir)], env=env)
+        self.worker.start(
+            [
+                self._spark_class(),
+                "org.apache.spark.deploy.worker.Worker",
+                self.master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(self.worker_cores),
+                "--memory",
+                self.worker_memory,
+                "--webui-port",
+                str(worker_ui),
+                "--work-dir",
+                str(work_dir),
+            ],
+            env=env,
+        )
         remaining = max(timeout - (time.monotonic() - started), 5.0)
-        if not wait_until(lambda: self.alive_workers() >= 1 or not self.worker.is_running(), remaining, interval=0.5) \
-                or self.alive_workers() < 1:
+        if (
+            not wait_until(
+                lambda: self.alive_workers() >= 1 or not self.worker.is_running(), remaining, interval=0.5
+            )
+            or self.alive_workers() < 1
+        ):
             tail = self.worker.log_tail()
             self.down()
-            raise SandboxError(f"no Spark worker registered with {self.master_url} within {timeout:.0f} s:\n{tail}")
+            raise SandboxError(
+                f"no Spark worker registered with {self.master_url} within {timeout:.0f} s:\n{tail}"
+            )
         log.info("Spark standalone cluster up at %s in %.1f s", self.master_url, time.monotonic() - started)
         return self.master_url
 

@@ -81,7 +81,10 @@ class _ClusterHealthSensor(BaseSensorOperator):
 
     def _validate_inputs(self, watch) -> None:
         """Fail before any waiting on a bad connection, or on topics the reachable cluster lacks."""
-        hooks = [watch.hook, *(h for h in (getattr(watch, "peer", None), getattr(watch, "active", None)) if h)]
+        hooks = [
+            watch.hook,
+            *(h for h in (getattr(watch, "peer", None), getattr(watch, "active", None)) if h),
+        ]
         for hook in hooks:
             _ = hook.client_config  # raises ConfigError naming the connection
         if not watch.topics:
@@ -89,7 +92,9 @@ class _ClusterHealthSensor(BaseSensorOperator):
         try:
             metadata = watch.hook.describe_cluster(watch.topics, timeout=watch.thresholds.probe_timeout)
         except Exception:  # noqa: BLE001 - unreachable now: nothing to validate against; probing decides
-            self.log.info("Cluster %s is not reachable now; topic names are checked once it answers", watch.cluster)
+            self.log.info(
+                "Cluster %s is not reachable now; topic names are checked once it answers", watch.cluster
+            )
             return
         if metadata.missing_topics:
             raise ConfigError(
@@ -216,7 +221,9 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
                 "require_corroboration=True needs peer_kafka_config_id (the cluster that receives "
                 f"{self.cluster_alias}'s MirrorMaker 2 heartbeats); set it, or set require_corroboration=False"
             )
-        heartbeats = self.heartbeats_topic or (f"{self.cluster_alias}.heartbeats" if self.peer_kafka_config_id else None)
+        heartbeats = self.heartbeats_topic or (
+            f"{self.cluster_alias}.heartbeats" if self.peer_kafka_config_id else None
+        )
         return {
             **super().watch_kwargs(),
             "peer_kafka_config_id": self.peer_kafka_config_id,
@@ -255,7 +262,11 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
 
     kind = "recovered"
     template_fields: Sequence[str] = (
-        "kafka_config_id", "active_kafka_config_id", "topics", "replicated_topics", "recorded_high_watermarks",
+        "kafka_config_id",
+        "active_kafka_config_id",
+        "topics",
+        "replicated_topics",
+        "recorded_high_watermarks",
     )
 
     def __init__(
@@ -287,15 +298,23 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
         )
 
         policy = for_name(self.replication_policy, self.separator)
-        bad = {k: v for k, v in dict(self.recorded_high_watermarks).items() if not isinstance(v, int) or v < 0}
+        bad = {
+            k: v for k, v in dict(self.recorded_high_watermarks).items() if not isinstance(v, int) or v < 0
+        }
         if bad:
-            raise ConfigError(f"recorded_high_watermarks must map 'topic-partition' to integers >= 0; bad: {bad}")
+            raise ConfigError(
+                f"recorded_high_watermarks must map 'topic-partition' to integers >= 0; bad: {bad}"
+            )
         location = self.offset_syncs_location
         return {
             **super().watch_kwargs(),
             "active_kafka_config_id": self.active_kafka_config_id,
-            "replicated_topics": {t: policy.remote_topic(self.active_alias, t) for t in self.replicated_topics},
-            "offset_syncs_topic": offset_syncs_topic(self.active_alias, self.cluster_alias, location, self.separator),
+            "replicated_topics": {
+                t: policy.remote_topic(self.active_alias, t) for t in self.replicated_topics
+            },
+            "offset_syncs_topic": offset_syncs_topic(
+                self.active_alias, self.cluster_alias, location, self.separator
+            ),
             "offset_syncs_on_watched": offset_syncs_cluster(self.active_alias, self.cluster_alias, location)
             == self.cluster_alias,
             "recorded_high_watermarks": dict(self.recorded_high_watermarks),

@@ -28,8 +28,15 @@ class StreamingJobProgressSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("handle", "position", "min_records")
     ui_color = "#e8fbe9"
 
-    def __init__(self, *, handle: Any, position: Mapping[str, Any] | str | None = None,
-                 min_records: int | str | None = None, poke_interval: float = 2.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        handle: Any,
+        position: Mapping[str, Any] | str | None = None,
+        min_records: int | str | None = None,
+        poke_interval: float = 2.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
         self.handle = handle
         self.position = position
@@ -59,8 +66,12 @@ class StreamingJobProgressSensor(BaseSensorOperator):
         behind = progress.reached(wanted)
         enough = (minimum is None or progress.records >= minimum) and progress.batch_id is not None
         if not behind and enough:
-            self.log.info("%s committed batch %s with %s records in total", handle.describe(), progress.batch_id,
-                          progress.records)
+            self.log.info(
+                "%s committed batch %s with %s records in total",
+                handle.describe(),
+                progress.batch_id,
+                progress.records,
+            )
             return True
         status = handle.status()
         if handle.is_alive() is False or status.get("state") in ("failed", "refused", "fenced", "stopped"):
@@ -69,7 +80,11 @@ class StreamingJobProgressSensor(BaseSensorOperator):
                 f"{status.get('reason', 'the process is gone')}) at batch {progress.batch_id} with "
                 f"{progress.records} records\n--- log tail ---\n{handle.log_tail()}"
             )
-        self.log.info("waiting: batch %s, %s records%s%s", progress.batch_id, progress.records,
-                      f" (< {minimum})" if minimum is not None and progress.records < minimum else "",
-                      f"; behind: {', '.join(behind[:5])}" if behind else "")
+        self.log.info(
+            "waiting: batch %s, %s records%s%s",
+            progress.batch_id,
+            progress.records,
+            f" (< {minimum})" if minimum is not None and progress.records < minimum else "",
+            f"; behind: {', '.join(behind[:5])}" if behind else "",
+        )
         return False

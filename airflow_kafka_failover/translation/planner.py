@@ -74,7 +74,9 @@ def route_topics(pair: PairConfig, source: str, target: str, topics: list[str]) 
             from_target = not pair.replication.has_flow(source, target)
         if from_target:
             if not pair.replication.has_flow(target, source) and not pair.replication.offset_preserving:
-                raise TranslationError(f"{topic} on {source} came from {target}, but no flow {target}->{source} exists")
+                raise TranslationError(
+                    f"{topic} on {source} came from {target}, but no flow {target}->{source} exists"
+                )
             upstream = policy.upstream_topic(topic) if pair.replication.policy == "default" else topic
             routes.append(TopicRoute(topic, upstream, "reverse"))
         else:
@@ -87,15 +89,23 @@ def route_topics(pair: PairConfig, source: str, target: str, topics: list[str]) 
 
 def _read_syncs(hook: KafkaClusterHook | None, topic: str, wanted: set[str], where: str) -> list[OffsetSync]:
     if hook is None:
-        log.warning("Offset syncs %s live on %s, which is not reachable: no offset_sync translation", topic, where)
+        log.warning(
+            "Offset syncs %s live on %s, which is not reachable: no offset_sync translation", topic, where
+        )
         return []
     try:
         records = list(hook.read_topic_to_end(topic))
     except Exception as exc:  # noqa: BLE001 - missing syncs only remove a method; the plan says so
-        log.warning("Cannot read offset syncs %s on %s (%s): no offset_sync translation from it", topic, where,
-                    f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "Cannot read offset syncs %s on %s (%s): no offset_sync translation from it",
+            topic,
+            where,
+            f"{type(exc).__name__}: {exc}",
+        )
         return []
-    syncs = [_decode(OffsetSync, r, topic, where) for r in records if r.key is not None and r.value is not None]
+    syncs = [
+        _decode(OffsetSync, r, topic, where) for r in records if r.key is not None and r.value is not None
+    ]
     return [sync for sync in syncs if sync.topic in wanted]
 
 
@@ -115,8 +125,12 @@ def _read_checkpoints(hook: KafkaClusterHook, topic: str, group: str, where: str
     try:
         records = list(hook.read_topic_to_end(topic))
     except Exception as exc:  # noqa: BLE001
-        log.warning("Cannot read checkpoints %s on %s (%s): no checkpoint translation", topic, where,
-                    f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "Cannot read checkpoints %s on %s (%s): no checkpoint translation",
+            topic,
+            where,
+            f"{type(exc).__name__}: {exc}",
+        )
         return []
     found = []
     for record in records:
@@ -151,7 +165,9 @@ def build_plan(
     routes = route_topics(pair, source, target, sorted(position.topics)) if position is not None else []
     target_counts = _target_topics(pair, target, target_hook, {route.target_topic for route in routes})
     if position is None:
-        log.warning("No committed batch: every partition on %s starts at %s", target, translation.initial_position)
+        log.warning(
+            "No committed batch: every partition on %s starts at %s", target, translation.initial_position
+        )
         return TranslationPlan.create(source, target, [], target_counts, translation.initial_position)
 
     by_source = {route.source_topic: route for route in routes}
@@ -181,7 +197,9 @@ def build_plan(
         )
     translations = translate_partitions(requests, list(translation.methods))
     _mark_replication_gaps(translations, requests)
-    return TranslationPlan.create(source, target, translations, target_counts, translation.untracked_partitions)
+    return TranslationPlan.create(
+        source, target, translations, target_counts, translation.untracked_partitions
+    )
 
 
 def _mark_replication_gaps(translations, requests) -> None:
@@ -209,7 +227,9 @@ def _mark_replication_gaps(translations, requests) -> None:
             translation.gap_records = lag
 
 
-def _target_topics(pair: PairConfig, target: str, hook: KafkaClusterHook, required: set[str]) -> dict[str, int]:
+def _target_topics(
+    pair: PairConfig, target: str, hook: KafkaClusterHook, required: set[str]
+) -> dict[str, int]:
     """Return partition counts of the topics the job will read on ``target``.
 
     Replicas of what the job read are required: without them its records are not there. The target's
@@ -272,16 +292,20 @@ def _mm2_evidence(pair, source, target, routes, hooks):
     forward_histories, reverse_histories, checkpoints = {}, {}, {}
     if forward_topics and not pair.replication.offset_preserving:
         stored = alias_to_name[offset_syncs_cluster(s_alias, t_alias, location)]
-        syncs = _read_syncs(hooks.get(stored), offset_syncs_topic(s_alias, t_alias, location, sep), forward_topics,
-                            stored)
+        syncs = _read_syncs(
+            hooks.get(stored), offset_syncs_topic(s_alias, t_alias, location, sep), forward_topics, stored
+        )
         forward_histories = sync_histories_by_partition(syncs)
         if "checkpoint" in pair.translation.methods:
-            found = _read_checkpoints(hooks[target], checkpoints_topic(s_alias, sep), pair.bookkeeping_group, target)
+            found = _read_checkpoints(
+                hooks[target], checkpoints_topic(s_alias, sep), pair.bookkeeping_group, target
+            )
             checkpoints = latest_checkpoints(found, pair.bookkeeping_group)
     if reverse_topics and not pair.replication.offset_preserving:
         stored = alias_to_name[offset_syncs_cluster(t_alias, s_alias, location)]
-        syncs = _read_syncs(hooks.get(stored), offset_syncs_topic(t_alias, s_alias, location, sep), reverse_topics,
-                            stored)
+        syncs = _read_syncs(
+            hooks.get(stored), offset_syncs_topic(t_alias, s_alias, location, sep), reverse_topics, stored
+        )
         reverse_histories = sync_histories_by_partition(syncs)
     return forward_histories, reverse_histories, checkpoints
 
@@ -316,14 +340,19 @@ def load_position(
     from airflow_kafka_failover.exceptions import ConfigError
     from airflow_kafka_failover.translation.spark_checkpoint import read_checkpoint
 
-    given = [name for name, value in (("checkpoint", checkpoint), ("position", position_json), ("group", group))
-             if value]
+    given = [
+        name
+        for name, value in (("checkpoint", checkpoint), ("position", position_json), ("group", group))
+        if value
+    ]
     if len(given) != 1:
         raise ConfigError(f"give exactly one of checkpoint, position or group; got {given or 'none'}")
     if checkpoint:
         reading = read_checkpoint(checkpoint)
         if reading.position is None:
-            log.warning("Checkpoint %s: %s; the configured initial position applies", checkpoint, reading.reason)
+            log.warning(
+                "Checkpoint %s: %s; the configured initial position applies", checkpoint, reading.reason
+            )
         return reading.position
     if position_json:
         return StreamPosition.from_json(position_json)

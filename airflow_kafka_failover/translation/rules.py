@@ -648,8 +648,14 @@ def translate_partition(
     if request.position == 0:
         # Nothing of this partition was processed (e.g. a replicated topic that was still empty): start at
         # the target's beginning, whatever the replication evidence, which an empty partition never has.
-        start = PartitionTranslation(request.source, 0, request.target, 0, TranslationMethod.NOTHING_PROCESSED.value,
-                                     redelivery_bound=0)
+        start = PartitionTranslation(
+            request.source,
+            0,
+            request.target,
+            0,
+            TranslationMethod.NOTHING_PROCESSED.value,
+            redelivery_bound=0,
+        )
         return start if request.watermarks is None else _clamp(start, request.watermarks)
     candidates = [_CANDIDATE_BUILDERS[method](request) for method in rank]
     return choose_translation(candidates, rank, request.watermarks)

@@ -30,8 +30,10 @@ PROGRESS_FILE = "progress.jsonl"
 _BATCH_FILE_NAME = re.compile(r"[0-9]+")
 _PARTITION_KEY = re.compile(r"[0-9]+")
 _WHERE_HINT = "check the path: a job's checkpoint is the folder <checkpoint_root>/<pair>/<cluster>/epoch-<n>"
-_DAMAGED_HINT = ("the job's position cannot be read from it: restore the checkpoint from a backup, or plan from "
-                 "the job's bookkeeping group instead (kafka-failover plan --group <group>)")
+_DAMAGED_HINT = (
+    "the job's position cannot be read from it: restore the checkpoint from a backup, or plan from "
+    "the job's bookkeeping group instead (kafka-failover plan --group <group>)"
+)
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,9 @@ class StreamPosition:
         try:
             data = json.loads(text)
         except (TypeError, json.JSONDecodeError) as err:
-            raise ConfigError(f"{where} is not valid JSON ({err}): {text!r}; expected e.g. "
-                              '{"orders": {"0": 12}}') from None
+            raise ConfigError(
+                f'{where} is not valid JSON ({err}): {text!r}; expected e.g. {{"orders": {{"0": 12}}}}'
+            ) from None
         offsets = kafka_offsets_from_json(data, where, ConfigError)
         if not offsets:
             example = '{"orders": {"0": 12}}'
@@ -130,9 +133,7 @@ def kafka_offsets_from_json(
 def _batch_ids(directory: Path) -> set[int]:
     with os.scandir(directory) as entries:
         return {
-            int(entry.name)
-            for entry in entries
-            if _BATCH_FILE_NAME.fullmatch(entry.name) and entry.is_file()
+            int(entry.name) for entry in entries if _BATCH_FILE_NAME.fullmatch(entry.name) and entry.is_file()
         }
 
 
@@ -269,11 +270,14 @@ def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
     """
     root = Path(path)
     if not root.is_dir():
-        raise CheckpointError(f"{root}: checkpoint directory does not exist (or is not a directory); {_WHERE_HINT}")
+        raise CheckpointError(
+            f"{root}: checkpoint directory does not exist (or is not a directory); {_WHERE_HINT}"
+        )
     offsets_dir, commits_dir = root / "offsets", root / "commits"
     if not offsets_dir.is_dir():
-        raise CheckpointError(f"{offsets_dir}: no offsets directory; is {root} a Spark streaming checkpoint? "
-                              f"{_WHERE_HINT}")
+        raise CheckpointError(
+            f"{offsets_dir}: no offsets directory; is {root} a Spark streaming checkpoint? {_WHERE_HINT}"
+        )
     planned = _batch_ids(offsets_dir)
     committed = _batch_ids(commits_dir) if commits_dir.is_dir() else set()
     complete = planned & committed

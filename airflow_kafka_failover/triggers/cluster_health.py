@@ -111,4 +111,6 @@ class ClusterHealthTrigger(BaseTrigger):
             self.log.info("%s watch of %s: %s", self.kind, watch.cluster, decision.reason)
 
         decision = await observe_until(watch, self.deadline, log_decision)
-        yield TriggerEvent(decision_event(self.kind, watch, decision, timed_out=not watch.conclusive(decision)))
+        yield TriggerEvent(
+            decision_event(self.kind, watch, decision, timed_out=not watch.conclusive(decision))
+        )

@@ -34,11 +34,19 @@ from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
 CONFIG_ENV = "AKF_PAIRS_CONFIG"
 START_DATE = datetime(2024, 1, 1)
 SWITCH_PARAMS = {
-    "force": Param(False, type="boolean", title="Force",
-                   description="Switch now, without waiting for the down (failover) or recovered (failback) verdict."),
-    "dry_run": Param(False, type="boolean", title="Dry run",
-                     description="Compute and show the plan only: the record, the job and the fencing marker stay "
-                                 "untouched."),
+    "force": Param(
+        False,
+        type="boolean",
+        title="Force",
+        description="Switch now, without waiting for the down (failover) or recovered (failback) verdict.",
+    ),
+    "dry_run": Param(
+        False,
+        type="boolean",
+        title="Dry run",
+        description="Compute and show the plan only: the record, the job and the fencing marker stay "
+        "untouched.",
+    ),
     "reason": Param("", type="string", title="Reason", description="Why; stored in the switch history."),
 }
 
@@ -60,8 +68,12 @@ class _Forceable:
     def execute(self, context: Any) -> Any:
         params = context.get("params") or {}
         if params.get("force") or params.get("dry_run"):
-            self.log.info("not waiting for the %s verdict (force=%s, dry_run=%s)", self.kind,
-                          params.get("force"), params.get("dry_run"))
+            self.log.info(
+                "not waiting for the %s verdict (force=%s, dry_run=%s)",
+                self.kind,
+                params.get("force"),
+                params.get("dry_run"),
+            )
             return None
         return super().execute(context)
 
@@ -80,8 +92,11 @@ class PairRecoveredSensor(_Forceable, KafkaClusterRecoveredSensor):
     def execute(self, context: Any) -> Any:
         record = context["ti"].xcom_pull(task_ids="gate") or {}
         self.recorded_high_watermarks = (record.get("watermarks") or {}).get(self.watched_cluster, {})
-        self.log.info("data-loss check against %s partitions recorded while %s was active",
-                      len(self.recorded_high_watermarks), self.watched_cluster)
+        self.log.info(
+            "data-loss check against %s partitions recorded while %s was active",
+            len(self.recorded_high_watermarks),
+            self.watched_cluster,
+        )
         return super().execute(context)
 
 
@@ -104,7 +119,9 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
     def snapshot(context: Any):
         from airflow_kafka_failover.record import ActiveRecord
 
-        return ActiveRecord.from_dict(context["ti"].xcom_pull(task_ids="gate"), tuple(pair.clusters), "gate XCom")
+        return ActiveRecord.from_dict(
+            context["ti"].xcom_pull(task_ids="gate"), tuple(pair.clusters), "gate XCom"
+        )
 
     @task(task_id="check_target")
     def check_target() -> None:
@@ -133,15 +150,23 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
         from airflow_kafka_failover.workflows import steps
 
         if context["params"].get("dry_run"):
-            raise AirflowSkipException("dry run: the plan is in the 'plan' task's log and XCom; nothing was started")
-        pair_now, fenced, planned = load(), context["ti"].xcom_pull(task_ids="fence_and_stop"), \
-            context["ti"].xcom_pull(task_ids="plan")
+            raise AirflowSkipException(
+                "dry run: the plan is in the 'plan' task's log and XCom; nothing was started"
+            )
+        pair_now, fenced, planned = (
+            load(),
+            context["ti"].xcom_pull(task_ids="fence_and_stop"),
+            context["ti"].xcom_pull(task_ids="plan"),
+        )
         _source, target = steps.direction(pair_now, kind)
         return steps.submit(pair_now, target, fenced["epoch"], planned["starting_offsets"])
 
     progress = StreamingJobProgressSensor(
-        task_id="wait_first_batch", handle="{{ ti.xcom_pull(task_ids='submit') }}", poke_interval=2,
-        timeout=pair.job.first_batch_timeout_seconds, pool=pool,
+        task_id="wait_first_batch",
+        handle="{{ ti.xcom_pull(task_ids='submit') }}",
+        poke_interval=2,
+        timeout=pair.job.first_batch_timeout_seconds,
+        pool=pool,
     )
 
     @task(task_id="commit", pool=pool, outlets=[pair_asset(name)])
@@ -151,10 +176,21 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
 
         ti = context["ti"]
         params = steps.SwitchParams.from_params(context["params"])
-        record = steps.commit(load(), kind, snapshot(context), ti.xcom_pull(task_ids="submit"),
-                              ti.xcom_pull(task_ids="plan"), params, _triggered_by(context))
-        context["outlet_events"][pair_asset(name)].extra = {"pair": name, "active": record.active,
-                                                            "epoch": record.epoch, "kind": kind}
+        record = steps.commit(
+            load(),
+            kind,
+            snapshot(context),
+            ti.xcom_pull(task_ids="submit"),
+            ti.xcom_pull(task_ids="plan"),
+            params,
+            _triggered_by(context),
+        )
+        context["outlet_events"][pair_asset(name)].extra = {
+            "pair": name,
+            "active": record.active,
+            "epoch": record.epoch,
+            "kind": kind,
+        }
         return describe(record)
 
     gate >> wait >> check_target() >> fence_and_stop() >> plan() >> submit() >> progress >> commit()
@@ -173,9 +209,11 @@ def down_corroboration(pair: PairConfig) -> dict[str, Any]:
     from airflow_kafka_failover.translation.replication_policy import remote_heartbeats_topic
 
     primary = pair.cluster(pair.primary)
-    return {"peer_kafka_config_id": pair.cluster(pair.standby).connection,
-            "heartbeats_topic": remote_heartbeats_topic(primary.alias, pair.replication.separator),
-            "require_corroboration": False}
+    return {
+        "peer_kafka_config_id": pair.cluster(pair.standby).connection,
+        "heartbeats_topic": remote_heartbeats_topic(primary.alias, pair.replication.separator),
+        "require_corroboration": False,
+    }
 
 
 def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
@@ -187,27 +225,52 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
         dag_id=f"kafka_failover_{pair.name}_{kind}",
         description=f"{kind} of pair {pair.name}: move the streaming job from {source} to {target}",
         schedule="@continuous" if pair.switch.automatic else None,
-        start_date=START_DATE, catchup=False, max_active_runs=1, params=SWITCH_PARAMS,
-        render_template_as_native_obj=True, tags=["kafka-failover", pair.name, kind],
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        params=SWITCH_PARAMS,
+        render_template_as_native_obj=True,
+        tags=["kafka-failover", pair.name, kind],
         doc_md=__doc__,
     ) as dag:
-        gate = ActiveRecordGate(task_id="gate", config_path=config_path, pair_name=pair.name, kind=kind,
-                                mode="reschedule", poke_interval=15, timeout=watch_timeout, soft_fail=True)
+        gate = ActiveRecordGate(
+            task_id="gate",
+            config_path=config_path,
+            pair_name=pair.name,
+            kind=kind,
+            mode="reschedule",
+            poke_interval=15,
+            timeout=watch_timeout,
+            soft_fail=True,
+        )
         if kind == "failover":
             wait = PairDownSensor(
-                task_id="wait_for_down", kafka_config_id=primary.connection, cluster_alias=primary.alias,
-                thresholds=pair.health, deferrable=True, timeout=watch_timeout, soft_fail=True,
+                task_id="wait_for_down",
+                kafka_config_id=primary.connection,
+                cluster_alias=primary.alias,
+                thresholds=pair.health,
+                deferrable=True,
+                timeout=watch_timeout,
+                soft_fail=True,
                 **down_corroboration(pair),
             )
         else:
             active = pair.cluster(pair.standby)
             wait = PairRecoveredSensor(
-                task_id="wait_for_recovery", watched_cluster=pair.primary, kafka_config_id=primary.connection,
-                cluster_alias=primary.alias, active_kafka_config_id=active.connection, active_alias=active.alias,
-                replicated_topics=list(pair.topics), replication_policy=pair.replication.policy,
+                task_id="wait_for_recovery",
+                watched_cluster=pair.primary,
+                kafka_config_id=primary.connection,
+                cluster_alias=primary.alias,
+                active_kafka_config_id=active.connection,
+                active_alias=active.alias,
+                replicated_topics=list(pair.topics),
+                replication_policy=pair.replication.policy,
                 separator=pair.replication.separator,
-                offset_syncs_location=pair.replication.offset_syncs_location, thresholds=pair.health,
-                deferrable=True, timeout=watch_timeout, soft_fail=True,
+                offset_syncs_location=pair.replication.offset_syncs_location,
+                thresholds=pair.health,
+                deferrable=True,
+                timeout=watch_timeout,
+                soft_fail=True,
             )
         _switch_tasks(config_path, pair, kind, gate, wait)
     return dag
@@ -218,9 +281,14 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
     name = pair.name
 
     with DAG(
-        dag_id=f"kafka_failover_{name}_start", description=f"start the streaming job of pair {name}",
-        schedule=None, start_date=START_DATE, catchup=False, max_active_runs=1,
-        params={"reason": SWITCH_PARAMS["reason"]}, render_template_as_native_obj=True,
+        dag_id=f"kafka_failover_{name}_start",
+        description=f"start the streaming job of pair {name}",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        params={"reason": SWITCH_PARAMS["reason"]},
+        render_template_as_native_obj=True,
         tags=["kafka-failover", name, "start"],
     ) as dag:
 
@@ -233,7 +301,9 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
 
         handle = start()
         progress = StreamingJobProgressSensor(
-            task_id="wait_first_batch", handle="{{ ti.xcom_pull(task_ids='start')['job'] }}", poke_interval=2,
+            task_id="wait_first_batch",
+            handle="{{ ti.xcom_pull(task_ids='start')['job'] }}",
+            poke_interval=2,
             timeout=pair.job.first_batch_timeout_seconds,
         )
 
@@ -243,8 +313,12 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
             from airflow_kafka_failover.workflows import starting
 
             record = starting.record_job(load_pair(config_path, name), started)
-            context["outlet_events"][pair_asset(name)].extra = {"pair": name, "active": record["active"],
-                                                                "epoch": record["epoch"], "kind": "start"}
+            context["outlet_events"][pair_asset(name)].extra = {
+                "pair": name,
+                "active": record["active"],
+                "epoch": record["epoch"],
+                "kind": "start",
+            }
             return record
 
         handle >> progress >> commit(handle)
@@ -256,7 +330,10 @@ def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, D
     path = str(config_path or default_config_path())
     dags: dict[str, DAG] = {}
     for pair in load_pairs(path).values():
-        for dag in (build_start_dag(path, pair), build_switch_dag(path, pair, "failover"),
-                    build_switch_dag(path, pair, "failback")):
+        for dag in (
+            build_start_dag(path, pair),
+            build_switch_dag(path, pair, "failover"),
+            build_switch_dag(path, pair, "failback"),
+        ):
             dags[dag.dag_id] = dag
     return dags

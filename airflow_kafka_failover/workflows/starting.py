@@ -18,11 +18,19 @@ def start_job(pair: PairConfig) -> dict[str, Any]:
 
     record = load_record(pair)
     if record.job and JobHandle.from_dict(record.job).is_alive():
-        log.info("the recorded job is running (%s); nothing to start", JobHandle.from_dict(record.job).describe())
+        log.info(
+            "the recorded job is running (%s); nothing to start", JobHandle.from_dict(record.job).describe()
+        )
         return {"epoch": record.epoch, "job": record.job, "started": False}
     initial = pair.translation.initial_position
-    log.info("starting the job of pair %s on %s at epoch %s (a new checkpoint starts at %s; an existing one of "
-             "this epoch is resumed)", pair.name, record.active, record.epoch, initial)
+    log.info(
+        "starting the job of pair %s on %s at epoch %s (a new checkpoint starts at %s; an existing one of "
+        "this epoch is resumed)",
+        pair.name,
+        record.active,
+        record.epoch,
+        initial,
+    )
     handle = submit(pair, record.active, record.epoch, initial)
     return {"epoch": record.epoch, "job": handle, "started": True}
 

@@ -83,15 +83,25 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
     current = marker.read()
     expected = None if current is None and record.epoch == 0 else record.epoch
     fence = marker.advance(expected, new_epoch, target)
-    log.info("fence of pair %s at epoch %s for %s: a job of an older epoch stops at its next check",
-             pair.name, fence.epoch, fence.cluster)
-    timeout = min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S) if kind == FAILOVER \
+    log.info(
+        "fence of pair %s at epoch %s for %s: a job of an older epoch stops at its next check",
+        pair.name,
+        fence.epoch,
+        fence.cluster,
+    )
+    timeout = (
+        min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S)
+        if kind == FAILOVER
         else pair.job.stop_timeout_seconds
+    )
     try:
         outcome = StreamingJobHook(pair.job.spark_connection).stop(record.job, timeout)
     except Exception as exc:  # noqa: BLE001 - best effort: the fence stops it when it can read the marker
-        log.warning("could not stop the old job (%s); the fence at epoch %s stops it at its next check", exc,
-                    new_epoch)
+        log.warning(
+            "could not stop the old job (%s); the fence at epoch %s stops it at its next check",
+            exc,
+            new_epoch,
+        )
         outcome = f"unreachable: {exc}"
     return {"epoch": new_epoch, "stop": outcome}
 
@@ -115,10 +125,14 @@ def check_target(pair: PairConfig, kind: str) -> None:
         return
     source_up = _hook_if_reachable(pair, source, timeout=5.0) is not None
     if not source_up:
-        raise FailoverError(f"both clusters of pair {pair.name!r} are down ({source} and {target} do not answer); "
-                            "no switch is possible: bring one of them back")
-    raise FailoverError(f"the {kind} target {target} of pair {pair.name!r} does not answer while {source} does; "
-                        "not switching to a dead cluster")
+        raise FailoverError(
+            f"both clusters of pair {pair.name!r} are down ({source} and {target} do not answer); "
+            "no switch is possible: bring one of them back"
+        )
+    raise FailoverError(
+        f"the {kind} target {target} of pair {pair.name!r} does not answer while {source} does; "
+        "not switching to a dead cluster"
+    )
 
 
 def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) -> dict[str, Any]:
@@ -130,10 +144,14 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
     source, target = direction(pair, kind)
     position = load_position(checkpoint=record.checkpoint) if record.checkpoint else None
     if position is None:
-        log.info("no committed position of the old job; every partition starts at %s",
-                 pair.translation.initial_position)
-    hooks = {source: _hook_if_reachable(pair, source, timeout=1.5),
-             target: KafkaClusterHook(pair.cluster(target).connection)}
+        log.info(
+            "no committed position of the old job; every partition starts at %s",
+            pair.translation.initial_position,
+        )
+    hooks = {
+        source: _hook_if_reachable(pair, source, timeout=1.5),
+        target: KafkaClusterHook(pair.cluster(target).connection),
+    }
     started = time.monotonic()
     plan = build_plan(pair, source, target, position, hooks)
     while plan.has_gaps and pair.switch.on_gap == "wait" and not dry_run:
@@ -144,32 +162,55 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
                 f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore replication, "
                 "raise switch.gap_wait_seconds, or set on_gap: proceed to accept the loss"
             )
-        log.info("gap: %s records of %s partitions not on %s yet; re-planning in 5 s", plan.total_gap_records,
-                 len(plan.gaps), target)
+        log.info(
+            "gap: %s records of %s partitions not on %s yet; re-planning in 5 s",
+            plan.total_gap_records,
+            len(plan.gaps),
+            target,
+        )
         time.sleep(5)
         plan = build_plan(pair, source, target, position, hooks)
     gap = plan.total_gap_records
     if gap:
-        log.warning("proceeding with a gap (on_gap: %s): %s offsets of %s partitions are missing on %s (see the "
-                    "plan's gap column); records the source held beyond them are only on %s until it returns",
-                    pair.switch.on_gap, gap, len(plan.gaps), target, source)
+        log.warning(
+            "proceeding with a gap (on_gap: %s): %s offsets of %s partitions are missing on %s (see the "
+            "plan's gap column); records the source held beyond them are only on %s until it returns",
+            pair.switch.on_gap,
+            gap,
+            len(plan.gaps),
+            target,
+            source,
+        )
     log.info("plan %s -> %s:\n%s", source, target, plan.to_table())
     watermarks = _known_watermarks(pair, source, position, hooks[source])
     summary = plan.summary()
     old_job = record.job or {}
-    uncommitted = uncommitted_output_records(record.checkpoint, old_job["sink_root"], old_job["epoch"]) \
-        if record.checkpoint and old_job.get("sink_root") else 0
+    uncommitted = (
+        uncommitted_output_records(record.checkpoint, old_job["sink_root"], old_job["epoch"])
+        if record.checkpoint and old_job.get("sink_root")
+        else 0
+    )
     summary["uncommitted_output_records"] = uncommitted
     summary["max_duplicates"] = None if plan.max_redelivery is None else plan.max_redelivery + uncommitted
     if uncommitted:
-        log.info("the old job wrote %s records in batches it never committed; they are read again", uncommitted)
-    return {"plan": plan.to_json(), "summary": summary, "starting_offsets": plan.to_spark_starting_offsets(),
-            "gap_records": gap, "source_watermarks": watermarks, "dry_run": dry_run}
+        log.info(
+            "the old job wrote %s records in batches it never committed; they are read again", uncommitted
+        )
+    return {
+        "plan": plan.to_json(),
+        "summary": summary,
+        "starting_offsets": plan.to_spark_starting_offsets(),
+        "gap_records": gap,
+        "source_watermarks": watermarks,
+        "dry_run": dry_run,
+    }
 
 
 def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -> dict[str, int]:
     """What the source is known to hold: the job's position, raised to its high watermarks when reachable."""
-    marks = {f"{tp.topic}-{tp.partition}": offset for tp, offset in (position.offsets.items() if position else [])}
+    marks = {
+        f"{tp.topic}-{tp.partition}": offset for tp, offset in (position.offsets.items() if position else [])
+    }
     if hook is None:
         return marks
     try:
@@ -191,13 +232,23 @@ def job_request(pair: PairConfig, cluster: str, epoch: int, starting_offsets: An
 
     job = pair.job
     return JobRequest(
-        pair=pair.name, cluster=cluster, epoch=epoch, kafka_conn_id=pair.cluster(cluster).connection,
-        sink_root=job.sink_root, checkpoint_root=job.checkpoint_root, run_root=job.run_root,
-        fencing_marker=job.fencing_marker, application=job.application or str(JOB_APPLICATION),
-        topics=tuple(pair.topics_on(cluster)), starting_offsets=starting_offsets,
-        bookkeeping_group=pair.bookkeeping_group, record_id_field=job.record_id_field,
-        kafka_options=dict(job.kafka_options), max_offsets_per_trigger=job.max_offsets_per_trigger,
-        trigger_interval_s=job.trigger_interval_seconds, startup_timeout=job.startup_timeout_seconds,
+        pair=pair.name,
+        cluster=cluster,
+        epoch=epoch,
+        kafka_conn_id=pair.cluster(cluster).connection,
+        sink_root=job.sink_root,
+        checkpoint_root=job.checkpoint_root,
+        run_root=job.run_root,
+        fencing_marker=job.fencing_marker,
+        application=job.application or str(JOB_APPLICATION),
+        topics=tuple(pair.topics_on(cluster)),
+        starting_offsets=starting_offsets,
+        bookkeeping_group=pair.bookkeeping_group,
+        record_id_field=job.record_id_field,
+        kafka_options=dict(job.kafka_options),
+        max_offsets_per_trigger=job.max_offsets_per_trigger,
+        trigger_interval_s=job.trigger_interval_seconds,
+        startup_timeout=job.startup_timeout_seconds,
     )
 
 
@@ -205,9 +256,15 @@ def job_hook(pair: PairConfig):
     from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 
     job = pair.job
-    return StreamingJobHook(job.spark_connection, conf=dict(job.spark_conf), jars=job.jars, packages=job.packages,
-                            driver_memory=job.driver_memory, executor_memory=job.executor_memory,
-                            total_executor_cores=job.total_executor_cores)
+    return StreamingJobHook(
+        job.spark_connection,
+        conf=dict(job.spark_conf),
+        jars=job.jars,
+        packages=job.packages,
+        driver_memory=job.driver_memory,
+        executor_memory=job.executor_memory,
+        total_executor_cores=job.total_executor_cores,
+    )
 
 
 def submit(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) -> dict[str, Any]:
@@ -215,15 +272,32 @@ def submit(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) ->
     return job_request(pair, cluster, epoch, starting_offsets).submit(job_hook(pair)).to_dict()
 
 
-def commit(pair: PairConfig, kind: str, record: ActiveRecord, handle: dict[str, Any], plan: dict[str, Any],
-           params: SwitchParams, triggered_by: str) -> ActiveRecord:
+def commit(
+    pair: PairConfig,
+    kind: str,
+    record: ActiveRecord,
+    handle: dict[str, Any],
+    plan: dict[str, Any],
+    params: SwitchParams,
+    triggered_by: str,
+) -> ActiveRecord:
     """Write the switched record (compare-and-set on the epoch the switch started from)."""
     from airflow_kafka_failover.record_store import commit_record
 
     source, target = direction(pair, kind)
-    entry = {"kind": kind, "reason": params.reason or ("forced" if params.force else f"automatic {kind}"),
-             "triggered_by": triggered_by, "forced": params.force, "plan": plan["summary"],
-             "gap_records": plan["gap_records"]}
-    new = record.switched(to=target, job=handle, checkpoint=handle["checkpoint"], entry=entry,
-                          watermarks={source: plan["source_watermarks"]})
+    entry = {
+        "kind": kind,
+        "reason": params.reason or ("forced" if params.force else f"automatic {kind}"),
+        "triggered_by": triggered_by,
+        "forced": params.force,
+        "plan": plan["summary"],
+        "gap_records": plan["gap_records"],
+    }
+    new = record.switched(
+        to=target,
+        job=handle,
+        checkpoint=handle["checkpoint"],
+        entry=entry,
+        watermarks={source: plan["source_watermarks"]},
+    )
     return commit_record(pair, record.epoch, new)

@@ -37,7 +37,9 @@ atexit.register(_stop_everything)
 
 
 def start_sandbox(
-    name: str, settings: ReplicationSettings | None = None, extra_listeners: dict[str, dict[str, int]] | None = None
+    name: str,
+    settings: ReplicationSettings | None = None,
+    extra_listeners: dict[str, dict[str, int]] | None = None,
 ) -> Sandbox:
     """Start a sandbox in its own run directory and remember it for teardown."""
     sandbox = Sandbox(RUN_ROOT / name, settings=settings)
@@ -86,8 +88,9 @@ def airflow_home() -> Iterator[Path]:
     yield home
 
 
-def run_dag_test(airflow_home: Path, dag_source: str, dag_id: str, timeout: float = 300,
-                 run_conf: dict | None = None) -> tuple[str, str]:
+def run_dag_test(
+    airflow_home: Path, dag_source: str, dag_id: str, timeout: float = 300, run_conf: dict | None = None
+) -> tuple[str, str]:
     """Write a DAG file into the dags folder and run it with ``dag.test()`` in a fresh Python process.
 
     :param run_conf: the run's conf (the Params of a manual trigger).
@@ -104,8 +107,12 @@ def run_dag_test(airflow_home: Path, dag_source: str, dag_id: str, timeout: floa
         + f"\n\nif __name__ == '__main__':\n    run = dag.test(run_conf={run_conf!r})\n"
         + "    print('DAG_RUN_STATE', run.state)\n"
     )
-    env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
     env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
     try:
         result = subprocess.run(

@@ -35,21 +35,33 @@ class JobWorld:
     def fence(self) -> Path:
         return self.root / "fence.json"
 
-    def submit_operator(self, cluster: str, epoch: int, topics: list[str], starting_offsets: Any,
-                        **overrides: Any) -> SubmitStreamingJobOperator:
+    def submit_operator(
+        self, cluster: str, epoch: int, topics: list[str], starting_offsets: Any, **overrides: Any
+    ) -> SubmitStreamingJobOperator:
         options = dict(
-            task_id=f"submit_{cluster}_{epoch}", pair=self.pair, cluster=cluster, epoch=epoch,
-            kafka_conn_id=self.kafka_conns[cluster], topics=topics, starting_offsets=starting_offsets,
-            sink_root=str(self.sink), checkpoint_root=str(self.root / "checkpoints"),
-            run_root=str(self.root / "runs"), fencing_marker=str(self.fence),
-            bookkeeping_group=self.group or f"bk-{self.pair}", trigger_interval_s=1.0,
-            spark_conn_id=self.spark_conn, conf=TEST_SPARK_CONF, startup_timeout=240,
+            task_id=f"submit_{cluster}_{epoch}",
+            pair=self.pair,
+            cluster=cluster,
+            epoch=epoch,
+            kafka_conn_id=self.kafka_conns[cluster],
+            topics=topics,
+            starting_offsets=starting_offsets,
+            sink_root=str(self.sink),
+            checkpoint_root=str(self.root / "checkpoints"),
+            run_root=str(self.root / "runs"),
+            fencing_marker=str(self.fence),
+            bookkeeping_group=self.group or f"bk-{self.pair}",
+            trigger_interval_s=1.0,
+            spark_conn_id=self.spark_conn,
+            conf=TEST_SPARK_CONF,
+            startup_timeout=240,
         )
         options.update(overrides)
         return SubmitStreamingJobOperator(**options)
 
-    def submit(self, cluster: str, epoch: int, topics: list[str], starting_offsets: Any,
-               **overrides: Any) -> dict[str, Any]:
+    def submit(
+        self, cluster: str, epoch: int, topics: list[str], starting_offsets: Any, **overrides: Any
+    ) -> dict[str, Any]:
         handle = self.submit_operator(cluster, epoch, topics, starting_offsets, **overrides).execute({})
         self.submitted.append(handle)
         return handle

@@ -17,8 +17,9 @@ __all__ = ["TEST_HEALTH", "RunningDag", "Story", "new_pair_story", "timed"]
 
 
 class Story(_Story):
-    def run(self, kind: str, timeout: float = 420, env: dict[str, str] | None = None,
-            **conf: Any) -> tuple[str, str]:
+    def run(
+        self, kind: str, timeout: float = 420, env: dict[str, str] | None = None, **conf: Any
+    ) -> tuple[str, str]:
         running = self.start_run(kind, env, **conf)
         state, output = running.wait(timeout)
         print(f"{kind} run: {state}; log {running.log_path}")
@@ -27,7 +28,9 @@ class Story(_Story):
     def check_no_loss(self, timeout: float = 120) -> dict[str, int]:
         """Wait until every id acknowledged so far is in the sink; fail naming the count otherwise."""
         counts = self.wait_for_sink(timeout)
-        assert counts["lost"] == 0, f"{counts['lost']} acknowledged ids missing from the sink after {timeout} s"
+        assert counts["lost"] == 0, (
+            f"{counts['lost']} acknowledged ids missing from the sink after {timeout} s"
+        )
         return counts
 
 
@@ -39,7 +42,9 @@ def timed(story: Story, label: str, fault_at: float, cluster: str, epoch: int, o
 
 
 @contextmanager
-def new_pair_story(sandbox: Any, airflow_home: Path, root: Path, prefix: str, rate: float = 40.0) -> Iterator[Story]:
+def new_pair_story(
+    sandbox: Any, airflow_home: Path, root: Path, prefix: str, rate: float = 40.0
+) -> Iterator[Story]:
     """The story of a fresh pair ``<prefix><random>`` on ``sandbox``: its config written, its topic created and
     a steady producer running; on the way out the producer and every job run of the pair are stopped."""
     pair = f"{prefix}{uuid.uuid4().hex[:6]}"

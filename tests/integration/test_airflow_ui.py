@@ -42,8 +42,16 @@ from tests.integration.waiting import wait_for
 pytestmark = [pytest.mark.sandbox, pytest.mark.spark]
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SCREENSHOT = REPO / "results" / "airflow_ui_dry_run_plan.png"
 START_DAG, FAILOVER_DAG = f"kafka_failover_{PAIR}_start", f"kafka_failover_{PAIR}_failover"
 RECORD_VARIABLE = f"kafka_failover.{PAIR}.active_record"
@@ -68,8 +76,9 @@ class Launcher:
         """Call Airflow's API as the admin user (POST when ``body`` is given)."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Authorization": f"Bearer {self.airflow.token()}", "Content-Type": "application/json"}
-        request = urllib.request.Request(self.airflow.url + path, data=data, headers=headers,
-                                         method="GET" if body is None else "POST")
+        request = urllib.request.Request(
+            self.airflow.url + path, data=data, headers=headers, method="GET" if body is None else "POST"
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
@@ -78,6 +87,7 @@ class Launcher:
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float) -> str:
         """Wait for the run to end; return its state."""
+
         def ended() -> str | None:
             state = self.api(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
             return state if state in ("success", "failed") else None
@@ -110,16 +120,32 @@ def launcher() -> Iterator[Launcher]:
     started_at = time.monotonic()
     with open(log_path, "wb") as log_handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "airflow_kafka_failover.local_airflow", "--port", str(port), "--run-dir",
-             str(run_dir), "--produce-rate", "5"],
-            stdout=log_handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            [
+                sys.executable,
+                "-m",
+                "airflow_kafka_failover.local_airflow",
+                "--port",
+                str(port),
+                "--run-dir",
+                str(run_dir),
+                "--produce-rate",
+                "5",
+            ],
+            stdout=log_handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
             start_new_session=True,
         )
     airflow = LocalAirflow(run_dir, port)
     launched = Launcher(process, log_path, airflow, {}, started_at)
     try:
-        wait_for(lambda: airflow.ready_file.exists() or process.poll() is not None, 360,
-                 "the launcher's ready.json", interval=1.0)
+        wait_for(
+            lambda: airflow.ready_file.exists() or process.poll() is not None,
+            360,
+            "the launcher's ready.json",
+            interval=1.0,
+        )
         assert process.poll() is None, f"launcher exited ({process.returncode}):\n{launched.output()[-4000:]}"
         launched.ready = json.loads(airflow.ready_file.read_text())
         print(f"launcher ready in {time.monotonic() - started_at:.0f} s at {airflow.url}")
@@ -138,8 +164,11 @@ def browser_page(tmp_path: Path) -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000},
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
         )
         try:
             page = context.new_page()
@@ -213,8 +242,10 @@ def test_dry_run_from_the_trigger_form_shows_the_plan(launcher: Launcher, browse
     assert state == "success", states
     assert (states["plan"], states["submit"], states["commit"]) == ("success", "skipped", "skipped"), states
     text = show_plan_log(browser_page, launcher, run["dag_run_id"])
-    print(f"start DAG {started - began:.0f} s, dry run through the UI {time.monotonic() - started:.0f} s; "
-          f"screenshot {SCREENSHOT}")
+    print(
+        f"start DAG {started - began:.0f} s, dry run through the UI {time.monotonic() - started:.0f} s; "
+        f"screenshot {SCREENSHOT}"
+    )
 
     # Every partition of every target topic, with its start offset and the method that found it.
     assert re.search(r"source\s+offset\s+target\s+start\s+method", text), text[-3000:]

@@ -35,8 +35,19 @@ def test_ctrl_c_while_the_failover_dag_watches_stops_everything(tmp_path):
     run_dir = RUN_ROOT / "demo-interrupt"
     log = tmp_path / "demo.log"
     with open(log, "w") as out:
-        demo = subprocess.Popen([sys.executable, "-m", "airflow_kafka_failover.demo", "--run-dir", str(run_dir),
-                                 "--results", str(tmp_path / "results")], stdout=out, stderr=subprocess.STDOUT)
+        demo = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "airflow_kafka_failover.demo",
+                "--run-dir",
+                str(run_dir),
+                "--results",
+                str(tmp_path / "results"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 300
             while "its down sensor is watching A" not in log.read_text():

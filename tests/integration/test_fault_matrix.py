@@ -128,8 +128,14 @@ def make_the_recorded_job_unreachable(story: Story) -> JobHandle:
     real = JobHandle.from_dict(record["job"])
     gone = story.root / "cluster-manager-gone"
     gone.write_text("a regular file: no stop request can be written under it\n")
-    record["job"] = {**record["job"], "deploy_mode": "cluster", "master": f"spark://127.0.0.1:{free_ports(1)[0]}",
-                     "driver_id": "driver-unreachable", "application_id": None, "run_dir": str(gone / "run")}
+    record["job"] = {
+        **record["job"],
+        "deploy_mode": "cluster",
+        "master": f"spark://127.0.0.1:{free_ports(1)[0]}",
+        "driver_id": "driver-unreachable",
+        "application_id": None,
+        "run_dir": str(gone / "run"),
+    }
     write_variable(story.airflow_home, f"kafka_failover.{story.pair}.active_record", record)
     return real
 
@@ -190,16 +196,23 @@ def test_4_racing_failovers_commit_one_switch(story):
     # no-op: when both reach the same epoch together, the loser's submit adopts the winner's job) or
     # another one (fails naming the winner). The commit holds the marker's lock, so it writes once.
     assert states in (["success", "success"], ["failed", "success"]), states
-    assert any(text in outputs for text in ("is already active at epoch", "already holds this switch",
-                                            "another switch won", "adopting it instead of starting another")
-               ), outputs[-6000:]
+    assert any(
+        text in outputs
+        for text in (
+            "is already active at epoch",
+            "already holds this switch",
+            "another switch won",
+            "adopting it instead of starting another",
+        )
+    ), outputs[-6000:]
     story.counts["racing"] = story.check_no_loss()
 
 
 def test_5_a_job_crashing_after_the_switch_fails_the_run_and_a_rerun_recovers(story):
     before = story.record()
-    state, output = story.run("failback", env={"AKF_JOB_FAULT": "exit-after-sink:0"}, force=True,
-                              reason="the new job crashes")
+    state, output = story.run(
+        "failback", env={"AKF_JOB_FAULT": "exit-after-sink:0"}, force=True, reason="the new job crashes"
+    )
     assert state == "failed"
     assert "is not running" in output and "--- log tail ---" in output, output[-6000:]
     job_log = story.root / "runs" / story.pair / "A" / "epoch-4" / "logs" / "job.log"
@@ -267,5 +280,6 @@ def test_8_failback_after_the_gap_loses_nothing(story):
     story.counts["after failback"] = counts
     assert counts["without_id"] == 0
     assert story.census.violations == []
-    Path(story.root / "census.json").write_text(json.dumps(
-        {"max_alive": story.census.max_alive, "max_current_epoch": story.census.max_current}))
+    Path(story.root / "census.json").write_text(
+        json.dumps({"max_alive": story.census.max_alive, "max_current_epoch": story.census.max_current})
+    )

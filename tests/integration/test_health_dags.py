@@ -31,10 +31,14 @@ def test_recovered_sensor_deferrable_through_dag_test(sandbox, airflow_home, uni
     topic = unique_topic("on-b")
     create_topic(sandbox.bootstrap("B"), topic, 2)
     produce(sandbox.bootstrap("B"), topic, [(None, b"x", i % 2, None) for i in range(40)])
-    wait_for(lambda: sum((end_offsets(sandbox.bootstrap("A"), f"B.{topic}") or {}).values()) >= 40, 60,
-             "replication to A")
-    source = RECOVERED_DAG.format(dag_id="recovered_deferrable", conn_a=conns["A"], conn_b=conns["B"], topic=topic,
-                                  deferrable=True)
+    wait_for(
+        lambda: sum((end_offsets(sandbox.bootstrap("A"), f"B.{topic}") or {}).values()) >= 40,
+        60,
+        "replication to A",
+    )
+    source = RECOVERED_DAG.format(
+        dag_id="recovered_deferrable", conn_a=conns["A"], conn_b=conns["B"], topic=topic, deferrable=True
+    )
     state, output = run_dag_test(airflow_home, source, "recovered_deferrable")
     assert state == "success", output[-4000:]
     assert "Deferring" in output, "the sensor must hand its wait to the trigger"

@@ -40,15 +40,22 @@ def topic_on_b(own_sandbox):
     name = "events-on-b"
     create_topic(own_sandbox.bootstrap("B"), name, 2)
     produce(own_sandbox.bootstrap("B"), name, [(None, b"e", i % 2, None) for i in range(50)])
-    wait_for(lambda: sum((end_offsets(own_sandbox.bootstrap("A"), f"B.{name}") or {}).values()) >= 50, 60,
-             f"B.{name} replicated to A")
+    wait_for(
+        lambda: sum((end_offsets(own_sandbox.bootstrap("A"), f"B.{name}") or {}).values()) >= 50,
+        60,
+        f"B.{name} replicated to A",
+    )
     return name
 
 
 def down_watch(conns, topic, thresholds=DEFAULTS) -> DownWatch:
     return DownWatch(
-        cluster="A", kafka_config_id=conns["A"], topics=[topic], thresholds=thresholds,
-        peer_kafka_config_id=conns["B"], heartbeats_topic="A.heartbeats",
+        cluster="A",
+        kafka_config_id=conns["A"],
+        topics=[topic],
+        thresholds=thresholds,
+        peer_kafka_config_id=conns["B"],
+        heartbeats_topic="A.heartbeats",
     )
 
 
@@ -102,9 +109,14 @@ def test_recovered_only_after_the_stability_window(own_sandbox, conns, topic, to
     own_sandbox.fault("restart", "A")
     restarted_at = time.time()
     watch = RecoveryWatch(
-        cluster="A", kafka_config_id=conns["A"], topics=[topic], thresholds=QUICK_RECOVERY,
-        active_kafka_config_id=conns["B"], replicated_topics={topic_on_b: f"B.{topic_on_b}"},
-        offset_syncs_topic="mm2-offset-syncs.B.internal", offset_syncs_on_watched=True,
+        cluster="A",
+        kafka_config_id=conns["A"],
+        topics=[topic],
+        thresholds=QUICK_RECOVERY,
+        active_kafka_config_id=conns["B"],
+        replicated_topics={topic_on_b: f"B.{topic_on_b}"},
+        offset_syncs_topic="mm2-offset-syncs.B.internal",
+        offset_syncs_on_watched=True,
         recorded_high_watermarks=recorded,
     )
     decisions = []
@@ -118,18 +130,28 @@ def test_recovered_waits_until_replication_toward_it_caught_up(own_sandbox, conn
     local = "orders-on-b"
     create_topic(own_sandbox.bootstrap("B"), local, 2)
     produce(own_sandbox.bootstrap("B"), local, [(None, b"x", i % 2, None) for i in range(100)])
-    wait_for(lambda: sum((end_offsets(own_sandbox.bootstrap("A"), f"B.{local}") or {}).values()) >= 100, 60,
-             "first records replicated B->A")
+    wait_for(
+        lambda: sum((end_offsets(own_sandbox.bootstrap("A"), f"B.{local}") or {}).values()) >= 100,
+        60,
+        "first records replicated B->A",
+    )
     own_sandbox.stop_mirrormaker()
     produce(own_sandbox.bootstrap("B"), local, [(None, b"y", i % 2, None) for i in range(500)])
     watch = RecoveryWatch(
-        cluster="A", kafka_config_id=conns["A"], topics=[], thresholds=QUICK_RECOVERY,
-        active_kafka_config_id=conns["B"], replicated_topics={local: f"B.{local}"},
-        offset_syncs_topic="mm2-offset-syncs.B.internal", offset_syncs_on_watched=True,
+        cluster="A",
+        kafka_config_id=conns["A"],
+        topics=[],
+        thresholds=QUICK_RECOVERY,
+        active_kafka_config_id=conns["B"],
+        replicated_topics={local: f"B.{local}"},
+        offset_syncs_topic="mm2-offset-syncs.B.internal",
+        offset_syncs_on_watched=True,
     )
     waiting = watch_until(watch, time.time() + QUICK_RECOVERY.stability_window + 6)
     assert not waiting.is_recovered
-    assert any("lag" in item or "B.orders" in item or local in item for item in waiting.waiting_on), waiting.waiting_on
+    assert any("lag" in item or "B.orders" in item or local in item for item in waiting.waiting_on), (
+        waiting.waiting_on
+    )
     own_sandbox.start_mirrormaker()
     decision = watch_until(watch, time.time() + 90)
     assert decision.is_recovered, decision.reason
@@ -141,9 +163,14 @@ def test_wiped_cluster_is_refused_with_data_loss(own_sandbox, conns, topic):
     recorded = {f"{topic}-{p}": high for p, high in highs.items()}
     own_sandbox.fault("wipe", "A")
     watch = RecoveryWatch(
-        cluster="A", kafka_config_id=conns["A"], topics=[], thresholds=QUICK_RECOVERY,
-        active_kafka_config_id=conns["B"], replicated_topics={},
-        offset_syncs_topic="mm2-offset-syncs.B.internal", offset_syncs_on_watched=True,
+        cluster="A",
+        kafka_config_id=conns["A"],
+        topics=[],
+        thresholds=QUICK_RECOVERY,
+        active_kafka_config_id=conns["B"],
+        replicated_topics={},
+        offset_syncs_topic="mm2-offset-syncs.B.internal",
+        offset_syncs_on_watched=True,
         recorded_high_watermarks=recorded,
     )
     decision = watch_until(watch, time.time() + 30)

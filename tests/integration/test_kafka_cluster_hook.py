@@ -33,7 +33,9 @@ def test_metadata_watermarks_and_times(sandbox, hook_a, unique_topic):
     marks = hook_a.watermarks(partitions)
     assert {tp: (m.low, m.high) for tp, m in marks.items()} == {tp: (0, 10) for tp in partitions}
     # Partition 1 holds records i = 1, 5, 9, ...; the first at or after BASE_TS + 6 s is i = 9, offset 2.
-    found = hook_a.offsets_for_times({TopicPartition(topic, 1): BASE_TS + 6000, TopicPartition(topic, 2): BASE_TS * 2})
+    found = hook_a.offsets_for_times(
+        {TopicPartition(topic, 1): BASE_TS + 6000, TopicPartition(topic, 2): BASE_TS * 2}
+    )
     assert found == {TopicPartition(topic, 1): 2, TopicPartition(topic, 2): None}
     with pytest.raises(ConfigError, match=r"topics no-such-topic do not exist on the cluster of connection"):
         hook_a.partition_counts(["no-such-topic"])
@@ -54,7 +56,9 @@ def test_group_offsets_read_and_alter(sandbox, hook_a, unique_topic):
 def test_read_compacted_topic_to_end(sandbox, hook_a, unique_topic):
     topic = unique_topic("compacted")
     create_topic(sandbox.bootstrap("A"), topic, 1, **{"cleanup.policy": "compact"})
-    produce(sandbox.bootstrap("A"), topic, [(f"k{i % 5}".encode(), f"v{i}".encode(), 0, None) for i in range(25)])
+    produce(
+        sandbox.bootstrap("A"), topic, [(f"k{i % 5}".encode(), f"v{i}".encode(), 0, None) for i in range(25)]
+    )
     started = time.monotonic()
     records = list(hook_a.read_topic_to_end(topic))
     assert len(records) == 25 and records[-1].value == b"v24"
@@ -75,9 +79,17 @@ def test_down_sensor_refuses_a_topic_missing_on_the_cluster_before_waiting(sandb
     from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor
 
     conns = register_connections(sandbox, "hooksensor")
-    sensor = KafkaClusterDownSensor(task_id="d", kafka_config_id=conns["A"], cluster_alias="A",
-                                    topics=["orderz"], peer_kafka_config_id=conns["B"], deferrable=True)
+    sensor = KafkaClusterDownSensor(
+        task_id="d",
+        kafka_config_id=conns["A"],
+        cluster_alias="A",
+        topics=["orderz"],
+        peer_kafka_config_id=conns["B"],
+        deferrable=True,
+    )
     started = time.monotonic()
-    with pytest.raises(ConfigError, match=r"topics orderz do not exist on cluster A \(connection 'hooksensor_a'\)"):
+    with pytest.raises(
+        ConfigError, match=r"topics orderz do not exist on cluster A \(connection 'hooksensor_a'\)"
+    ):
         sensor.execute(context={})
     assert time.monotonic() - started < 10

@@ -21,7 +21,9 @@ from tests.integration.conftest import register_connections, start_sandbox, stop
 def split_sandbox():
     proxy_port = free_ports(1)[0]
     sandbox = start_sandbox(f"split-{uuid.uuid4().hex[:6]}", extra_listeners={"A": {"PROXIED": proxy_port}})
-    proxy = TcpProxy(target_port=sandbox.broker("A").extra_listeners["PROXIED"][0], listen_port=proxy_port).start()
+    proxy = TcpProxy(
+        target_port=sandbox.broker("A").extra_listeners["PROXIED"][0], listen_port=proxy_port
+    ).start()
     yield sandbox, proxy
     proxy.stop()
     stop_sandbox(sandbox)
@@ -31,8 +33,12 @@ def test_cut_path_with_live_heartbeats_is_a_split_not_down(split_sandbox):
     sandbox, proxy = split_sandbox
     conns = register_connections(sandbox, "split", overrides={"A": f"127.0.0.1:{proxy.listen_port}"})
     watch = DownWatch(
-        cluster="A", kafka_config_id=conns["A"], topics=[], thresholds=HealthThresholds(),
-        peer_kafka_config_id=conns["B"], heartbeats_topic="A.heartbeats",
+        cluster="A",
+        kafka_config_id=conns["A"],
+        topics=[],
+        thresholds=HealthThresholds(),
+        peer_kafka_config_id=conns["B"],
+        heartbeats_topic="A.heartbeats",
     )
     assert not watch_until(watch, time.time() + 4).is_down
     proxy.cut()
@@ -54,7 +60,10 @@ def test_sensor_logs_a_split_warning(split_sandbox, capfd):
     sandbox, proxy = split_sandbox
     conns = register_connections(sandbox, "splitsensor", overrides={"A": f"127.0.0.1:{proxy.listen_port}"})
     sensor = KafkaClusterDownSensor(
-        task_id="down", kafka_config_id=conns["A"], cluster_alias="A", peer_kafka_config_id=conns["B"],
+        task_id="down",
+        kafka_config_id=conns["A"],
+        cluster_alias="A",
+        peer_kafka_config_id=conns["B"],
         deferrable=False,
     )
     proxy.cut()
@@ -64,5 +73,7 @@ def test_sensor_logs_a_split_warning(split_sandbox, capfd):
         proxy.restore()
     # Airflow 3 task loggers write through structlog to the console, not through stdlib logging.
     output = "".join(capfd.readouterr())
-    warnings = [line for line in output.splitlines() if "warning" in line and "Network split suspected" in line]
+    warnings = [
+        line for line in output.splitlines() if "warning" in line and "Network split suspected" in line
+    ]
     assert warnings, output[-3000:]

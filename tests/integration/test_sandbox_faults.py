@@ -60,7 +60,9 @@ def test_crash_times_out_clients_and_restart_keeps_data(own_sandbox, unique_topi
 
     own_sandbox.fault("restart", "A")
     # Leadership can still be moving for a moment after the restart under load (NOT_LEADER_FOR_PARTITION).
-    wait_for(lambda: _count_or_none(own_sandbox.bootstrap("A"), topic) == 100, 30, "the 100 records on A again")
+    wait_for(
+        lambda: _count_or_none(own_sandbox.bootstrap("A"), topic) == 100, 30, "the 100 records on A again"
+    )
 
 
 def _count_or_none(bootstrap: str, topic: str) -> int | None:

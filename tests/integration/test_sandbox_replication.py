@@ -20,7 +20,9 @@ def test_records_appear_on_b_with_same_partition_and_timestamp(sandbox, unique_t
     produce(a, topic, [(f"k{i}".encode(), f"v{i}".encode(), i % 6, BASE_TS + i * 1000) for i in range(1000)])
 
     remote = f"A.{topic}"
-    wait_for(lambda: sum((end_offsets(b, remote) or {}).values()) >= 1000, 60, f"1000 records in {remote} on B")
+    wait_for(
+        lambda: sum((end_offsets(b, remote) or {}).values()) >= 1000, 60, f"1000 records in {remote} on B"
+    )
 
     source = {r.key: r for r in read_all(a, topic)}
     replicated = {r.key: r for r in read_all(b, remote)}
@@ -28,7 +30,11 @@ def test_records_appear_on_b_with_same_partition_and_timestamp(sandbox, unique_t
     assert replicated.keys() == source.keys()
     for key, record in source.items():
         copy = replicated[key]
-        assert (copy.partition, copy.timestamp_ms, copy.value) == (record.partition, record.timestamp_ms, record.value)
+        assert (copy.partition, copy.timestamp_ms, copy.value) == (
+            record.partition,
+            record.timestamp_ms,
+            record.value,
+        )
     assert len(end_offsets(b, remote)) == 6
 
 
@@ -38,11 +44,15 @@ def test_committed_group_gets_checkpoint_on_b_within_30s(sandbox, unique_topic):
     a, b = sandbox.bootstrap("A"), sandbox.bootstrap("B")
     create_topic(a, topic, 2)
     produce(a, topic, [(None, f"v{i}".encode(), i % 2, None) for i in range(200)])
-    wait_for(lambda: sum((end_offsets(b, f"A.{topic}") or {}).values()) >= 200, 60, "replication of the topic")
+    wait_for(
+        lambda: sum((end_offsets(b, f"A.{topic}") or {}).values()) >= 200, 60, "replication of the topic"
+    )
 
     consumer = Consumer({"bootstrap.servers": a, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, 60), TopicPartition(topic, 1, 100)], asynchronous=False)
+        consumer.commit(
+            offsets=[TopicPartition(topic, 0, 60), TopicPartition(topic, 1, 100)], asynchronous=False
+        )
     finally:
         consumer.close()
 

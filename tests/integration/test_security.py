@@ -67,8 +67,9 @@ def password(scram_sandbox) -> str:
 
 @pytest.fixture(scope="module")
 def story(scram_sandbox, airflow_home, tmp_path_factory):
-    with new_pair_story(scram_sandbox, airflow_home, tmp_path_factory.mktemp("secure-story"), "sec",
-                        rate=20) as story:
+    with new_pair_story(
+        scram_sandbox, airflow_home, tmp_path_factory.mktemp("secure-story"), "sec", rate=20
+    ) as story:
         story.scans = []  # type: ignore[attr-defined]
         yield story
 
@@ -79,8 +80,9 @@ def story(scram_sandbox, airflow_home, tmp_path_factory):
 def _list_topics(config: dict) -> tuple[object | None, list[KafkaError]]:
     """Cluster metadata (None when refused) and the client's errors."""
     errors: list[KafkaError] = []
-    admin = AdminClient({**config, "socket.connection.setup.timeout.ms": 2000, "error_cb": errors.append,
-                         "log_level": 0})
+    admin = AdminClient(
+        {**config, "socket.connection.setup.timeout.ms": 2000, "error_cb": errors.append, "log_level": 0}
+    )
     try:
         metadata = admin.list_topics(timeout=6)
     except KafkaException:
@@ -106,14 +108,22 @@ def test_mirrormaker_replicates_between_scram_clusters(scram_sandbox, unique_top
     a, b = scram_sandbox.client_config("A"), scram_sandbox.client_config("B")
     create_topic(a, topic, 2)
     produce(a, topic, [(None, f"v{i}".encode(), i % 2, None) for i in range(50)])
-    wait_for(lambda: sum((end_offsets(b, f"A.{topic}") or {}).values()) >= 50, 90, f"A.{topic} replicated to B")
+    wait_for(
+        lambda: sum((end_offsets(b, f"A.{topic}") or {}).values()) >= 50, 90, f"A.{topic} replicated to B"
+    )
     run_dir = scram_sandbox.run_dir
-    for path in (run_dir / "scram-credentials.json", run_dir / "mm2.properties", run_dir / "A" / "server.properties",
-                 run_dir / "B" / "server.properties"):
+    for path in (
+        run_dir / "scram-credentials.json",
+        run_dir / "mm2.properties",
+        run_dir / "A" / "server.properties",
+        run_dir / "B" / "server.properties",
+    ):
         assert password in path.read_text(), path
         assert _mode(path) == OWNER_ONLY, f"{path} has mode {oct(_mode(path))}"
     assert _mode(run_dir) == 0o700
-    assert not list(run_dir.glob("*/format.args")), "the format argument file (with the password) was left behind"
+    assert not list(run_dir.glob("*/format.args")), (
+        "the format argument file (with the password) was left behind"
+    )
     for log in (run_dir / "logs").glob("*.log"):
         assert password not in log.read_text(errors="replace"), f"{log} holds the password"
 
@@ -125,14 +135,20 @@ def test_health_trigger_kwargs_and_events_carry_no_password(scram_sandbox, passw
     from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger
 
     conns = register_kafka_connections(scram_sandbox, "sectrigger")
-    sensor = KafkaClusterDownSensor(task_id="a_down", kafka_config_id=conns["A"], cluster_alias="A",
-                                    peer_kafka_config_id=conns["B"])
+    sensor = KafkaClusterDownSensor(
+        task_id="a_down", kafka_config_id=conns["A"], cluster_alias="A", peer_kafka_config_id=conns["B"]
+    )
     watch = sensor._build()
     watch.observe()
     probe = watch.state()["history"][-1]
     assert probe["reachable"] and not probe["error"], probe  # authenticated with the connection's extra
-    trigger = ClusterHealthTrigger(kind=sensor.kind, watch_kwargs=sensor.watch_kwargs(), thresholds=sensor.thresholds,
-                                   deadline=time.time() + 3, state=watch.state())
+    trigger = ClusterHealthTrigger(
+        kind=sensor.kind,
+        watch_kwargs=sensor.watch_kwargs(),
+        thresholds=sensor.thresholds,
+        deadline=time.time() + 3,
+        state=watch.state(),
+    )
     serialized = json.dumps(trigger.serialize())
     assert conns["A"] in serialized and password not in serialized
 
@@ -151,8 +167,11 @@ def test_start_and_forced_failover_move_the_job_without_loss(story, password):
     state, output = story.run("start")
     assert state == "success", output[-4000:]
     story.scans.append(scan_processes(password, story))
-    wait_for(lambda: any(p["cluster"] == "A" and p["records"] for p in story.progress_lines()), 120,
-             "a batch with records on A")
+    wait_for(
+        lambda: any(p["cluster"] == "A" and p["records"] for p in story.progress_lines()),
+        120,
+        "a batch with records on A",
+    )
 
     running = story.start_run("failover", force=True, reason="security test")
     while running.process.poll() is None:
@@ -176,8 +195,12 @@ def test_start_and_forced_failover_move_the_job_without_loss(story, password):
 def test_password_is_on_no_command_line_nor_in_the_job_or_sandbox_environment(story):
     scans = story.scans
     assert len(scans) >= 3, "the start/failover test did not run"
-    assert not [hit for scan in scans for hit in scan["cmdline"]], [s["cmdline"] for s in scans if s["cmdline"]]
-    assert not [hit for scan in scans for hit in scan["environ"]], [s["environ"] for s in scans if s["environ"]]
+    assert not [hit for scan in scans for hit in scan["cmdline"]], [
+        s["cmdline"] for s in scans if s["cmdline"]
+    ]
+    assert not [hit for scan in scans for hit in scan["environ"]], [
+        s["environ"] for s in scans if s["environ"]
+    ]
     # Reading environments works: the failover run's dag.test process has the connection (as it must).
     assert any(scan["control"] for scan in scans)
     submits = {cmd for scan in scans for cmd in scan["jobs"]}
@@ -206,9 +229,12 @@ def test_password_is_absent_from_logs_xcom_templates_record_and_job_files(story,
     try:
         like = f"kafka_failover_{story.pair}_%"
         xcoms = db.execute("SELECT task_id, key, value FROM xcom WHERE dag_id LIKE ?", (like,)).fetchall()
-        rendered = db.execute("SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE dag_id LIKE ?",
-                              (like,)).fetchall()
-        variables = db.execute("SELECT key, val FROM variable WHERE key LIKE ?", (f"%{story.pair}%",)).fetchall()
+        rendered = db.execute(
+            "SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE dag_id LIKE ?", (like,)
+        ).fetchall()
+        variables = db.execute(
+            "SELECT key, val FROM variable WHERE key LIKE ?", (f"%{story.pair}%",)
+        ).fetchall()
     finally:
         db.close()
     print(f"scanned {len(xcoms)} XComs, {len(rendered)} rendered task fields, {len(variables)} variables")
@@ -268,7 +294,11 @@ def scan_processes(secret: str, story: Story, control_pid: int | None = None) ->
     (such a process) shows that the environment check can see the secret at all.
     """
     needle = secret.encode()
-    pids = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit() and entry.name != str(os.getpid())]
+    pids = [
+        entry.name
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and entry.name != str(os.getpid())
+    ]
     cmdlines = {pid: _read_proc(pid, "cmdline") for pid in pids}
     watched_groups = set()
     jobs = []
@@ -291,5 +321,9 @@ def scan_processes(secret: str, story: Story, control_pid: int | None = None) ->
         if in_group and needle in _read_proc(pid, "environ"):
             environ_hits.append(f"{pid}: {cmdlines[pid][:150]!r}")
     control = [str(control_pid)] if control_pid and needle in _read_proc(str(control_pid), "environ") else []
-    return {"cmdline": [f"{pid}: {cmd[:150]!r}" for pid, cmd in cmdlines.items() if needle in cmd],
-            "environ": environ_hits, "jobs": jobs, "control": control}
+    return {
+        "cmdline": [f"{pid}: {cmd[:150]!r}" for pid, cmd in cmdlines.items() if needle in cmd],
+        "environ": environ_hits,
+        "jobs": jobs,
+        "control": control,
+    }

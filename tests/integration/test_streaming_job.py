@@ -75,7 +75,9 @@ def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
 
     def mm2_checkpointed() -> bool:
         records = read_all(b, "A.checkpoints.internal", timeout=10)
-        found = [Checkpoint.decode(r.key, r.value) for r in records if r.key and world.group.encode() in r.key]
+        found = [
+            Checkpoint.decode(r.key, r.value) for r in records if r.key and world.group.encode() in r.key
+        ]
         return any(c.topic == f"A.{topic}" and c.group == world.group for c in found)
 
     wait_for(mm2_checkpointed, 60, "MM2 checkpoints of the bookkeeping group on B", interval=2.0)
@@ -87,10 +89,18 @@ def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
     data.produce_ids(a, topic, second, PARTITIONS)
     data.wait_replicated(b, f"A.{topic}", set(first + second))
 
-    pair = parse_pair(world.pair, {
-        "clusters": {"A": {"connection": world.kafka_conns["A"]}, "B": {"connection": world.kafka_conns["B"]}},
-        "primary": "A", "topics": [topic], "bookkeeping_group": world.group,
-    })
+    pair = parse_pair(
+        world.pair,
+        {
+            "clusters": {
+                "A": {"connection": world.kafka_conns["A"]},
+                "B": {"connection": world.kafka_conns["B"]},
+            },
+            "primary": "A",
+            "topics": [topic],
+            "bookkeeping_group": world.group,
+        },
+    )
     hooks = {name: KafkaClusterHook(conn) for name, conn in world.kafka_conns.items()}
     plan = build_plan(pair, "A", "B", load_position(checkpoint=handle["checkpoint"]), hooks)
     FencingMarker(world.fence, world.pair).advance(0, 1, "B")

@@ -32,7 +32,9 @@ def topic(sandbox, unique_topic):
     return name
 
 
-def refused(world: JobWorld, match: str, cluster: str = "A", epoch: int = 0, **kwargs) -> AirflowFailException:
+def refused(
+    world: JobWorld, match: str, cluster: str = "A", epoch: int = 0, **kwargs
+) -> AirflowFailException:
     """Run the submit operator, expect a quick AirflowFailException matching ``match``, nothing started."""
     kwargs.setdefault("topics", [kwargs.pop("topic", "missing")])
     kwargs.setdefault("starting_offsets", "earliest")
@@ -64,7 +66,8 @@ def test_unknown_topic(world):
 def test_unreachable_bootstrap_fails_fast(world, topic):
     port = free_ports(1)[0]
     os.environ["AIRFLOW_CONN_BADJOB_DEAD"] = json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}})
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}}
+    )
     error = refused(world, "cannot reach", topics=[topic], kafka_conn_id="badjob_dead", check_timeout=3)
     assert f"127.0.0.1:{port}" in str(error)
 

@@ -27,8 +27,11 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
     print("figures:", story.figures)
     results = Path(__file__).resolve().parents[2] / "results"
     results.mkdir(exist_ok=True)
-    (results / "e2e_switch_figures.json").write_text(json.dumps(
-        {"figures": story.figures, "counts": story.counts, "machine": f"{os.cpu_count()} cores"}, indent=1))
+    (results / "e2e_switch_figures.json").write_text(
+        json.dumps(
+            {"figures": story.figures, "counts": story.counts, "machine": f"{os.cpu_count()} cores"}, indent=1
+        )
+    )
 
 
 def test_start_runs_the_job_on_the_primary(story):

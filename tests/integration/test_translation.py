@@ -47,14 +47,28 @@ def world(own_sandbox):
     on_a = data.read_ids(a, TOPIC)
     offsets, processed, _newest = data.position_at(on_a, 0.6)
     data.commit_group(a, GROUP, TOPIC, offsets)
-    pair = parse_pair("orders", {
-        "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
-        "primary": "A", "topics": [TOPIC], "bookkeeping_group": GROUP,
-        "translation": {"methods": ["checkpoint", "offset_sync", "offset_sync_reverse", "timestamp"]},
-    })
+    pair = parse_pair(
+        "orders",
+        {
+            "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
+            "primary": "A",
+            "topics": [TOPIC],
+            "bookkeeping_group": GROUP,
+            "translation": {"methods": ["checkpoint", "offset_sync", "offset_sync_reverse", "timestamp"]},
+        },
+    )
     hooks = {name: KafkaClusterHook(conn) for name, conn in conns.items()}
-    return {"pair": pair, "hooks": hooks, "ids": ids, "aborted": aborted, "on_a": on_a, "offsets": offsets,
-            "processed": processed, "a": a, "b": b}
+    return {
+        "pair": pair,
+        "hooks": hooks,
+        "ids": ids,
+        "aborted": aborted,
+        "on_a": on_a,
+        "offsets": offsets,
+        "processed": processed,
+        "a": a,
+        "b": b,
+    }
 
 
 def test_offsets_really_diverge(world):
@@ -144,11 +158,16 @@ def test_bad_positions_are_refused_with_names(world):
 
     pair = world["pair"]
     other = StreamPosition(offsets={TopicPartition("payments", 0): 5})
-    with pytest.raises(TranslationError, match=r"topics \['payments'\] that pair 'orders' does not read on cluster A"):
+    with pytest.raises(
+        TranslationError, match=r"topics \['payments'\] that pair 'orders' does not read on cluster A"
+    ):
         build_plan(pair, "A", "B", other, world["hooks"])
     wrong_count = StreamPosition(offsets={TopicPartition(TOPIC, p): 0 for p in range(PARTITIONS + 2)})
-    with pytest.raises(TranslationError, match=rf"{TOPIC} has {PARTITIONS + 2} partitions on A but A.{TOPIC} has "
-                                               rf"{PARTITIONS} on B"):
+    with pytest.raises(
+        TranslationError,
+        match=rf"{TOPIC} has {PARTITIONS + 2} partitions on A but A.{TOPIC} has "
+        rf"{PARTITIONS} on B",
+    ):
         # With the source down, its partition count comes from the position itself.
         build_plan(pair, "A", "B", wrong_count, {"A": None, "B": world["hooks"]["B"]})
     with pytest.raises(ConfigError, match="negative"):
@@ -162,8 +181,12 @@ def test_bad_positions_are_refused_with_names(world):
 
 def _pair_dict(world) -> dict:
     pair = world["pair"]
-    return {"clusters": {n: {"connection": c.connection} for n, c in pair.clusters.items()}, "primary": "A",
-            "topics": list(pair.topics), "bookkeeping_group": GROUP}
+    return {
+        "clusters": {n: {"connection": c.connection} for n, c in pair.clusters.items()},
+        "primary": "A",
+        "topics": list(pair.topics),
+        "bookkeeping_group": GROUP,
+    }
 
 
 def test_plan_cli_prints_the_plan(world, tmp_path):
@@ -175,30 +198,66 @@ def test_plan_cli_prints_the_plan(world, tmp_path):
     config = tmp_path / "pairs.yaml"
     config.write_text(yaml.safe_dump({"pairs": {"orders": _pair_dict(world)}}))
     position = json.dumps({TOPIC: {str(p): o for p, o in world["offsets"].items()}})
-    cli = [sys.executable, "-m", "airflow_kafka_failover.cli", "plan", "--config", str(config), "--pair", "orders"]
-    result = subprocess.run([*cli, "--from", "A", "--to", "B", "--position", position, "--json"],
-                            capture_output=True, text=True, check=False, timeout=120)
+    cli = [
+        sys.executable,
+        "-m",
+        "airflow_kafka_failover.cli",
+        "plan",
+        "--config",
+        str(config),
+        "--pair",
+        "orders",
+    ]
+    result = subprocess.run(
+        [*cli, "--from", "A", "--to", "B", "--position", position, "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("{"), result.stdout[:500]
     plan = json.loads(result.stdout)
     assert plan["source_cluster"] == "A" and plan["target_cluster"] == "B"
-    table = subprocess.run([*cli, "--from", "A", "--to", "B", "--position", position],
-                           capture_output=True, text=True, check=False, timeout=120)
+    table = subprocess.run(
+        [*cli, "--from", "A", "--to", "B", "--position", position],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert "A -> B: 3 partitions translated" in table.stdout
-    same = subprocess.run([*cli, "--from", "A", "--to", "A", "--position", position],
-                          capture_output=True, text=True, check=False, timeout=60)
+    same = subprocess.run(
+        [*cli, "--from", "A", "--to", "A", "--position", position],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert same.returncode == 1 and "--from and --to are both 'A'" in same.stderr
-    unknown = subprocess.run([*cli, "--from", "A", "--to", "C", "--position", position],
-                             capture_output=True, text=True, check=False, timeout=60)
+    unknown = subprocess.run(
+        [*cli, "--from", "A", "--to", "C", "--position", position],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert unknown.returncode == 1 and "pair 'orders' has no cluster 'C'" in unknown.stderr
     corrupt = tmp_path / "ckpt"
     (corrupt / "offsets").mkdir(parents=True)
     (corrupt / "commits").mkdir()
     (corrupt / "offsets" / "0").write_text('v1\n{}\n{"orders": {"0": "x"}}\n')
     (corrupt / "commits" / "0").write_text("v1\n{}\n")
-    bad = subprocess.run([*cli, "--from", "A", "--to", "B", "--checkpoint", str(corrupt)],
-                         capture_output=True, text=True, check=False, timeout=60)
-    assert bad.returncode == 1 and "ckpt/offsets/0:3: orders-0 has non-numeric offset 'x'" in bad.stderr, bad.stderr
+    bad = subprocess.run(
+        [*cli, "--from", "A", "--to", "B", "--checkpoint", str(corrupt)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert bad.returncode == 1 and "ckpt/offsets/0:3: orders-0 has non-numeric offset 'x'" in bad.stderr, (
+        bad.stderr
+    )
 
 
 def test_replication_behind_the_position_is_a_gap_with_its_count(world, own_sandbox):

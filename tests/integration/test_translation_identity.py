@@ -34,10 +34,15 @@ def identity_world():
         ids = [f"i-{n}" for n in range(600)]
         data.produce_with_aborts(a, TOPIC, ids, PARTITIONS)
         data.wait_replicated(b, TOPIC, set(ids))
-        pair = parse_pair("orders", {
-            "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
-            "primary": "A", "topics": [TOPIC], "replication": {"policy": "identity"},
-        })
+        pair = parse_pair(
+            "orders",
+            {
+                "clusters": {"A": {"connection": conns["A"]}, "B": {"connection": conns["B"]}},
+                "primary": "A",
+                "topics": [TOPIC],
+                "replication": {"policy": "identity"},
+            },
+        )
         hooks = {name: KafkaClusterHook(conn) for name, conn in conns.items()}
         yield {"pair": pair, "hooks": hooks, "ids": ids, "a": a, "b": b}
     finally:
@@ -47,8 +52,10 @@ def identity_world():
 def test_failover_identity_names_loses_nothing(identity_world):
     world = identity_world
     offsets, processed, newest = data.position_at(data.read_ids(world["a"], TOPIC), 0.6)
-    position = StreamPosition(offsets={TopicPartition(TOPIC, p): o for p, o in offsets.items()},
-                              max_timestamps_ms={TopicPartition(TOPIC, p): ts for p, ts in newest.items()})
+    position = StreamPosition(
+        offsets={TopicPartition(TOPIC, p): o for p, o in offsets.items()},
+        max_timestamps_ms={TopicPartition(TOPIC, p): ts for p, ts in newest.items()},
+    )
     plan = build_plan(world["pair"], "A", "B", position, world["hooks"])
     assert {t.target.topic for t in plan.translations} == {TOPIC}
     assert all(t.target_offset is not None for t in plan.translations), plan.to_table()
@@ -61,8 +68,10 @@ def test_failover_identity_names_loses_nothing(identity_world):
 def test_failback_identity_names_reverse_loses_nothing(identity_world):
     world = identity_world
     offsets, processed, newest = data.position_at(data.read_ids(world["b"], TOPIC), 0.7)
-    position = StreamPosition(offsets={TopicPartition(TOPIC, p): o for p, o in offsets.items()},
-                              max_timestamps_ms={TopicPartition(TOPIC, p): ts for p, ts in newest.items()})
+    position = StreamPosition(
+        offsets={TopicPartition(TOPIC, p): o for p, o in offsets.items()},
+        max_timestamps_ms={TopicPartition(TOPIC, p): ts for p, ts in newest.items()},
+    )
     plan = build_plan(world["pair"], "B", "A", position, world["hooks"])
     assert {t.method for t in plan.translations} <= {"offset_sync_reverse", "timestamp"}, plan.to_table()
     redelivered, bound = data.check_no_loss(plan, world["a"], set(world["ids"]) - processed, processed, TOPIC)

@@ -41,7 +41,7 @@ def produce_with_aborts(bootstrap: str, topic: str, ids: list[str], partitions: 
     aborted = 0
     for start in range(0, len(ids), every):
         producer.begin_transaction()
-        for n, record_id in enumerate(ids[start:start + every], start=start):
+        for n, record_id in enumerate(ids[start : start + every], start=start):
             producer.produce(topic, key=record_id.encode(), value=_value(record_id), partition=n % partitions)
         producer.commit_transaction(30)
         producer.begin_transaction()
@@ -61,8 +61,14 @@ def read_ids(
     """Return, per partition, the committed records ``(offset, id, timestamp ms)`` from ``start`` to the end."""
     ends = end_offsets(bootstrap, topic)
     assert ends is not None, f"{topic} not found on {bootstrap}"
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     ranges = {p: ((start or {}).get(p, 0), end) for p, end in ends.items()}
     found: dict[int, list[tuple[int, str, int]]] = {p: [] for p in ends}
     try:
@@ -105,7 +111,9 @@ def position_at(
 def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[KafkaTopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        consumer.commit(
+            offsets=[KafkaTopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+        )
     finally:
         consumer.close()
 
@@ -118,28 +126,43 @@ def check_no_loss(
     :return: (records re-delivered, the plan's bound on them).
     """
     starts = {
-        t.target.partition: t.target_offset
-        for t in plan.translations
-        if t.target.topic == target_topic
+        t.target.partition: t.target_offset for t in plan.translations if t.target.topic == target_topic
     }
     seen = read_ids(target_bootstrap, target_topic, starts)
     delivered = [record[1] for items in seen.values() for record in items]
     missing = must_see - set(delivered)
-    assert not missing, f"{len(missing)} records after the position are missing on the target: {sorted(missing)[:5]}"
+    assert not missing, (
+        f"{len(missing)} records after the position are missing on the target: {sorted(missing)[:5]}"
+    )
     redelivered = sum(1 for record_id in delivered if record_id in processed)
     bounds = [t.redelivery_bound for t in plan.translations if t.target.topic == target_topic]
     bound = None if any(b is None for b in bounds) else sum(bounds)
     return redelivered, bound
 
 
-def run_oracle(target_bootstrap: str, source_alias: str, group: str, work_dir: Path) -> dict[TopicPartition, int]:
+def run_oracle(
+    target_bootstrap: str, source_alias: str, group: str, work_dir: Path
+) -> dict[TopicPartition, int]:
     """Compile and run TranslateOffsets.java (RemoteClusterUtils.translateOffsets) against the target."""
     source = Path(__file__).with_name("oracle") / "TranslateOffsets.java"
     classpath = str(ArtifactSet("kafka").folder / "*")
-    subprocess.run(["javac", "-cp", classpath, "-d", str(work_dir), str(source)], check=True, capture_output=True)
+    subprocess.run(
+        ["javac", "-cp", classpath, "-d", str(work_dir), str(source)], check=True, capture_output=True
+    )
     result = subprocess.run(
-        ["java", "-cp", f"{classpath}{os.pathsep}{work_dir}", "TranslateOffsets", target_bootstrap, source_alias, group],
-        check=True, capture_output=True, text=True, timeout=120,
+        [
+            "java",
+            "-cp",
+            f"{classpath}{os.pathsep}{work_dir}",
+            "TranslateOffsets",
+            target_bootstrap,
+            source_alias,
+            group,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     translated = {}
     for line in result.stdout.splitlines():

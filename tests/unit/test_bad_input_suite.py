@@ -66,12 +66,24 @@ CONNECTIONS = {
     "bad_suite_list": {"conn_type": "kafka", "extra": '["127.0.0.1:2"]'},
     "bad_suite_nobootstrap": {"conn_type": "kafka", "extra": {"client.id": "failover"}},
     "bad_suite_numeric": {"conn_type": "kafka", "extra": {"bootstrap.servers": 9092}},
-    "bad_suite_ssl": {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:2",
-                                                      "security.protocol": "SSL",
-                                                      "ssl.certificate.location": "/etc/kafka/client.pem"}},
-    "bad_suite_gssapi": {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:2",
-                                                         "security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI",
-                                                         "sasl.username": "svc", "sasl.password": SECRET}},
+    "bad_suite_ssl": {
+        "conn_type": "kafka",
+        "extra": {
+            "bootstrap.servers": "127.0.0.1:2",
+            "security.protocol": "SSL",
+            "ssl.certificate.location": "/etc/kafka/client.pem",
+        },
+    },
+    "bad_suite_gssapi": {
+        "conn_type": "kafka",
+        "extra": {
+            "bootstrap.servers": "127.0.0.1:2",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "GSSAPI",
+            "sasl.username": "svc",
+            "sasl.password": SECRET,
+        },
+    },
 }
 
 STAND_IN_JOB = """
@@ -117,15 +129,29 @@ class World:
 
 def pair_dict(root: Path) -> dict[str, Any]:
     job = root / "job"
-    return {"clusters": {"A": {"connection": CONN_A}, "B": {"connection": CONN_B}}, "primary": "A",
-            "topics": ["orders"], "bookkeeping_group": GROUP,
-            "job": {"spark_connection": "bad_suite_spark", "sink_root": str(job / "sink"),
-                    "checkpoint_root": str(job / "checkpoints"), "run_root": str(job / "runs"),
-                    "fencing_marker": str(job / "fence" / "orders.json")}}
+    return {
+        "clusters": {"A": {"connection": CONN_A}, "B": {"connection": CONN_B}},
+        "primary": "A",
+        "topics": ["orders"],
+        "bookkeeping_group": GROUP,
+        "job": {
+            "spark_connection": "bad_suite_spark",
+            "sink_root": str(job / "sink"),
+            "checkpoint_root": str(job / "checkpoints"),
+            "run_root": str(job / "runs"),
+            "fencing_marker": str(job / "fence" / "orders.json"),
+        },
+    }
 
 
-def write_checkpoint(root: Path, *sources: str, batch: int = 0, version: str = "v1", commit: bool = True,
-                     progress: list[dict] | None = None) -> Path:
+def write_checkpoint(
+    root: Path,
+    *sources: str,
+    batch: int = 0,
+    version: str = "v1",
+    commit: bool = True,
+    progress: list[dict] | None = None,
+) -> Path:
     """Lay out a Spark checkpoint: ``offsets/<batch>`` with one line per source, and its commit."""
     (root / "offsets").mkdir(parents=True, exist_ok=True)
     (root / "offsets" / str(batch)).write_text("\n".join([version, METADATA, *sources]))
@@ -141,8 +167,14 @@ def migrated_home(home: Path) -> Path:
     """A fresh Airflow home with a migrated SQLite metadata DB (``airflow db migrate``, about 4 s)."""
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
-    result = subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], env=env,
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return home
 
@@ -168,16 +200,33 @@ def start_stand_in_job(layout: RunLayout, signals: Path) -> JobHandle:
     """Start the sleep loop the way the submit hook starts spark-submit; return the job's handle."""
     from airflow_kafka_failover.process_group import ManagedProcess
 
-    write_checkpoint(layout.checkpoint, '{"orders":{"0":10,"1":7}}',
-                     progress=[{"epoch": EPOCH, "batch_id": 0, "end_offsets": {"orders": {"0": 10, "1": 7}},
-                                "max_timestamp_ms": {"orders": {"0": 1700000000000}}}])
+    write_checkpoint(
+        layout.checkpoint,
+        '{"orders":{"0":10,"1":7}}',
+        progress=[
+            {
+                "epoch": EPOCH,
+                "batch_id": 0,
+                "end_offsets": {"orders": {"0": 10, "1": 7}},
+                "max_timestamp_ms": {"orders": {"0": 1700000000000}},
+            }
+        ],
+    )
     (layout.checkpoint / OWNER_FILE).write_text(json.dumps({"pair": PAIR, "cluster": "A", "epoch": EPOCH}))
     ManagedProcess(PROCESS_NAME, layout.run_dir).start([sys.executable, "-c", STAND_IN_JOB, str(signals)])
     (layout.run_dir / "status.json").write_text(json.dumps({"state": "running"}))
-    return JobHandle(pair=PAIR, cluster="A", epoch=EPOCH, deploy_mode="local", master="local[2]",
-                     run_dir=str(layout.run_dir), checkpoint=str(layout.checkpoint),
-                     sink_root=str(layout.checkpoint_root).replace("checkpoints", "sink"),
-                     spark_conn_id="bad_suite_spark", submitted_at="2024-01-01T00:00:00+00:00")
+    return JobHandle(
+        pair=PAIR,
+        cluster="A",
+        epoch=EPOCH,
+        deploy_mode="local",
+        master="local[2]",
+        run_dir=str(layout.run_dir),
+        checkpoint=str(layout.checkpoint),
+        sink_root=str(layout.checkpoint_root).replace("checkpoints", "sink"),
+        spark_conn_id="bad_suite_spark",
+        submitted_at="2024-01-01T00:00:00+00:00",
+    )
 
 
 def store_record(record: ActiveRecord) -> None:
@@ -201,9 +250,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         Path(pair.job.sink_root).mkdir(parents=True)
         handle = start_stand_in_job(layout, layout.run_dir / "signals.txt")
         try:
-            record = ActiveRecord(pair=PAIR, active="A", epoch=EPOCH, job=handle.to_dict(),
-                                  checkpoint=handle.checkpoint, watermarks={"A": {"orders-0": 10, "orders-1": 7}},
-                                  updated_at="2024-01-01T00:00:00+00:00")
+            record = ActiveRecord(
+                pair=PAIR,
+                active="A",
+                epoch=EPOCH,
+                job=handle.to_dict(),
+                checkpoint=handle.checkpoint,
+                watermarks={"A": {"orders-0": 10, "orders-1": 7}},
+                updated_at="2024-01-01T00:00:00+00:00",
+            )
             store_record(record)
             FencingMarker(Path(pair.job.fencing_marker), PAIR).write(EPOCH, "A")
             yield World(root, home, config, pair, record, handle, handle.process.pid())
@@ -219,15 +274,25 @@ def file_tree(root: Path) -> dict[str, str]:
     tree = {}
     for path in sorted(root.rglob("*")):
         key = str(path.relative_to(root))
-        tree[key] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else f"dir {path.stat().st_mode:o}"
+        tree[key] = (
+            hashlib.sha256(path.read_bytes()).hexdigest()
+            if path.is_file()
+            else f"dir {path.stat().st_mode:o}"
+        )
     return tree
 
 
 def untouched_state(world: World) -> dict[str, Any]:
     """What every case must leave as it was: the Variables (raw, encrypted bytes), the files, the job."""
     with contextlib.closing(sqlite3.connect(world.database)) as db:
-        variables = db.execute("SELECT key, val, is_encrypted, description FROM variable ORDER BY key").fetchall()
-    return {"variables": variables, "files": file_tree(world.root / "job"), "job_pid": world.handle.process.pid()}
+        variables = db.execute(
+            "SELECT key, val, is_encrypted, description FROM variable ORDER BY key"
+        ).fetchall()
+    return {
+        "variables": variables,
+        "files": file_tree(world.root / "job"),
+        "job_pid": world.handle.process.pid(),
+    }
 
 
 def assert_untouched(world: World, before: dict[str, Any]) -> None:
@@ -235,12 +300,15 @@ def assert_untouched(world: World, before: dict[str, Any]) -> None:
     assert after["variables"] == before["variables"], "the active record Variable changed"
     assert [row[0] for row in after["variables"]] == [variable_key(PAIR)]
     marker = world.pair.job.fencing_marker
-    assert after["files"].get(os.path.relpath(marker, world.root / "job")) == \
-        before["files"].get(os.path.relpath(marker, world.root / "job")), "the fencing marker changed"
+    assert after["files"].get(os.path.relpath(marker, world.root / "job")) == before["files"].get(
+        os.path.relpath(marker, world.root / "job")
+    ), "the fencing marker changed"
     assert not stop_request_file(world.handle.run_dir).exists(), "the running job was asked to stop"
     assert not world.signals.exists(), f"the running job got signals {world.signals.read_text().split()}"
     assert after["job_pid"] == world.pid and world.handle.is_alive(), "the running job is gone"
-    assert after["files"] == before["files"], "files of the job (checkpoint, run folder, sink, marker) changed"
+    assert after["files"] == before["files"], (
+        "files of the job (checkpoint, run folder, sink, marker) changed"
+    )
 
 
 # ---- stubbed cluster answers ----------------------------------------------------------------------------
@@ -250,12 +318,20 @@ def assert_untouched(world: World, before: dict[str, Any]) -> None:
 class StubbedCluster:
     """What each connection's cluster answers: its topics (partition counts) and its internal topics' records."""
 
-    topics: dict[str, dict[str, int]] = field(default_factory=lambda: {
-        CONN_A: {"orders": 2, "B.orders": 2}, CONN_B: {"orders": 2, "A.orders": 2}})
-    records: dict[str, dict[str, list[tuple[bytes, bytes]]]] = field(default_factory=lambda: {
-        CONN_B: {SYNCS_ON_B: [OffsetSync("orders", 0, 8, 8).encode(), OffsetSync("orders", 1, 5, 5).encode()],
-                 CHECKPOINTS_ON_B: [Checkpoint(GROUP, "A.orders", 0, 10, 10).encode(),
-                                    Checkpoint(GROUP, "A.orders", 1, 7, 7).encode()]}})
+    topics: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {CONN_A: {"orders": 2, "B.orders": 2}, CONN_B: {"orders": 2, "A.orders": 2}}
+    )
+    records: dict[str, dict[str, list[tuple[bytes, bytes]]]] = field(
+        default_factory=lambda: {
+            CONN_B: {
+                SYNCS_ON_B: [OffsetSync("orders", 0, 8, 8).encode(), OffsetSync("orders", 1, 5, 5).encode()],
+                CHECKPOINTS_ON_B: [
+                    Checkpoint(GROUP, "A.orders", 0, 10, 10).encode(),
+                    Checkpoint(GROUP, "A.orders", 1, 7, 7).encode(),
+                ],
+            }
+        }
+    )
 
     def hook_class(self) -> type:
         from airflow_kafka_failover.hooks.kafka_cluster import (
@@ -272,11 +348,14 @@ class StubbedCluster:
             """The real hook (connection checks included) with the network calls answered by the stub."""
 
             def describe_cluster(self, topics=(), timeout=None):
-                known = {**cluster.topics[self.kafka_config_id],
-                         **{t: 1 for t in cluster.records.get(self.kafka_config_id, {})}}
+                known = {
+                    **cluster.topics[self.kafka_config_id],
+                    **{t: 1 for t in cluster.records.get(self.kafka_config_id, {})},
+                }
                 wanted = list(dict.fromkeys(topics))
-                partitions = tuple(PartitionInfo(t, p, 1, (1,), (1,)) for t in wanted if t in known
-                                   for p in range(known[t]))
+                partitions = tuple(
+                    PartitionInfo(t, p, 1, (1,), (1,)) for t in wanted if t in known for p in range(known[t])
+                )
                 return ClusterMetadata("stub", (1,), partitions, tuple(t for t in wanted if t not in known))
 
             def watermarks(self, partitions, timeout=None):
@@ -320,6 +399,7 @@ def config_variant(world: World, name: str, edit: Callable[[dict[str, Any]], Any
 def with_connection(cluster: str, conn_id: str) -> Callable[[dict[str, Any]], None]:
     def edit(pair: dict[str, Any]) -> None:
         pair["clusters"][cluster]["connection"] = conn_id
+
     return edit
 
 
@@ -329,8 +409,9 @@ def gate_refuses(world: World, config: Path | None = None, params: dict[str, Any
 
     from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
 
-    gate = ActiveRecordGate(task_id="gate", config_path=str(config or world.config), pair_name=PAIR,
-                            kind="failover")
+    gate = ActiveRecordGate(
+        task_id="gate", config_path=str(config or world.config), pair_name=PAIR, kind="failover"
+    )
     with pytest.raises(AirflowFailException) as failure:
         gate.poke({"params": {**VALID_PARAMS, **(params or {})}})
     return str(failure.value)
@@ -361,8 +442,9 @@ def cli_refuses(world: World, *args: str, exit_code: int = 1) -> str:
     env = {**os.environ, "AIRFLOW_HOME": str(world.home)}
     for name in ("AIRFLOW__CORE__UNIT_TEST_MODE", "_AIRFLOW_PROCESS_CONTEXT"):
         env.pop(name, None)
-    result = subprocess.run([str(KAFKA_FAILOVER), *args], env=env, capture_output=True, text=True, timeout=120,
-                            check=False)
+    result = subprocess.run(
+        [str(KAFKA_FAILOVER), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == exit_code, f"exit {result.returncode}: {result.stderr[-3000:]}"
     assert result.stdout.strip() == "", f"printed a plan: {result.stdout[:500]}"
     return result.stderr
@@ -406,139 +488,367 @@ def _no_primary(pair: dict[str, Any]) -> None:
 
 CASES = [
     # Config files
-    Case("config", "unknown connection id", lambda w, c: cli_refuses(
-        w, *plan_args(w, "--position", '{"orders": {"0": 1}}',
-                      config=config_variant(w, "unknown-conn", with_connection("B", "bad_suite_nowhere")))),
-        ("connection 'bad_suite_nowhere' does not exist", "create a connection of type 'kafka'")),
-    Case("config", "pair without primary", lambda w, c: gate_refuses(w, config_variant(w, "no-primary", _no_primary)),
-         ("pair 'orders': primary: is required", "name the cluster the job normally runs on, one of ['A', 'B']")),
-    Case("config", "same cluster twice", lambda w, c: gate_refuses(
-        w, config_variant(w, "same-twice", with_connection("B", CONN_A))),
-        (f"both clusters use connection '{CONN_A}'", "the same cluster twice cannot fail over to itself")),
-    Case("config", "unknown replication policy", lambda w, c: gate_refuses(
-        w, config_variant(w, "policy", lambda p: p.update(replication={"policy": "mirror-all"}))),
-        ("replication.policy: 'mirror-all' is not one of ['default', 'identity']",)),
-    Case("config", "bad YAML syntax", lambda w, c: gate_refuses(
-        w, config_variant(w, "syntax", "pairs:\n  orders:\n    topics: [orders\n    primary: A\n")),
-        ("syntax.yaml is not valid YAML", "line", "fix the YAML")),
-    Case("config", "threshold of the wrong type", lambda w, c: gate_refuses(
-        w, config_variant(w, "threshold", lambda p: p.update(health={"failure_threshold": "three"}))),
-        ("health: health threshold failure_threshold must be an integer >= 1, got 'three'",)),
-    Case("config", "job seconds of the wrong type", lambda w, c: gate_refuses(
-        w, config_variant(w, "seconds", lambda p: p["job"].update(stop_timeout_seconds="soon"))),
-        ("job.stop_timeout_seconds: must be a number >= 0.1, got 'soon'",)),
-    Case("config", "unknown key", lambda w, c: gate_refuses(
-        w, config_variant(w, "typo", lambda p: p.update(health={"failure_treshold": 3}))),
-        ("unknown health threshold key(s) ['failure_treshold']", "known keys are [", "'failure_threshold'")),
-    Case("config", "file that does not exist", lambda w, c: gate_refuses(w, w.inputs / "nowhere.yaml"),
-         ("cannot read the pair config", "nowhere.yaml", "check the path")),
+    Case(
+        "config",
+        "unknown connection id",
+        lambda w, c: cli_refuses(
+            w,
+            *plan_args(
+                w,
+                "--position",
+                '{"orders": {"0": 1}}',
+                config=config_variant(w, "unknown-conn", with_connection("B", "bad_suite_nowhere")),
+            ),
+        ),
+        ("connection 'bad_suite_nowhere' does not exist", "create a connection of type 'kafka'"),
+    ),
+    Case(
+        "config",
+        "pair without primary",
+        lambda w, c: gate_refuses(w, config_variant(w, "no-primary", _no_primary)),
+        (
+            "pair 'orders': primary: is required",
+            "name the cluster the job normally runs on, one of ['A', 'B']",
+        ),
+    ),
+    Case(
+        "config",
+        "same cluster twice",
+        lambda w, c: gate_refuses(w, config_variant(w, "same-twice", with_connection("B", CONN_A))),
+        (f"both clusters use connection '{CONN_A}'", "the same cluster twice cannot fail over to itself"),
+    ),
+    Case(
+        "config",
+        "unknown replication policy",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "policy", lambda p: p.update(replication={"policy": "mirror-all"}))
+        ),
+        ("replication.policy: 'mirror-all' is not one of ['default', 'identity']",),
+    ),
+    Case(
+        "config",
+        "bad YAML syntax",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "syntax", "pairs:\n  orders:\n    topics: [orders\n    primary: A\n")
+        ),
+        ("syntax.yaml is not valid YAML", "line", "fix the YAML"),
+    ),
+    Case(
+        "config",
+        "threshold of the wrong type",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "threshold", lambda p: p.update(health={"failure_threshold": "three"}))
+        ),
+        ("health: health threshold failure_threshold must be an integer >= 1, got 'three'",),
+    ),
+    Case(
+        "config",
+        "job seconds of the wrong type",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "seconds", lambda p: p["job"].update(stop_timeout_seconds="soon"))
+        ),
+        ("job.stop_timeout_seconds: must be a number >= 0.1, got 'soon'",),
+    ),
+    Case(
+        "config",
+        "unknown key",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "typo", lambda p: p.update(health={"failure_treshold": 3}))
+        ),
+        ("unknown health threshold key(s) ['failure_treshold']", "known keys are [", "'failure_threshold'"),
+    ),
+    Case(
+        "config",
+        "file that does not exist",
+        lambda w, c: gate_refuses(w, w.inputs / "nowhere.yaml"),
+        ("cannot read the pair config", "nowhere.yaml", "check the path"),
+    ),
     # Connections
-    Case("connection", "missing", lambda w, c: gate_refuses(
-        w, config_variant(w, "conn-missing", with_connection("B", "bad_suite_missing"))),
-        ("connection 'bad_suite_missing' does not exist", "create a connection of type 'kafka'")),
-    Case("connection", "wrong conn_type", lambda w, c: gate_refuses(
-        w, config_variant(w, "conn-type", with_connection("B", "bad_suite_postgres"))),
-        ("failover of pair 'orders' refused: Airflow connection 'bad_suite_postgres' is of type 'postgres', "
-         "not 'kafka'", "point the task at a connection")),
-    Case("connection", "extra that is not JSON", lambda w, c: gate_refuses(
-        w, config_variant(w, "conn-json", with_connection("B", "bad_suite_badjson"))),
-        ("connection 'bad_suite_badjson'", "extra is not valid JSON", "{\"bootstrap.servers\": \"host:9092\"}")),
-    Case("connection", "extra that is a list", lambda w, c: gate_refuses(
-        w, config_variant(w, "conn-list", with_connection("B", "bad_suite_list"))),
-        ("connection 'bad_suite_list'", "must be a JSON object", "['127.0.0.1:2']")),
-    Case("connection", "extra without bootstrap.servers", lambda w, c: gate_refuses(
-        w, config_variant(w, "conn-nobootstrap", with_connection("B", "bad_suite_nobootstrap"))),
-        ("connection 'bad_suite_nobootstrap' has no 'bootstrap.servers'", "set it to the cluster's bootstrap")),
-    Case("connection", "bootstrap.servers that is not text", lambda w, c: gate_refuses(
-        w, config_variant(w, "conn-numeric", with_connection("B", "bad_suite_numeric"))),
-        ("connection 'bad_suite_numeric'", "bootstrap.servers", "9092", "host:9092")),
-    Case("connection", "security option without a Java equivalent", lambda w, c: submit_refuses(
-        w, FULL_MAP, config_variant(w, "conn-ssl", with_connection("B", "bad_suite_ssl"))),
-        ("connection 'bad_suite_ssl'", "['ssl.certificate.location']", "give the Java equivalents in the job's "
-         "kafka_options")),
-    Case("connection", "SASL login with an unmappable mechanism", lambda w, c: submit_refuses(
-        w, FULL_MAP, config_variant(w, "conn-gssapi", with_connection("B", "bad_suite_gssapi"))),
-        ("connection 'bad_suite_gssapi'", "got mechanism 'GSSAPI'", "give 'sasl.jaas.config' in the job's "
-         "kafka_options"), absent=(SECRET,)),
+    Case(
+        "connection",
+        "missing",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "conn-missing", with_connection("B", "bad_suite_missing"))
+        ),
+        ("connection 'bad_suite_missing' does not exist", "create a connection of type 'kafka'"),
+    ),
+    Case(
+        "connection",
+        "wrong conn_type",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "conn-type", with_connection("B", "bad_suite_postgres"))
+        ),
+        (
+            "failover of pair 'orders' refused: Airflow connection 'bad_suite_postgres' is of type 'postgres', "
+            "not 'kafka'",
+            "point the task at a connection",
+        ),
+    ),
+    Case(
+        "connection",
+        "extra that is not JSON",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "conn-json", with_connection("B", "bad_suite_badjson"))
+        ),
+        ("connection 'bad_suite_badjson'", "extra is not valid JSON", '{"bootstrap.servers": "host:9092"}'),
+    ),
+    Case(
+        "connection",
+        "extra that is a list",
+        lambda w, c: gate_refuses(w, config_variant(w, "conn-list", with_connection("B", "bad_suite_list"))),
+        ("connection 'bad_suite_list'", "must be a JSON object", "['127.0.0.1:2']"),
+    ),
+    Case(
+        "connection",
+        "extra without bootstrap.servers",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "conn-nobootstrap", with_connection("B", "bad_suite_nobootstrap"))
+        ),
+        (
+            "connection 'bad_suite_nobootstrap' has no 'bootstrap.servers'",
+            "set it to the cluster's bootstrap",
+        ),
+    ),
+    Case(
+        "connection",
+        "bootstrap.servers that is not text",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "conn-numeric", with_connection("B", "bad_suite_numeric"))
+        ),
+        ("connection 'bad_suite_numeric'", "bootstrap.servers", "9092", "host:9092"),
+    ),
+    Case(
+        "connection",
+        "security option without a Java equivalent",
+        lambda w, c: submit_refuses(
+            w, FULL_MAP, config_variant(w, "conn-ssl", with_connection("B", "bad_suite_ssl"))
+        ),
+        (
+            "connection 'bad_suite_ssl'",
+            "['ssl.certificate.location']",
+            "give the Java equivalents in the job's kafka_options",
+        ),
+    ),
+    Case(
+        "connection",
+        "SASL login with an unmappable mechanism",
+        lambda w, c: submit_refuses(
+            w, FULL_MAP, config_variant(w, "conn-gssapi", with_connection("B", "bad_suite_gssapi"))
+        ),
+        (
+            "connection 'bad_suite_gssapi'",
+            "got mechanism 'GSSAPI'",
+            "give 'sasl.jaas.config' in the job's kafka_options",
+        ),
+        absent=(SECRET,),
+    ),
     # DAG Params
-    Case("params", "force given as text", lambda w, c: gate_refuses(w, params={"force": "yes"}),
-         ("param 'force' must be true or false, got 'yes'",)),
-    Case("params", "dry_run given as the text 'false'", lambda w, c: gate_refuses(w, params={"dry_run": "false"}),
-         ("param 'dry_run' must be true or false, got 'false'",)),
-    Case("params", "reason that is not text", lambda w, c: gate_refuses(w, params={"reason": 5}),
-         ("param 'reason' must be text, got 5",)),
+    Case(
+        "params",
+        "force given as text",
+        lambda w, c: gate_refuses(w, params={"force": "yes"}),
+        ("param 'force' must be true or false, got 'yes'",),
+    ),
+    Case(
+        "params",
+        "dry_run given as the text 'false'",
+        lambda w, c: gate_refuses(w, params={"dry_run": "false"}),
+        ("param 'dry_run' must be true or false, got 'false'",),
+    ),
+    Case(
+        "params",
+        "reason that is not text",
+        lambda w, c: gate_refuses(w, params={"reason": 5}),
+        ("param 'reason' must be text, got 5",),
+    ),
     # CLI arguments
-    Case("cli", "--to names a cluster the pair lacks", lambda w, c: cli_refuses(
-        w, *plan_args(w, "--to", "C", "--position", '{"orders": {"0": 1}}')),
-        ("pair 'orders' has no cluster 'C'; its clusters are ['A', 'B']",)),
-    Case("cli", "--from and --to the same", lambda w, c: cli_refuses(
-        w, *plan_args(w, "--to", "A", "--position", '{"orders": {"0": 1}}')),
-        ("--from and --to are both 'A'", "name the two different clusters")),
-    Case("cli", "no position source", lambda w, c: cli_refuses(w, *plan_args(w), exit_code=2),
-         ("one of the arguments --checkpoint --position --group is required",)),
-    Case("cli", "--pair the file lacks", lambda w, c: cli_refuses(
-        w, *plan_args(w, "--pair", "payments", "--position", '{"orders": {"0": 1}}')),
-        ("has no pair 'payments'; it has ['orders']",)),
-    Case("cli", "--position that is not JSON", lambda w, c: cli_refuses(
-        w, *plan_args(w, "--position", "{orders: 12")),
-        ("explicit stream position is not valid JSON", "'{orders: 12'", 'expected e.g. {"orders": {"0": 12}}')),
-    Case("cli", "--timeout that is not a number", lambda w, c: cli_refuses(
-        w, "sandbox", "--run-dir", str(w.inputs / "no-sandbox"), "up", "--timeout", "soon", exit_code=2),
-        ("argument --timeout: 'soon' is not a number",)),
+    Case(
+        "cli",
+        "--to names a cluster the pair lacks",
+        lambda w, c: cli_refuses(w, *plan_args(w, "--to", "C", "--position", '{"orders": {"0": 1}}')),
+        ("pair 'orders' has no cluster 'C'; its clusters are ['A', 'B']",),
+    ),
+    Case(
+        "cli",
+        "--from and --to the same",
+        lambda w, c: cli_refuses(w, *plan_args(w, "--to", "A", "--position", '{"orders": {"0": 1}}')),
+        ("--from and --to are both 'A'", "name the two different clusters"),
+    ),
+    Case(
+        "cli",
+        "no position source",
+        lambda w, c: cli_refuses(w, *plan_args(w), exit_code=2),
+        ("one of the arguments --checkpoint --position --group is required",),
+    ),
+    Case(
+        "cli",
+        "--pair the file lacks",
+        lambda w, c: cli_refuses(
+            w, *plan_args(w, "--pair", "payments", "--position", '{"orders": {"0": 1}}')
+        ),
+        ("has no pair 'payments'; it has ['orders']",),
+    ),
+    Case(
+        "cli",
+        "--position that is not JSON",
+        lambda w, c: cli_refuses(w, *plan_args(w, "--position", "{orders: 12")),
+        (
+            "explicit stream position is not valid JSON",
+            "'{orders: 12'",
+            'expected e.g. {"orders": {"0": 12}}',
+        ),
+    ),
+    Case(
+        "cli",
+        "--timeout that is not a number",
+        lambda w, c: cli_refuses(
+            w, "sandbox", "--run-dir", str(w.inputs / "no-sandbox"), "up", "--timeout", "soon", exit_code=2
+        ),
+        ("argument --timeout: 'soon' is not a number",),
+    ),
     # Checkpoint directories
-    Case("checkpoint", "missing", lambda w, c: plan_refuses(w, w.inputs / "no-such-checkpoint"),
-         ("no-such-checkpoint: checkpoint directory does not exist", "check the path")),
-    Case("checkpoint", "empty", lambda w, c: plan_refuses(w, _empty_dir(w.inputs / "empty")),
-         ("empty/offsets: no offsets directory", "Spark streaming checkpoint", "check the path")),
-    Case("checkpoint", "offsets file truncated mid-line", lambda w, c: plan_refuses(
-        w, damaged_checkpoint(w, "torn", '{"orders":{"0":10,"1":')),
-        ("torn/offsets/0:3: corrupt source offset JSON", "restore the checkpoint")),
-    Case("checkpoint", "offsets file truncated to nothing", lambda w, c: plan_refuses(
-        w, _empty_offsets(damaged_checkpoint(w, "zero", '{"orders":{"0":10}}'))),
-        ("zero/offsets/0:1: empty offsets file", "restore the checkpoint")),
-    Case("checkpoint", "offsets of other topics", lambda w, c: plan_refuses(
-        w, damaged_checkpoint(w, "other-topics", '{"payments":{"0":10}}')),
-        ("the position holds topics ['payments']", "does not read on cluster A",
-         "Plan from this pair's own checkpoint")),
-    Case("checkpoint", "unknown format version", lambda w, c: plan_refuses(
-        w, damaged_checkpoint(w, "v2", '{"orders":{"0":10,"1":7}}', version="v2")),
-        ("unsupported offset log version 'v2'", "only 'v1' is supported", "restore the checkpoint")),
-    Case("checkpoint", "progress file of another checkpoint", lambda w, c: plan_refuses(
-        w, damaged_checkpoint(w, "foreign-progress", '{"orders":{"0":10,"1":7}}', progress=[
-            {"batch_id": 0, "end_offsets": {"orders": {"0": 99, "1": 7}}, "max_timestamp_ms": {}}])),
-        ("progress.jsonl:1: progress record of batch 0 has end offsets that differ", "restore the checkpoint")),
+    Case(
+        "checkpoint",
+        "missing",
+        lambda w, c: plan_refuses(w, w.inputs / "no-such-checkpoint"),
+        ("no-such-checkpoint: checkpoint directory does not exist", "check the path"),
+    ),
+    Case(
+        "checkpoint",
+        "empty",
+        lambda w, c: plan_refuses(w, _empty_dir(w.inputs / "empty")),
+        ("empty/offsets: no offsets directory", "Spark streaming checkpoint", "check the path"),
+    ),
+    Case(
+        "checkpoint",
+        "offsets file truncated mid-line",
+        lambda w, c: plan_refuses(w, damaged_checkpoint(w, "torn", '{"orders":{"0":10,"1":')),
+        ("torn/offsets/0:3: corrupt source offset JSON", "restore the checkpoint"),
+    ),
+    Case(
+        "checkpoint",
+        "offsets file truncated to nothing",
+        lambda w, c: plan_refuses(w, _empty_offsets(damaged_checkpoint(w, "zero", '{"orders":{"0":10}}'))),
+        ("zero/offsets/0:1: empty offsets file", "restore the checkpoint"),
+    ),
+    Case(
+        "checkpoint",
+        "offsets of other topics",
+        lambda w, c: plan_refuses(w, damaged_checkpoint(w, "other-topics", '{"payments":{"0":10}}')),
+        (
+            "the position holds topics ['payments']",
+            "does not read on cluster A",
+            "Plan from this pair's own checkpoint",
+        ),
+    ),
+    Case(
+        "checkpoint",
+        "unknown format version",
+        lambda w, c: plan_refuses(w, damaged_checkpoint(w, "v2", '{"orders":{"0":10,"1":7}}', version="v2")),
+        ("unsupported offset log version 'v2'", "only 'v1' is supported", "restore the checkpoint"),
+    ),
+    Case(
+        "checkpoint",
+        "progress file of another checkpoint",
+        lambda w, c: plan_refuses(
+            w,
+            damaged_checkpoint(
+                w,
+                "foreign-progress",
+                '{"orders":{"0":10,"1":7}}',
+                progress=[
+                    {"batch_id": 0, "end_offsets": {"orders": {"0": 99, "1": 7}}, "max_timestamp_ms": {}}
+                ],
+            ),
+        ),
+        (
+            "progress.jsonl:1: progress record of batch 0 has end offsets that differ",
+            "restore the checkpoint",
+        ),
+    ),
     # Start maps
-    Case("start map", "malformed JSON", lambda w, c: submit_refuses(w, '{"orders": {"0": 12'),
-         ("starting offsets are not valid JSON", "'{\"orders\": {\"0\": 12'", "give 'earliest', 'latest' or a map")),
-    Case("start map", "'earlist', a typo of earliest", lambda w, c: submit_refuses(w, "earlist"),
-         ("starting offsets are not valid JSON", "'earlist'", "give 'earliest', 'latest' or a map")),
-    Case("start map", "negative offset", lambda w, c: submit_refuses(
-        w, {**FULL_MAP, "orders": {"0": -5, "1": 0}}),
-        ("starting offset of orders-0 is -5", "expected an integer >= 0, or -2 (earliest) / -1 (latest)")),
-    Case("start map", "partition the topic lacks", lambda w, c: submit_refuses(
-        w, {**FULL_MAP, "orders": {"0": 1, "1": 1, "7": 1}}),
-        ("names partitions the cluster does not have: ['orders-7']", "re-plan")),
-    Case("start map", "topic the job does not read", lambda w, c: submit_refuses(
-        w, {**FULL_MAP, "payments": {"0": 1}}),
-        ("topics not subscribed: ['payments']", "re-plan")),
-    Case("start map", "partitions missing", lambda w, c: submit_refuses(w, {"orders": {"0": 1, "1": 1}}),
-         ("misses partitions ['A.orders-0', 'A.orders-1']", "re-plan, or add them")),
+    Case(
+        "start map",
+        "malformed JSON",
+        lambda w, c: submit_refuses(w, '{"orders": {"0": 12'),
+        (
+            "starting offsets are not valid JSON",
+            '\'{"orders": {"0": 12\'',
+            "give 'earliest', 'latest' or a map",
+        ),
+    ),
+    Case(
+        "start map",
+        "'earlist', a typo of earliest",
+        lambda w, c: submit_refuses(w, "earlist"),
+        ("starting offsets are not valid JSON", "'earlist'", "give 'earliest', 'latest' or a map"),
+    ),
+    Case(
+        "start map",
+        "negative offset",
+        lambda w, c: submit_refuses(w, {**FULL_MAP, "orders": {"0": -5, "1": 0}}),
+        ("starting offset of orders-0 is -5", "expected an integer >= 0, or -2 (earliest) / -1 (latest)"),
+    ),
+    Case(
+        "start map",
+        "partition the topic lacks",
+        lambda w, c: submit_refuses(w, {**FULL_MAP, "orders": {"0": 1, "1": 1, "7": 1}}),
+        ("names partitions the cluster does not have: ['orders-7']", "re-plan"),
+    ),
+    Case(
+        "start map",
+        "topic the job does not read",
+        lambda w, c: submit_refuses(w, {**FULL_MAP, "payments": {"0": 1}}),
+        ("topics not subscribed: ['payments']", "re-plan"),
+    ),
+    Case(
+        "start map",
+        "partitions missing",
+        lambda w, c: submit_refuses(w, {"orders": {"0": 1, "1": 1}}),
+        ("misses partitions ['A.orders-0', 'A.orders-1']", "re-plan, or add them"),
+    ),
     # MirrorMaker 2 records that do not decode
-    Case("mm2 record", "checkpoint key truncated", lambda w, c: _plan_with_record(
-        w, c, CHECKPOINTS_ON_B, GOOD_CHECKPOINT[0][:-2], GOOD_CHECKPOINT[1]),
-        ("malformed Checkpoint key", "field 'partition' needs 4 bytes", "truncated record",
-         f"offset 2 of {CHECKPOINTS_ON_B}-0 on B", "Only MirrorMaker 2 should write to")),
-    Case("mm2 record", "checkpoint value truncated", lambda w, c: _plan_with_record(
-        w, c, CHECKPOINTS_ON_B, GOOD_CHECKPOINT[0], GOOD_CHECKPOINT[1][:12]),
-        ("malformed Checkpoint value", "field 'offset' needs 8 bytes", f"{CHECKPOINTS_ON_B}-0",
-         "Only MirrorMaker 2 should write to")),
-    Case("mm2 record", "checkpoint value of an unknown version", lambda w, c: _plan_with_record(
-        w, c, CHECKPOINTS_ON_B, GOOD_CHECKPOINT[0], b"\x00\x01" + GOOD_CHECKPOINT[1][2:]),
-        ("field 'version' is 1, only version 0 is known", "upgrade this provider", f"{CHECKPOINTS_ON_B}-0")),
-    Case("mm2 record", "offset sync of another layout version", lambda w, c: _plan_with_record(
-        w, c, SYNCS_ON_B, GOOD_SYNC[0], b"\x00\x01" + GOOD_SYNC[1]),
-        ("malformed OffsetSync value: 2 trailing bytes", f"offset 2 of {SYNCS_ON_B}-0 on B",
-         "upgrade this provider")),
+    Case(
+        "mm2 record",
+        "checkpoint key truncated",
+        lambda w, c: _plan_with_record(w, c, CHECKPOINTS_ON_B, GOOD_CHECKPOINT[0][:-2], GOOD_CHECKPOINT[1]),
+        (
+            "malformed Checkpoint key",
+            "field 'partition' needs 4 bytes",
+            "truncated record",
+            f"offset 2 of {CHECKPOINTS_ON_B}-0 on B",
+            "Only MirrorMaker 2 should write to",
+        ),
+    ),
+    Case(
+        "mm2 record",
+        "checkpoint value truncated",
+        lambda w, c: _plan_with_record(w, c, CHECKPOINTS_ON_B, GOOD_CHECKPOINT[0], GOOD_CHECKPOINT[1][:12]),
+        (
+            "malformed Checkpoint value",
+            "field 'offset' needs 8 bytes",
+            f"{CHECKPOINTS_ON_B}-0",
+            "Only MirrorMaker 2 should write to",
+        ),
+    ),
+    Case(
+        "mm2 record",
+        "checkpoint value of an unknown version",
+        lambda w, c: _plan_with_record(
+            w, c, CHECKPOINTS_ON_B, GOOD_CHECKPOINT[0], b"\x00\x01" + GOOD_CHECKPOINT[1][2:]
+        ),
+        ("field 'version' is 1, only version 0 is known", "upgrade this provider", f"{CHECKPOINTS_ON_B}-0"),
+    ),
+    Case(
+        "mm2 record",
+        "offset sync of another layout version",
+        lambda w, c: _plan_with_record(w, c, SYNCS_ON_B, GOOD_SYNC[0], b"\x00\x01" + GOOD_SYNC[1]),
+        (
+            "malformed OffsetSync value: 2 trailing bytes",
+            f"offset 2 of {SYNCS_ON_B}-0 on B",
+            "upgrade this provider",
+        ),
+    ),
 ]
 
 
@@ -580,7 +890,9 @@ def test_the_world_is_valid_so_each_case_fails_only_on_its_bad_input(world, clus
     assert passed.is_done and passed.xcom_value == world.record.to_dict()
     planned = steps.make_plan(world.pair, steps.FAILOVER, world.record, dry_run=True)
     assert json.loads(planned["starting_offsets"])["A.orders"] == {"0": 10, "1": 7}
-    checked = steps.job_request(world.pair, "B", EPOCH + 1, FULL_MAP).settings()  # checks only, starts nothing
+    checked = steps.job_request(
+        world.pair, "B", EPOCH + 1, FULL_MAP
+    ).settings()  # checks only, starts nothing
     assert checked.starting_offsets == FULL_MAP and checked.bootstrap_servers == "127.0.0.1:2"
     assert_untouched(world, before)
 

@@ -49,17 +49,44 @@ def test_defaults():
         ({"primary": None}, "primary: None is not one of"),
         ({"topics": []}, "topics: must be a non-empty list of topic names, got []"),
         ({"clusters": {"A": {"connection": "k"}}}, "a pair has exactly two clusters, got 1"),
-        ({"clusters": {"A": {"connection": "same"}, "B": {"connection": "same"}}}, "both clusters use connection 'same'"),
+        (
+            {"clusters": {"A": {"connection": "same"}, "B": {"connection": "same"}}},
+            "both clusters use connection 'same'",
+        ),
         ({"clusters": {"A": {"connection": "a"}, "B": {}}}, "clusters.B.connection: is required"),
-        ({"clusters": {"A": {"connection": "a", "alias": "X"}, "B": {"connection": "b", "alias": "X"}}}, "aliases must differ"),
-        ({"replication": {"policy": "mirror"}}, "replication.policy: 'mirror' is not one of ['default', 'identity']"),
-        ({"replication": {"flows": ["A->C"]}}, "replication.flows: 'A->C' is not '<cluster>-><other cluster>'"),
-        ({"replication": {"policy": "identity", "flows": ["A->B", "B->A"]}}, "identity replication cannot prevent loops"),
-        ({"replication": {"offset_syncs_location": "middle"}}, "offset_syncs_location: 'middle' is not one of"),
+        (
+            {"clusters": {"A": {"connection": "a", "alias": "X"}, "B": {"connection": "b", "alias": "X"}}},
+            "aliases must differ",
+        ),
+        (
+            {"replication": {"policy": "mirror"}},
+            "replication.policy: 'mirror' is not one of ['default', 'identity']",
+        ),
+        (
+            {"replication": {"flows": ["A->C"]}},
+            "replication.flows: 'A->C' is not '<cluster>-><other cluster>'",
+        ),
+        (
+            {"replication": {"policy": "identity", "flows": ["A->B", "B->A"]}},
+            "identity replication cannot prevent loops",
+        ),
+        (
+            {"replication": {"offset_syncs_location": "middle"}},
+            "offset_syncs_location: 'middle' is not one of",
+        ),
         ({"translation": {"methods": ["guess"]}}, "translation.methods: 'guess' is not one of"),
-        ({"translation": {"methods": ["identity"]}}, "'identity' is only safe with an offset-preserving replicator"),
-        ({"translation": {"timestamp_margin_seconds": -1}}, "timestamp_margin_seconds: must be a number >= 0, got -1"),
-        ({"health": {"probe_interval": 0}}, "health: health threshold probe_interval must be a positive number"),
+        (
+            {"translation": {"methods": ["identity"]}},
+            "'identity' is only safe with an offset-preserving replicator",
+        ),
+        (
+            {"translation": {"timestamp_margin_seconds": -1}},
+            "timestamp_margin_seconds: must be a number >= 0, got -1",
+        ),
+        (
+            {"health": {"probe_interval": 0}},
+            "health: health threshold probe_interval must be a positive number",
+        ),
         ({"colour": "blue"}, "pair: unknown key(s) ['colour']"),
     ],
 )
@@ -87,8 +114,15 @@ def test_file_level_errors(tmp_path):
 
 def test_routes_forward_and_reverse():
     pair = parse_pair("p", _pair())
-    routes = {r.source_topic: (r.target_topic, r.direction) for r in route_topics(pair, "B", "A", ["A.orders", "orders"])}
+    routes = {
+        r.source_topic: (r.target_topic, r.direction)
+        for r in route_topics(pair, "B", "A", ["A.orders", "orders"])
+    }
     assert routes == {"A.orders": ("orders", "reverse"), "orders": ("B.orders", "forward")}
     identity = parse_pair("p", _pair(replication={"policy": "identity"}))
-    assert [(r.target_topic, r.direction) for r in route_topics(identity, "A", "B", ["orders"])] == [("orders", "forward")]
-    assert [(r.target_topic, r.direction) for r in route_topics(identity, "B", "A", ["orders"])] == [("orders", "reverse")]
+    assert [(r.target_topic, r.direction) for r in route_topics(identity, "A", "B", ["orders"])] == [
+        ("orders", "forward")
+    ]
+    assert [(r.target_topic, r.direction) for r in route_topics(identity, "B", "A", ["orders"])] == [
+        ("orders", "reverse")
+    ]

@@ -32,8 +32,15 @@ from airflow_kafka_failover.sandbox.sandbox import Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_SERVICES = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-REQUIRED_SERVICES = ("kafka-a", "kafka-b", "mirrormaker", "spark-master", "spark-worker", "producer",
-                     *AIRFLOW_SERVICES)
+REQUIRED_SERVICES = (
+    "kafka-a",
+    "kafka-b",
+    "mirrormaker",
+    "spark-master",
+    "spark-worker",
+    "producer",
+    *AIRFLOW_SERVICES,
+)
 POLICY_CLASSES = {"default": DEFAULT_POLICY_CLASS, "identity": IDENTITY_POLICY_CLASS}
 
 
@@ -193,8 +200,9 @@ def test_dependencies_name_services_and_use_conditions(services):
 def test_kafka_images_match_the_kafka_version_of_the_pom(services):
     pom = (REPO / "jvm" / "kafka" / "pom.xml").read_text()
     kafka_version = pom.split("<kafka.version>")[1].split("</kafka.version>")[0]
-    kafka_services = [name for name, service in services.items()
-                      if service.get("image", "").startswith("apache/kafka:")]
+    kafka_services = [
+        name for name, service in services.items() if service.get("image", "").startswith("apache/kafka:")
+    ]
     assert {"kafka-a", "kafka-b", "mirrormaker"} <= set(kafka_services)
     for name in kafka_services:
         assert services[name]["image"] == f"apache/kafka:{kafka_version}", name
@@ -316,8 +324,11 @@ def test_connections_cover_every_id_of_the_pair_config(services, pairs):
 def test_job_folders_are_on_a_volume_the_spark_worker_shares(services, pairs):
     scheduler = dict(_volumes(services["airflow-scheduler"]))
     worker = dict(_volumes(services["spark-worker"]))
-    shared = [target for source, target in scheduler.items()
-              if not _is_bind(source) and worker.get(source) == target]
+    shared = [
+        target
+        for source, target in scheduler.items()
+        if not _is_bind(source) and worker.get(source) == target
+    ]
     assert shared, "the scheduler (where the driver runs) and the Spark worker share no volume"
     for pair in pairs.values():
         job = pair.job
@@ -362,9 +373,11 @@ def test_producer_writes_a_topic_of_the_pair_that_topics_creates_on_both_cluster
 def test_the_producer_entry_point_rejects_bad_arguments(capsys):
     from airflow_kafka_failover.sandbox.producer import main
 
-    for argv, message in ((["--bootstrap", "nohostport", "--topic", "t"], "host:port"),
-                          (["--bootstrap", "h:1", "--topic", "t", "--rate", "0"], "> 0"),
-                          (["--bootstrap", "h:1", "--topic", "t", "--partitions", "x"], ">= 1")):
+    for argv, message in (
+        (["--bootstrap", "nohostport", "--topic", "t"], "host:port"),
+        (["--bootstrap", "h:1", "--topic", "t", "--rate", "0"], "> 0"),
+        (["--bootstrap", "h:1", "--topic", "t", "--partitions", "x"], ">= 1"),
+    ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2
@@ -378,8 +391,9 @@ def _compose_client_problem() -> str | None:
     """Why ``docker compose`` cannot check the file here, or None when it can."""
     if shutil.which("docker") is None:
         return "no docker client on PATH"
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, check=False,
-                           timeout=30)
+    probe = subprocess.run(
+        ["docker", "compose", "version"], capture_output=True, text=True, check=False, timeout=30
+    )
     if probe.returncode != 0:
         output = (probe.stderr or probe.stdout).strip().splitlines() or ["no output"]
         return f"`docker compose version` fails: {output[0][:200]}"
@@ -392,6 +406,9 @@ def test_docker_compose_config_parses_offline():
         pytest.skip(f"docker compose cannot parse the file here ({problem})")
     result = subprocess.run(
         ["docker", "compose", "-f", str(REPO / "docker-compose.yml"), "config", "--quiet"],
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr

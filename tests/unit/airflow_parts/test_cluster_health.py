@@ -19,21 +19,48 @@ from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger
 def dead_cluster_conn(monkeypatch) -> str:
     """A kafka connection to a loopback port where nothing listens."""
     port = free_ports(1)[0]
-    monkeypatch.setenv("AIRFLOW_CONN_DEAD_KAFKA", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DEAD_KAFKA",
+        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}}),
+    )
     return "dead_kafka"
 
 
 def _trigger(**overrides) -> ClusterHealthTrigger:
     kwargs = {
         "kind": "down",
-        "watch_kwargs": {"cluster": "A", "kafka_config_id": "dead_kafka", "topics": ["orders"], "canary_topic": None,
-                         "peer_kafka_config_id": None, "heartbeats_topic": None, "require_corroboration": False},
-        "thresholds": {"probe_interval": 0.5, "probe_timeout": 0.5, "min_down_seconds": 1.0,
-                       "heartbeat_stale_seconds": 2.0, "stability_window": 2.0},
+        "watch_kwargs": {
+            "cluster": "A",
+            "kafka_config_id": "dead_kafka",
+            "topics": ["orders"],
+            "canary_topic": None,
+            "peer_kafka_config_id": None,
+            "heartbeats_topic": None,
+            "require_corroboration": False,
+        },
+        "thresholds": {
+            "probe_interval": 0.5,
+            "probe_timeout": 0.5,
+            "min_down_seconds": 1.0,
+            "heartbeat_stale_seconds": 2.0,
+            "stability_window": 2.0,
+        },
         "deadline": None,
-        "state": {"history": [{"cluster": "A", "at": 1.0, "reachable": True, "latency_s": 0.01, "broker_count": 1,
-                               "leaderless_partitions": [], "under_min_isr_partitions": [], "canary_ok": None,
-                               "error": None}]},
+        "state": {
+            "history": [
+                {
+                    "cluster": "A",
+                    "at": 1.0,
+                    "reachable": True,
+                    "latency_s": 0.01,
+                    "broker_count": 1,
+                    "leaderless_partitions": [],
+                    "under_min_isr_partitions": [],
+                    "canary_ok": None,
+                    "error": None,
+                }
+            ]
+        },
     }
     kwargs.update(overrides)
     return ClusterHealthTrigger(**kwargs)
@@ -62,11 +89,21 @@ def test_trigger_on_an_unreachable_cluster_yields_one_down_event(dead_cluster_co
 
 
 def test_trigger_deadline_yields_timeout(dead_cluster_conn):
-    trigger = _trigger(kind="recovered", deadline=time.time() + 2,
-                       watch_kwargs={"cluster": "A", "kafka_config_id": "dead_kafka", "topics": [],
-                                     "canary_topic": None, "active_kafka_config_id": "dead_kafka",
-                                     "replicated_topics": {}, "offset_syncs_topic": "x",
-                                     "offset_syncs_on_watched": True, "recorded_high_watermarks": {}})
+    trigger = _trigger(
+        kind="recovered",
+        deadline=time.time() + 2,
+        watch_kwargs={
+            "cluster": "A",
+            "kafka_config_id": "dead_kafka",
+            "topics": [],
+            "canary_topic": None,
+            "active_kafka_config_id": "dead_kafka",
+            "replicated_topics": {},
+            "offset_syncs_topic": "x",
+            "offset_syncs_on_watched": True,
+            "recorded_high_watermarks": {},
+        },
+    )
     event = asyncio.run(asyncio.wait_for(anext(trigger.run()), timeout=30))
     assert event.payload["status"] == "timeout"
     assert event.payload["message"].startswith("gave up waiting")
@@ -78,13 +115,25 @@ def test_trigger_deadline_yields_timeout(dead_cluster_conn):
         ({"kafka_config_id": "no_such_conn"}, "Airflow connection 'no_such_conn' does not exist"),
         ({"thresholds": {"probe_interval": 0}}, "probe_interval must be a positive number of seconds, got 0"),
         ({"thresholds": {"failure_threshold": -1}}, "failure_threshold must be an integer >= 1, got -1"),
-        ({"thresholds": {"min_down_seconds": -6}}, "min_down_seconds must be a positive number of seconds, got -6"),
+        (
+            {"thresholds": {"min_down_seconds": -6}},
+            "min_down_seconds must be a positive number of seconds, got -6",
+        ),
         ({"thresholds": {"probe_intervall": 2}}, "unknown health threshold(s) ['probe_intervall']"),
-        ({"peer_kafka_config_id": None, "require_corroboration": True}, "require_corroboration=True needs peer_kafka_config_id"),
+        (
+            {"peer_kafka_config_id": None, "require_corroboration": True},
+            "require_corroboration=True needs peer_kafka_config_id",
+        ),
     ],
 )
 def test_down_sensor_bad_input_fails_before_waiting(dead_cluster_conn, kwargs, message):
-    params = {"task_id": "down", "kafka_config_id": dead_cluster_conn, "cluster_alias": "A", "deferrable": True, **kwargs}
+    params = {
+        "task_id": "down",
+        "kafka_config_id": dead_cluster_conn,
+        "cluster_alias": "A",
+        "deferrable": True,
+        **kwargs,
+    }
     sensor = KafkaClusterDownSensor(**params)
     started = time.monotonic()
     with pytest.raises(ConfigError) as excinfo:
@@ -94,25 +143,45 @@ def test_down_sensor_bad_input_fails_before_waiting(dead_cluster_conn, kwargs, m
 
 
 def test_connection_without_bootstrap_servers_is_named(monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_NO_BOOTSTRAP", json.dumps({"conn_type": "kafka", "extra": {"group.id": "g"}}))
-    sensor = KafkaClusterDownSensor(task_id="down", kafka_config_id="no_bootstrap", cluster_alias="A",
-                                    require_corroboration=False, deferrable=True)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_NO_BOOTSTRAP", json.dumps({"conn_type": "kafka", "extra": {"group.id": "g"}})
+    )
+    sensor = KafkaClusterDownSensor(
+        task_id="down",
+        kafka_config_id="no_bootstrap",
+        cluster_alias="A",
+        require_corroboration=False,
+        deferrable=True,
+    )
     with pytest.raises(ConfigError, match="'no_bootstrap' has no 'bootstrap.servers' in its extra"):
         sensor.execute(context={})
 
 
 def test_connection_of_the_wrong_type_is_named(monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_AN_HTTP_CONN", json.dumps({"conn_type": "http", "host": "example.invalid"}))
-    sensor = KafkaClusterDownSensor(task_id="down", kafka_config_id="an_http_conn", cluster_alias="A",
-                                    require_corroboration=False, deferrable=True)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_AN_HTTP_CONN", json.dumps({"conn_type": "http", "host": "example.invalid"})
+    )
+    sensor = KafkaClusterDownSensor(
+        task_id="down",
+        kafka_config_id="an_http_conn",
+        cluster_alias="A",
+        require_corroboration=False,
+        deferrable=True,
+    )
     with pytest.raises(ConfigError, match="'an_http_conn' is of type 'http', not 'kafka'"):
         sensor.execute(context={})
 
 
 def test_recovered_sensor_rejects_bad_recorded_watermarks(dead_cluster_conn):
     sensor = KafkaClusterRecoveredSensor(
-        task_id="rec", kafka_config_id=dead_cluster_conn, cluster_alias="A", active_kafka_config_id=dead_cluster_conn,
-        active_alias="B", replicated_topics=["orders"], recorded_high_watermarks={"orders-0": -5}, deferrable=True,
+        task_id="rec",
+        kafka_config_id=dead_cluster_conn,
+        cluster_alias="A",
+        active_kafka_config_id=dead_cluster_conn,
+        active_alias="B",
+        replicated_topics=["orders"],
+        recorded_high_watermarks={"orders-0": -5},
+        deferrable=True,
     )
     with pytest.raises(ConfigError, match=r"recorded_high_watermarks .* bad: \{'orders-0': -5\}"):
         sensor.execute(context={})
@@ -120,8 +189,13 @@ def test_recovered_sensor_rejects_bad_recorded_watermarks(dead_cluster_conn):
 
 def test_recovered_sensor_rejects_unknown_policy(dead_cluster_conn):
     sensor = KafkaClusterRecoveredSensor(
-        task_id="rec", kafka_config_id=dead_cluster_conn, cluster_alias="A", active_kafka_config_id=dead_cluster_conn,
-        active_alias="B", replication_policy="mirror", deferrable=True,
+        task_id="rec",
+        kafka_config_id=dead_cluster_conn,
+        cluster_alias="A",
+        active_kafka_config_id=dead_cluster_conn,
+        active_alias="B",
+        replication_policy="mirror",
+        deferrable=True,
     )
     with pytest.raises(ConfigError, match="mirror"):
         sensor.execute(context={})
@@ -130,15 +204,21 @@ def test_recovered_sensor_rejects_unknown_policy(dead_cluster_conn):
 def test_event_handling_timeout_soft_fail_and_data_loss():
     from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
-    sensor = KafkaClusterDownSensor(task_id="d", kafka_config_id="x", cluster_alias="A", require_corroboration=False)
+    sensor = KafkaClusterDownSensor(
+        task_id="d", kafka_config_id="x", cluster_alias="A", require_corroboration=False
+    )
     timeout_event = {"status": "timeout", "message": "gave up waiting: not down", "state": {"history": []}}
     with pytest.raises(AirflowSensorTimeout, match="gave up waiting"):
         sensor.execute_complete({}, timeout_event)
     sensor.soft_fail = True
     with pytest.raises(AirflowSkipException):
         sensor.execute_complete({}, timeout_event)
-    loss = {"status": "error", "message": "DATA LOSS on cluster A, failback refused", "state": {"history": []},
-            "decision": {}}
+    loss = {
+        "status": "error",
+        "message": "DATA LOSS on cluster A, failback refused",
+        "state": {"history": []},
+        "decision": {},
+    }
     with pytest.raises(DataLossError, match="failback refused"):
         sensor.execute_complete({}, loss)
 
@@ -148,7 +228,11 @@ def test_importing_the_sensors_stays_light():
     import subprocess
     import sys
 
-    code = ("import sys; import airflow_kafka_failover.sensors.cluster_health; "
-            "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'pyspark'))))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True)
+    code = (
+        "import sys; import airflow_kafka_failover.sensors.cluster_health; "
+        "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'pyspark'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
+    )
     assert result.stdout.strip().endswith("[]"), result.stdout

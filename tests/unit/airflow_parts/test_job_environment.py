@@ -10,8 +10,10 @@ from airflow_kafka_failover.process_group import ManagedProcess
 
 
 def test_the_job_environment_has_no_airflow_secrets(monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURE", json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": "h:1", "sasl.password": "pw-123"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_SECURE",
+        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "h:1", "sasl.password": "pw-123"}}),
+    )
     monkeypatch.setenv("AIRFLOW_VAR_TOKEN", "tok-123")
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "fernet-123")
     monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_failover_orders_start")
@@ -27,8 +29,9 @@ def test_a_process_started_without_inheriting_gets_only_the_given_environment(tm
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURE", "secret-123")
     out = tmp_path / "env.txt"
     process = ManagedProcess("envdump", tmp_path)
-    process.start(["/bin/sh", "-c", f"env > {out}"], env={"ONLY": "this", "PATH": "/usr/bin:/bin"},
-                  inherit_env=False)
+    process.start(
+        ["/bin/sh", "-c", f"env > {out}"], env={"ONLY": "this", "PATH": "/usr/bin:/bin"}, inherit_env=False
+    )
     deadline = time.monotonic() + 10
     while process.is_running() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -40,11 +40,20 @@ class SlowVariables:
 
 @pytest.fixture
 def pair(tmp_path):
-    return parse_pair("orders", {
-        "clusters": {"A": {"connection": "kafka_a"}, "B": {"connection": "kafka_b"}}, "primary": "A",
-        "topics": ["orders"],
-        "job": {"sink_root": str(tmp_path / "sink"), "checkpoint_root": str(tmp_path / "checkpoints"),
-                "run_root": str(tmp_path / "runs"), "fencing_marker": str(tmp_path / "fence" / "orders.json")}})
+    return parse_pair(
+        "orders",
+        {
+            "clusters": {"A": {"connection": "kafka_a"}, "B": {"connection": "kafka_b"}},
+            "primary": "A",
+            "topics": ["orders"],
+            "job": {
+                "sink_root": str(tmp_path / "sink"),
+                "checkpoint_root": str(tmp_path / "checkpoints"),
+                "run_root": str(tmp_path / "runs"),
+                "fencing_marker": str(tmp_path / "fence" / "orders.json"),
+            },
+        },
+    )
 
 
 @pytest.fixture
@@ -57,16 +66,27 @@ def variables(monkeypatch):
 
 
 def at_epoch_2(pair, variables) -> ActiveRecord:
-    record = ActiveRecord(pair="orders", active="B", epoch=2, job={"cluster": "B", "epoch": 2}, checkpoint="/c/B/2",
-                          updated_at="2024-01-01T00:00:00+00:00")
+    record = ActiveRecord(
+        pair="orders",
+        active="B",
+        epoch=2,
+        job={"cluster": "B", "epoch": 2},
+        checkpoint="/c/B/2",
+        updated_at="2024-01-01T00:00:00+00:00",
+    )
     variables.values[record_store.variable_key("orders")] = json.dumps(record.to_dict())
     record_store.fencing_marker(pair).write(3, "A")  # both switches below advanced the fence to (3, A)
     return record
 
 
 def failback(record: ActiveRecord, job: dict, reason: str) -> ActiveRecord:
-    return record.switched(to="A", job=job, checkpoint=job["checkpoint"], watermarks={},
-                           entry={"kind": "failback", "reason": reason})
+    return record.switched(
+        to="A",
+        job=job,
+        checkpoint=job["checkpoint"],
+        watermarks={},
+        entry={"kind": "failback", "reason": reason},
+    )
 
 
 def race(pair, expected: int, records: list[ActiveRecord]) -> list[object]:
@@ -90,7 +110,9 @@ def race(pair, expected: int, records: list[ActiveRecord]) -> list[object]:
 
 
 def stored(variables) -> ActiveRecord:
-    return ActiveRecord.from_dict(json.loads(variables.values[record_store.variable_key("orders")]), ("A", "B"), "test")
+    return ActiveRecord.from_dict(
+        json.loads(variables.values[record_store.variable_key("orders")]), ("A", "B"), "test"
+    )
 
 
 def test_racing_commits_with_different_jobs_write_once_and_the_loser_names_the_winner(pair, variables):
@@ -108,7 +130,12 @@ def test_racing_commits_with_different_jobs_write_once_and_the_loser_names_the_w
 
 def test_racing_commits_of_the_same_job_write_once_and_the_later_is_a_no_op(pair, variables, caplog):
     record = at_epoch_2(pair, variables)
-    job = {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3", "pid": 7}  # the second run adopted the first's job
+    job = {
+        "cluster": "A",
+        "epoch": 3,
+        "checkpoint": "/c/A/3",
+        "pid": 7,
+    }  # the second run adopted the first's job
     first, second = failback(record, job, "operator 1"), failback(record, job, "operator 2")
     caplog.set_level("INFO", logger=record_store.__name__)
     outcomes = race(pair, 2, [first, second])

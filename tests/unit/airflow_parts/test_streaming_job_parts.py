@@ -20,8 +20,12 @@ from airflow_kafka_failover.operators.streaming_job import StopStreamingJobOpera
 
 def test_every_registered_module_imports():
     info = get_provider_info()
-    modules = [m for kind in ("hooks", "sensors", "operators", "triggers") for e in info[kind]
-               for m in e["python-modules"]]
+    modules = [
+        m
+        for kind in ("hooks", "sensors", "operators", "triggers")
+        for e in info[kind]
+        for m in e["python-modules"]
+    ]
     assert "airflow_kafka_failover.operators.streaming_job" in modules
     assert "airflow_kafka_failover.sensors.job_progress" in modules
     for module in modules:
@@ -38,21 +42,34 @@ def fake_yarn(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
-    _script(bin_dir / "spark-submit", f'echo "spark-submit $*" >> {calls}\n'
-            'echo "INFO Client: Submitting application application_1700000000000_0042 to ResourceManager"\n')
+    _script(
+        bin_dir / "spark-submit",
+        f'echo "spark-submit $*" >> {calls}\n'
+        'echo "INFO Client: Submitting application application_1700000000000_0042 to ResourceManager"\n',
+    )
     _script(bin_dir / "yarn", f'echo "yarn $*" >> {calls}\n')
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps(
-        {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_YARN",
+        json.dumps({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}),
+    )
     return bin_dir, calls
 
 
 def _settings(tmp_path) -> tuple[JobSettings, RunLayout]:
     layout = RunLayout("orders", "B", 1, str(tmp_path / "ckpt"), str(tmp_path / "runs"))
-    settings = JobSettings(pair="orders", cluster="B", epoch=1, bootstrap_servers="b:9092",
-                           checkpoint=str(layout.checkpoint), sink_root=str(tmp_path / "sink"),
-                           bookkeeping_group="g", fencing_marker=str(tmp_path / "fence"),
-                           run_dir=str(layout.run_dir), topics=("orders",))
+    settings = JobSettings(
+        pair="orders",
+        cluster="B",
+        epoch=1,
+        bootstrap_servers="b:9092",
+        checkpoint=str(layout.checkpoint),
+        sink_root=str(tmp_path / "sink"),
+        bookkeeping_group="g",
+        fencing_marker=str(tmp_path / "fence"),
+        run_dir=str(layout.run_dir),
+        topics=("orders",),
+    )
     return settings, layout
 
 
@@ -61,8 +78,11 @@ def test_cluster_mode_submits_without_waiting_and_kills_through_yarn(tmp_path, f
     hook = StreamingJobHook("spark_yarn", jars="/jars/kafka.jar", py_files="/dist/provider.zip")
     settings, layout = _settings(tmp_path)
     handle = hook.submit(settings, layout, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    assert (handle.deploy_mode, handle.master, handle.application_id) == ("cluster", "yarn",
-                                                                          "application_1700000000000_0042")
+    assert (handle.deploy_mode, handle.master, handle.application_id) == (
+        "cluster",
+        "yarn",
+        "application_1700000000000_0042",
+    )
     submitted = calls.read_text()
     assert "--deploy-mode cluster" in submitted
     assert "spark.yarn.submit.waitAppCompletion=false" in submitted
@@ -75,8 +95,17 @@ def test_cluster_mode_submits_without_waiting_and_kills_through_yarn(tmp_path, f
 def test_standalone_cluster_mode_is_refused_with_the_way_out(tmp_path, monkeypatch):
     from airflow_kafka_failover.exceptions import ConfigError
 
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE_CLUSTER", json.dumps(
-        {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_STANDALONE_CLUSTER",
+        json.dumps(
+            {
+                "conn_type": "spark",
+                "host": "spark://127.0.0.1",
+                "port": 7077,
+                "extra": {"deploy-mode": "cluster"},
+            }
+        ),
+    )
     settings, layout = _settings(tmp_path)
     with pytest.raises(ConfigError, match="use deploy-mode client"):
         StreamingJobHook("spark_standalone_cluster", jars="/x.jar").submit(settings, layout)
@@ -88,9 +117,20 @@ def test_stopping_nothing_succeeds(handle):
 
 
 def test_stopping_a_job_that_is_gone_succeeds(tmp_path):
-    handle = JobHandle(pair="p", cluster="A", epoch=0, deploy_mode="local", master="local[2]",
-                       run_dir=str(tmp_path / "run"), checkpoint=str(tmp_path / "ckpt"), sink_root=str(tmp_path))
-    assert StopStreamingJobOperator(task_id="stop", handle=json.dumps(handle.to_dict())).execute({}) == "not-running"
+    handle = JobHandle(
+        pair="p",
+        cluster="A",
+        epoch=0,
+        deploy_mode="local",
+        master="local[2]",
+        run_dir=str(tmp_path / "run"),
+        checkpoint=str(tmp_path / "ckpt"),
+        sink_root=str(tmp_path),
+    )
+    assert (
+        StopStreamingJobOperator(task_id="stop", handle=json.dumps(handle.to_dict())).execute({})
+        == "not-running"
+    )
 
 
 def test_a_bad_handle_fails_the_stop_task_naming_it():

@@ -18,8 +18,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def pair_config(tmp_path: Path, **changes) -> Path:
-    pair = {"clusters": {"A": {"connection": "unit_a"}, "B": {"connection": "unit_b"}}, "primary": "A",
-            "topics": ["orders"]}
+    pair = {
+        "clusters": {"A": {"connection": "unit_a"}, "B": {"connection": "unit_b"}},
+        "primary": "A",
+        "topics": ["orders"],
+    }
     pair.update(changes)
     path = tmp_path / "pairs.yaml"
     path.write_text(yaml.safe_dump({"pairs": {"orders": pair}}))
@@ -28,11 +31,22 @@ def pair_config(tmp_path: Path, **changes) -> Path:
 
 def test_three_dags_per_pair_with_the_documented_shape(tmp_path):
     dags = build_dags(pair_config(tmp_path))
-    assert sorted(dags) == ["kafka_failover_orders_failback", "kafka_failover_orders_failover",
-                            "kafka_failover_orders_start"]
+    assert sorted(dags) == [
+        "kafka_failover_orders_failback",
+        "kafka_failover_orders_failover",
+        "kafka_failover_orders_start",
+    ]
     failover = dags["kafka_failover_orders_failover"]
     assert [t.task_id for t in failover.topological_sort()] == [
-        "gate", "wait_for_down", "check_target", "fence_and_stop", "plan", "submit", "wait_first_batch", "commit"]
+        "gate",
+        "wait_for_down",
+        "check_target",
+        "fence_and_stop",
+        "plan",
+        "submit",
+        "wait_first_batch",
+        "commit",
+    ]
     assert failover.max_active_runs == 1 and set(failover.params) == {"force", "dry_run", "reason"}
     assert all(failover.params.get_param(name).description for name in failover.params)
     failback = dags["kafka_failover_orders_failback"]
@@ -48,11 +62,13 @@ def test_the_down_sensor_checks_the_primarys_heartbeats_on_the_standby(tmp_path)
     assert kwargs["require_corroboration"] is False  # an unreachable standby leaves it to check_target
 
 
-@pytest.mark.parametrize("replication", [{"offset_preserving": True, "policy": "identity"},
-                                         {"flows": ["B->A"]}])
+@pytest.mark.parametrize(
+    "replication", [{"offset_preserving": True, "policy": "identity"}, {"flows": ["B->A"]}]
+)
 def test_no_heartbeat_check_without_mm2_from_the_primary(tmp_path, replication):
     sensor = build_dags(pair_config(tmp_path, replication=replication))[
-        "kafka_failover_orders_failover"].get_task("wait_for_down")
+        "kafka_failover_orders_failover"
+    ].get_task("wait_for_down")
     assert sensor.watch_kwargs()["peer_kafka_config_id"] is None
 
 
@@ -61,7 +77,8 @@ def test_switch_steps_share_one_pool(tmp_path):
     for dag_id in ("kafka_failover_orders_failover", "kafka_failover_orders_failback"):
         dag = dags[dag_id]
         assert {dag.get_task(t).pool for t in ("fence_and_stop", "plan", "submit", "commit")} == {
-            "kafka_failover_orders"}
+            "kafka_failover_orders"
+        }
 
 
 def test_manual_only_when_not_automatic(tmp_path):
@@ -71,15 +88,18 @@ def test_manual_only_when_not_automatic(tmp_path):
     assert type(manual.timetable).__name__ == "NullTimetable"
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"primary": None}, "primary"),
-    ({"clusters": {"A": {"connection": "same"}, "B": {"connection": "same"}}}, "the same cluster twice"),
-    ({"replication": {"policy": "mirror-all"}}, "replication.policy: 'mirror-all' is not one of"),
-    ({"switch": {"on_gap": "ignore"}}, "switch.on_gap"),
-    ({"job": {"trigger_interval_seconds": 0}}, "job.trigger_interval_seconds"),
-    ({"job": {"spark_conf": ["a"]}}, "job.spark_conf: must be a mapping"),
-    ({"job": {"colour": "red"}}, "job: unknown key(s) ['colour']"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"primary": None}, "primary"),
+        ({"clusters": {"A": {"connection": "same"}, "B": {"connection": "same"}}}, "the same cluster twice"),
+        ({"replication": {"policy": "mirror-all"}}, "replication.policy: 'mirror-all' is not one of"),
+        ({"switch": {"on_gap": "ignore"}}, "switch.on_gap"),
+        ({"job": {"trigger_interval_seconds": 0}}, "job.trigger_interval_seconds"),
+        ({"job": {"spark_conf": ["a"]}}, "job.spark_conf: must be a mapping"),
+        ({"job": {"colour": "red"}}, "job: unknown key(s) ['colour']"),
+    ],
+)
 def test_bad_config_fails_the_dag_file_naming_file_pair_and_field(tmp_path, change, message):
     data = {k: v for k, v in change.items() if v is not None}
     path = pair_config(tmp_path, **data)
@@ -107,7 +127,7 @@ def test_params_of_the_wrong_type_are_refused_before_the_run(tmp_path, conf):
     from airflow.sdk.exceptions import ParamValidationError
 
     dag = build_dags(pair_config(tmp_path))["kafka_failover_orders_failover"]
-    (name, value), = conf.items()
+    ((name, value),) = conf.items()
     with pytest.raises(ParamValidationError, match="Failed validating 'type'"):
         dag.params.get_param(name).resolve(value)
     with pytest.raises(ConfigError, match=next(iter(conf))):
@@ -119,18 +139,23 @@ def test_the_gate_fails_on_an_unknown_connection_before_touching_anything(tmp_pa
 
     from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
 
-    path = pair_config(tmp_path, clusters={"A": {"connection": "nowhere_a"}, "B": {"connection": "nowhere_b"}})
+    path = pair_config(
+        tmp_path, clusters={"A": {"connection": "nowhere_a"}, "B": {"connection": "nowhere_b"}}
+    )
     gate = ActiveRecordGate(task_id="gate", config_path=str(path), pair_name="orders", kind="failover")
     with pytest.raises(AirflowFailException, match="connection 'nowhere_a' does not exist"):
         gate.poke({"params": {"force": False, "dry_run": False, "reason": ""}})
 
 
 def test_dag_file_parses_without_kafka_or_spark_clients():
-    code = ("import sys, time, runpy; t = time.perf_counter(); g = runpy.run_path('dags/kafka_failover.py');"
-            "print(json.dumps({'dags': sorted(k for k in g if k.startswith('kafka_failover_')), "
-            "'heavy': [m for m in ('confluent_kafka', 'pyspark', 'pyarrow') if m in sys.modules]}))")
-    result = subprocess.run([sys.executable, "-c", "import json; " + code], cwd=REPO, capture_output=True,
-                            text=True, check=True)
+    code = (
+        "import sys, time, runpy; t = time.perf_counter(); g = runpy.run_path('dags/kafka_failover.py');"
+        "print(json.dumps({'dags': sorted(k for k in g if k.startswith('kafka_failover_')), "
+        "'heavy': [m for m in ('confluent_kafka', 'pyspark', 'pyarrow') if m in sys.modules]}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", "import json; " + code], cwd=REPO, capture_output=True, text=True, check=True
+    )
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["heavy"] == []
     assert "kafka_failover_orders_failover" in found["dags"]

@@ -30,8 +30,11 @@ def test_a_batch_logged_twice_is_consumed_once():
 
 
 def test_history_becomes_switch_events():
-    record = {"history": [{"at": "2026-11-22T10:00:00+00:00", "kind": "failover", "from": "A", "to": "B",
-                           "epoch": 1}]}
+    record = {
+        "history": [
+            {"at": "2026-11-22T10:00:00+00:00", "kind": "failover", "from": "A", "to": "B", "epoch": 1}
+        ]
+    }
     [(at, kind, text)] = report.history_events(record)
     assert kind == "switch" and "failover committed: A -> B, epoch 1" in text
     assert at == 1795341600.0  # 2026-11-22T10:00:00Z
@@ -42,20 +45,25 @@ def test_render_and_plot(tmp_path):
     timeline.add(T0 + 30, "fault", "A crashed")
     timeline.add(T0 + 10, "info", "job on A")
     counts = {"produced": 100, "rows": 104, "unique": 100, "duplicates": 4, "lost": 0, "without_id": 0}
-    text = report.render([{"switch": "failover", "detection_s": 3.5, "rto_s": 30.1}], counts,
-                         {"A": 60, "B": 44}, timeline)
+    text = report.render(
+        [{"switch": "failover", "detection_s": 3.5, "rto_s": 30.1}], counts, {"A": 60, "B": 44}, timeline
+    )
     assert text.index("job on A") < text.index("A crashed")  # events sorted by time
     assert "+  30.0 s  A crashed" in text and "RTO  30.1 s" in text and "60 / 44" in text
-    png = report.plot(report.consumption_series([line("A", 0, 0, 1, 10)], T0), timeline,
-                      tmp_path / "p.png", "title")
+    png = report.plot(
+        report.consumption_series([line("A", 0, 0, 1, 10)], T0), timeline, tmp_path / "p.png", "title"
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--rate", "0"], "--rate must be between 1 and 5000 records per second, got 0"),
-    (["--partitions", "100"], "--partitions must be between 1 and 64, got 100"),
-    (["--rate", "fast"], "invalid float value: 'fast'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--rate", "0"], "--rate must be between 1 and 5000 records per second, got 0"),
+        (["--partitions", "100"], "--partitions must be between 1 and 64, got 100"),
+        (["--rate", "fast"], "invalid float value: 'fast'"),
+    ],
+)
 def test_bad_arguments_are_refused_before_anything_starts(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(args)
@@ -64,6 +72,10 @@ def test_bad_arguments_are_refused_before_anything_starts(args, message, capsys)
 
 
 def test_the_command_documents_itself():
-    result = subprocess.run([sys.executable, "-m", "airflow_kafka_failover.demo", "--help"],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow_kafka_failover.demo", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "--rate" in result.stdout and "crashed" in result.stdout

@@ -26,9 +26,9 @@ from airflow_kafka_failover.health.evidence import ProbeResult
 from airflow_kafka_failover.health.heartbeats import HeartbeatMeasure, HeartbeatState, HeartbeatTrail
 from airflow_kafka_failover.health.verdict import HealthThresholds
 from tests.unit.health.probe_histories import (
-    SLOW_PROBES,
     BASE,
     DEFAULTS,
+    SLOW_PROBES,
     _frange,
     advancing_heartbeats,
     advancing_trails,
@@ -199,7 +199,8 @@ def test_recovered_waits_on_lag_and_names_each_partition() -> None:
     assert not decision.is_recovered
     assert decision.waiting_on[0] == "replication lag A.orders-1: 7 records behind (at most 0 allowed)"
     assert decision.waiting_on[1].startswith(
-        "replication lag A.orders-2: unknown (no usable MirrorMaker 2 offset sync while the source has records")
+        "replication lag A.orders-2: unknown (no usable MirrorMaker 2 offset sync while the source has records"
+    )
     assert "MM2 is restarted" in decision.waiting_on[1] and len(decision.waiting_on) == 2
     assert decide_recovered(
         history, HealthThresholds(max_replication_lag=7), BASE + 38, lags, {}
@@ -297,8 +298,15 @@ def test_decisions_survive_a_json_trip(
     assert RecoveryDecision.from_dict(json.loads(json.dumps(recovered.to_dict()))) == recovered
 
 
-@pytest.mark.parametrize(("source", "replica", "lag"), [
-    (1000, 1000, 0), (1000, 1500, 0), (1500, 1000, None), (None, 1000, None), (1000, None, None),
-])
+@pytest.mark.parametrize(
+    ("source", "replica", "lag"),
+    [
+        (1000, 1000, 0),
+        (1000, 1500, 0),
+        (1500, 1000, None),
+        (None, 1000, None),
+        (1000, None, None),
+    ],
+)
 def test_lag_by_timestamps_is_zero_only_when_the_replica_holds_the_newest_record(source, replica, lag):
     assert lag_by_timestamps(source, replica) == lag

@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.decisions import decide_down, decide_recovered
 from airflow_kafka_failover.health.evidence import ProbeResult
-from airflow_kafka_failover.health.verdict import SPAN_TOLERANCE_S, HealthState, HealthThresholds, judge, recent_history
+from airflow_kafka_failover.health.verdict import (
+    SPAN_TOLERANCE_S,
+    HealthState,
+    HealthThresholds,
+    judge,
+    recent_history,
+)
 from tests.unit.health.probe_histories import (
     BASE,
     DEFAULTS,
@@ -48,7 +54,11 @@ def test_never_down_with_too_few_failures_or_too_short_a_span(
     history, now = case
     verdict = judge(history, t, now)
     naive = naive_trailing_failures(history)
-    if len(naive) < t.failure_threshold or not naive or newest(history).at - naive[0].at < t.min_down_seconds - SPAN_TOLERANCE_S:
+    if (
+        len(naive) < t.failure_threshold
+        or not naive
+        or newest(history).at - naive[0].at < t.min_down_seconds - SPAN_TOLERANCE_S
+    ):
         assert verdict.state is not HealthState.DOWN
     if verdict.state is HealthState.DOWN:
         assert verdict.consecutive_failures >= t.failure_threshold

@@ -40,7 +40,10 @@ def test_write_then_read_round_trips(marker):
     assert datetime.fromisoformat(written.written_at).tzinfo is not None
     assert marker.read() == written
     assert json.loads(marker.path.read_text()) == {
-        "pair": "orders", "epoch": 4, "cluster": "B", "written_at": written.written_at,
+        "pair": "orders",
+        "epoch": 4,
+        "cluster": "B",
+        "written_at": written.written_at,
     }
 
 

@@ -31,9 +31,7 @@ def handle(run_dir: Path | None = None, **overrides) -> JobHandle:
 def test_from_dict_needs_a_mapping(data):
     with pytest.raises(ConfigError) as err:
         JobHandle.from_dict(data)
-    assert str(err.value) == (
-        f"a job handle must be a mapping (the submit operator's XCom), got {data!r}"
-    )
+    assert str(err.value) == (f"a job handle must be a mapping (the submit operator's XCom), got {data!r}")
 
 
 def test_from_dict_lists_missing_keys_sorted():
@@ -54,16 +52,29 @@ def test_from_dict_refuses_an_unknown_deploy_mode(mode):
 
 
 def test_round_trip_and_defaults():
-    original = handle(deploy_mode="cluster", driver_id="driver-20240101-0001", application_id="app-1",
-                      spark_conn_id="spark_b", submitted_at="2024-01-01T00:00:00+00:00")
+    original = handle(
+        deploy_mode="cluster",
+        driver_id="driver-20240101-0001",
+        application_id="app-1",
+        spark_conn_id="spark_b",
+        submitted_at="2024-01-01T00:00:00+00:00",
+    )
     data = original.to_dict()
-    assert data == {**REQUIRED, "deploy_mode": "cluster", "driver_id": "driver-20240101-0001",
-                    "application_id": "app-1", "spark_conn_id": "spark_b",
-                    "submitted_at": "2024-01-01T00:00:00+00:00"}
+    assert data == {
+        **REQUIRED,
+        "deploy_mode": "cluster",
+        "driver_id": "driver-20240101-0001",
+        "application_id": "app-1",
+        "spark_conn_id": "spark_b",
+        "submitted_at": "2024-01-01T00:00:00+00:00",
+    }
     assert JobHandle.from_dict(json.loads(json.dumps(data))) == original
     minimal = handle()
     assert (minimal.spark_conn_id, minimal.submitted_at, minimal.driver_id, minimal.application_id) == (
-        "spark_default", "", None, None,
+        "spark_default",
+        "",
+        None,
+        None,
     )
 
 

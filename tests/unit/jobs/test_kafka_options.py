@@ -14,13 +14,15 @@ def test_empty_config_gives_no_options():
 
 
 def test_sasl_plain_gives_plain_login_module():
-    options = java_client_options({
-        "bootstrap.servers": "a:9092",
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "alice",
-        "sasl.password": "s3cret",
-    })
+    options = java_client_options(
+        {
+            "bootstrap.servers": "a:9092",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "s3cret",
+        }
+    )
     assert options == {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
@@ -30,12 +32,14 @@ def test_sasl_plain_gives_plain_login_module():
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "scram-sha-512"])
 def test_scram_gives_scram_login_module(mechanism):
-    options = java_client_options({
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.username": "bob",
-        "sasl.password": "pw",
-    })
+    options = java_client_options(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": "bob",
+            "sasl.password": "pw",
+        }
+    )
     assert options == {
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": mechanism.upper(),
@@ -44,22 +48,26 @@ def test_scram_gives_scram_login_module(mechanism):
 
 
 def test_username_and_password_are_quoted_and_escaped():
-    options = java_client_options({
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": 'we"ird user',
-        "sasl.password": 'p\\a"ss;word',
-    })
+    options = java_client_options(
+        {
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": 'we"ird user',
+            "sasl.password": 'p\\a"ss;word',
+        }
+    )
     assert options["sasl.jaas.config"] == (
         PLAIN_MODULE + r' required username="we\"ird user" password="p\\a\"ss;word";'
     )
 
 
 def test_sasl_mechanisms_is_an_alias():
-    options = java_client_options({
-        "sasl.mechanisms": "SCRAM-SHA-256",
-        "sasl.username": "u",
-        "sasl.password": "p",
-    })
+    options = java_client_options(
+        {
+            "sasl.mechanisms": "SCRAM-SHA-256",
+            "sasl.username": "u",
+            "sasl.password": "p",
+        }
+    )
     assert options == {
         "sasl.mechanism": "SCRAM-SHA-256",
         "sasl.jaas.config": f'{SCRAM_MODULE} required username="u" password="p";',
@@ -162,4 +170,5 @@ def test_username_without_mechanism_means_plain_as_in_librdkafka():
 @pytest.mark.parametrize("given", ["None", "NONE"])
 def test_endpoint_identification_none_in_any_case(given):
     assert java_client_options({"ssl.endpoint.identification.algorithm": given}) == {
-        "ssl.endpoint.identification.algorithm": ""}
+        "ssl.endpoint.identification.algorithm": ""
+    }

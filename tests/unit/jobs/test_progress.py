@@ -26,8 +26,13 @@ def write_commit(root: Path, batch: int) -> None:
 
 
 def progress_line(batch: int, end: dict, records: int | None) -> str:
-    line = {"epoch": 0, "batch_id": batch, "end_offsets": end, "max_timestamp_ms": {"t": {"0": 123}},
-            "records": records}
+    line = {
+        "epoch": 0,
+        "batch_id": batch,
+        "end_offsets": end,
+        "max_timestamp_ms": {"t": {"0": 123}},
+        "records": records,
+    }
     return json.dumps(line)
 
 

@@ -18,18 +18,63 @@ from airflow_kafka_failover.jobs import record_id
 from airflow_kafka_failover.jobs.settings import RECORD_ID_FROM_KEY
 
 EDGE_CASES = [
-    '{"id": "r-1"}', '{"id":"r-1"}', '  {"id" : "r-1" }  ', '\n{\t"id":\r"r-1"}\n', '{"id": ""}',
-    '{"id": "a\\"b"}', '{"id": "a\\\\b"}', '{"id": "\\u00e9t\\u00E9"}', '{"id": "\\ud83d\\ude00"}',
-    '{"id": "tab\\there"}', '{"id": "slash\\/"}', '{"\\u0069d": "escaped name"}', '{"id": "é ☃ 😀"}',
-    '{"id": "first", "id": "second"}', '{"id": 42, "id": "second"}', '{"x": {"id": "nested"}, "id": "top"}',
-    '{"x": {"id": "nested"}}', '{"id": 42}', '{"id": -1.5e3}', '{"id": true}', '{"id": null}',
-    '{"id": {"a": 1}}', '{"id": ["a"]}', '{"ids": "no"}', '{"Id": "case"}', '{}', '[]', '["id"]', '"id"', '42',
-    '', ' ', 'null', '{"id": "a"} trailing', '{"id": "a"}{"id": "b"}', '{"id": "a",}', '{"id": "a" "b"}',
-    '{"id": "a", "n": 01}', '{"id": "a", "n": 1.}', '{"id": "a", "n": .5}', '{"id": "a", "n": 1-2}',
-    '{"id": "a", "n": +1}', '{"id": "a", "n": NaN}', '{"id": "a", "n": tru}', "{'id': 'single'}",
-    '{id: "unquoted"}', '{"id": "a", /* c */ "b": 1}', '{"id": "raw\ttab"}', '{"id": "raw\nnewline"}',
-    '{"id": "bad \\x escape"}', '{"id": "short \\u12"}', '{"id": "a"', '{"id": "a', '{"id"', '{',
-    '{"id": "a", "deep": ' + "[" * 600 + "]" * 600 + "}", '{"id": "a", "deep": ' + "[" * 100 + "]" * 100 + "}",
+    '{"id": "r-1"}',
+    '{"id":"r-1"}',
+    '  {"id" : "r-1" }  ',
+    '\n{\t"id":\r"r-1"}\n',
+    '{"id": ""}',
+    '{"id": "a\\"b"}',
+    '{"id": "a\\\\b"}',
+    '{"id": "\\u00e9t\\u00E9"}',
+    '{"id": "\\ud83d\\ude00"}',
+    '{"id": "tab\\there"}',
+    '{"id": "slash\\/"}',
+    '{"\\u0069d": "escaped name"}',
+    '{"id": "é ☃ 😀"}',
+    '{"id": "first", "id": "second"}',
+    '{"id": 42, "id": "second"}',
+    '{"x": {"id": "nested"}, "id": "top"}',
+    '{"x": {"id": "nested"}}',
+    '{"id": 42}',
+    '{"id": -1.5e3}',
+    '{"id": true}',
+    '{"id": null}',
+    '{"id": {"a": 1}}',
+    '{"id": ["a"]}',
+    '{"ids": "no"}',
+    '{"Id": "case"}',
+    "{}",
+    "[]",
+    '["id"]',
+    '"id"',
+    "42",
+    "",
+    " ",
+    "null",
+    '{"id": "a"} trailing',
+    '{"id": "a"}{"id": "b"}',
+    '{"id": "a",}',
+    '{"id": "a" "b"}',
+    '{"id": "a", "n": 01}',
+    '{"id": "a", "n": 1.}',
+    '{"id": "a", "n": .5}',
+    '{"id": "a", "n": 1-2}',
+    '{"id": "a", "n": +1}',
+    '{"id": "a", "n": NaN}',
+    '{"id": "a", "n": tru}',
+    "{'id': 'single'}",
+    '{id: "unquoted"}',
+    '{"id": "a", /* c */ "b": 1}',
+    '{"id": "raw\ttab"}',
+    '{"id": "raw\nnewline"}',
+    '{"id": "bad \\x escape"}',
+    '{"id": "short \\u12"}',
+    '{"id": "a"',
+    '{"id": "a',
+    '{"id"',
+    "{",
+    '{"id": "a", "deep": ' + "[" * 600 + "]" * 600 + "}",
+    '{"id": "a", "deep": ' + "[" * 100 + "]" * 100 + "}",
     '{"a": [1, 2.5, -0, 0.0e0, 1E+2, true, false, null, "s", {"b": []}], "id": "after"}',
 ]
 
@@ -44,9 +89,16 @@ def generated(count: int, seed: int) -> list[str]:
 
     def value(depth: int):
         kind = rng.randint(0, 7 if depth < 3 else 4)
-        return [text, lambda: rng.randint(-10**6, 10**6), lambda: rng.random() * 1e6, lambda: None,
-                lambda: rng.choice([True, False]), lambda: {rng.choice(["id", "x", "y"]): value(depth + 1)},
-                lambda: [value(depth + 1) for _ in range(rng.randint(0, 3))], text][kind]()
+        return [
+            text,
+            lambda: rng.randint(-(10**6), 10**6),
+            lambda: rng.random() * 1e6,
+            lambda: None,
+            lambda: rng.choice([True, False]),
+            lambda: {rng.choice(["id", "x", "y"]): value(depth + 1)},
+            lambda: [value(depth + 1) for _ in range(rng.randint(0, 3))],
+            text,
+        ][kind]()
 
     values = []
     for _ in range(count):
@@ -56,8 +108,13 @@ def generated(count: int, seed: int) -> list[str]:
         encoded = json.dumps(doc, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, None, 1]))
         if rng.random() < 0.35 and encoded:
             at = rng.randrange(len(encoded))
-            encoded = rng.choice([encoded[:at], encoded[:at] + encoded[at + 1:],
-                                  encoded[:at] + rng.choice('"{}[],:\\x') + encoded[at:]])
+            encoded = rng.choice(
+                [
+                    encoded[:at],
+                    encoded[:at] + encoded[at + 1 :],
+                    encoded[:at] + rng.choice('"{}[],:\\x') + encoded[at:],
+                ]
+            )
         values.append(encoded)
     return values
 
@@ -67,9 +124,14 @@ def spark():
     pyspark_sql = pytest.importorskip("pyspark.sql")
     from airflow_kafka_failover.sandbox.jars import record_id_jar
 
-    session = (pyspark_sql.SparkSession.builder.master("local[1]").appName("akf-record-id-test")
-               .config("spark.ui.enabled", "false").config("spark.jars", str(record_id_jar()))
-               .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[1]")
+        .appName("akf-record-id-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.jars", str(record_id_jar()))
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
     yield session
     session.stop()
 
@@ -89,8 +151,11 @@ def test_the_reader_agrees_with_get_json_object_on_every_value(spark):
     ).collect()
     disagreements = [(row.text, row.combined, row.reference) for row in rows if row.combined != row.reference]
     assert not disagreements, disagreements[:10]
-    wrong = [(row.text, row.reader, row.reference) for row in rows
-             if row.reader is not None and row.reader != row.reference]
+    wrong = [
+        (row.text, row.reader, row.reference)
+        for row in rows
+        if row.reader is not None and row.reader != row.reference
+    ]
     assert not wrong, wrong[:10]
     answered = sum(row.reader is not None for row in rows)
     left = sum(row.reader is None and row.reference is not None for row in rows)
@@ -107,7 +172,9 @@ def test_a_different_field_name_is_read_too(spark):
     from pyspark.sql import functions as F
 
     assert record_id.register_reader(spark, "order_id")
-    frame = spark.createDataFrame([(b'{"id": "x", "order_id": "o-7"}',), (b'{"order_id": 7}',)], "value binary")
+    frame = spark.createDataFrame(
+        [(b'{"id": "x", "order_id": "o-7"}',), (b'{"order_id": 7}',)], "value binary"
+    )
     rows = frame.select(record_id.record_id_column("order_id", reader=True).alias("id")).collect()
     assert [row.id for row in rows] == ["o-7", "7"]
     assert F is not None

@@ -26,8 +26,17 @@ REQUIRED = {
     "fencing_marker": "/fence/orders.json",
     "run_dir": "/runs/orders/A/epoch-3",
 }
-STRING_FIELDS = ("pair", "cluster", "bootstrap_servers", "checkpoint", "sink_root", "bookkeeping_group",
-                 "fencing_marker", "run_dir", "record_id_field")
+STRING_FIELDS = (
+    "pair",
+    "cluster",
+    "bootstrap_servers",
+    "checkpoint",
+    "sink_root",
+    "bookkeeping_group",
+    "fencing_marker",
+    "run_dir",
+    "record_id_field",
+)
 
 
 def make(**overrides) -> JobSettings:
@@ -344,7 +353,9 @@ def test_missing_partitions_of_earliest_or_latest_is_empty(value):
 def test_missing_partitions_of_a_fitting_map_is_empty():
     offsets = {"orders": {"0": 1, "1": 2}, "A.orders": {"0": 3}}
     assert missing_partitions(offsets, {"orders": 2, "A.orders": 1}) == {
-        "missing": [], "unknown": [], "extra_topics": [],
+        "missing": [],
+        "unknown": [],
+        "extra_topics": [],
     }
 
 

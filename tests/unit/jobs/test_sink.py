@@ -15,18 +15,20 @@ from airflow_kafka_failover.jobs.sink import (
     staging_dir,
 )
 
-SCHEMA = pa.schema([
-    ("record_id", pa.string()),
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("source_cluster", pa.string()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp_ms", pa.int64()),
-    ("epoch", pa.int32()),
-    ("batch_id", pa.int64()),
-])
+SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("source_cluster", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp_ms", pa.int64()),
+        ("epoch", pa.int32()),
+        ("batch_id", pa.int64()),
+    ]
+)
 
 
 def row(
@@ -140,12 +142,17 @@ def test_read_sink_keeps_the_first_occurrence_in_epoch_then_batch_order(tmp_path
 
 
 def test_read_sink_orders_rows_of_a_file_by_topic_partition_offset(tmp_path):
-    write_batch(tmp_path, 0, 0, [
-        row("r1", 7, topic="orders", partition=1),
-        row("r1", 9, topic="orders", partition=0),
-        row("r1", 3, topic="orders", partition=1),
-        row("r1", 1, topic="zeta", partition=0),
-    ])
+    write_batch(
+        tmp_path,
+        0,
+        0,
+        [
+            row("r1", 7, topic="orders", partition=1),
+            row("r1", 9, topic="orders", partition=0),
+            row("r1", 3, topic="orders", partition=1),
+            row("r1", 1, topic="zeta", partition=0),
+        ],
+    )
     contents = read_sink(tmp_path)
     assert (contents.records["r1"]["partition"], contents.records["r1"]["offset"]) == (0, 9)
     assert contents.duplicates == 3
@@ -156,8 +163,10 @@ def test_read_sink_reads_every_part_file_and_skips_staging(tmp_path):
     write_batch(tmp_path, 0, 0, [row("r2", 1)], name="part-00001.parquet")
     staged = staging_dir(tmp_path, 0, 1, "tok")
     staged.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([{**row("r9", 5), "epoch": 0, "batch_id": 1}], schema=SCHEMA),
-                   staged / "part-00000.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{**row("r9", 5), "epoch": 0, "batch_id": 1}], schema=SCHEMA),
+        staged / "part-00000.parquet",
+    )
     (batch_dir(tmp_path, 0, 0) / "_SUCCESS").write_text("")
     contents = read_sink(tmp_path)
     assert contents.rows == 2
@@ -191,8 +200,11 @@ def test_batch_statistics_come_from_the_parquet_footers(tmp_path):
     write_batch(tmp_path, 1, 0, [row("c", 3, topic="B.orders", partition=1)], name="part-2.parquet")
     stats = _footer_stats(batch_dir(tmp_path, 1, 0))
     base = 1_700_000_000_000
-    assert stats == {"records": 4, "without_id": 1, "max_timestamp_ms": {
-        "orders": {"0": base + 6, "1": base + 9}, "B.orders": {"1": base + 3}}}
+    assert stats == {
+        "records": 4,
+        "without_id": 1,
+        "max_timestamp_ms": {"orders": {"0": base + 6, "1": base + 9}, "B.orders": {"1": base + 3}},
+    }
 
 
 def test_batch_statistics_need_one_kafka_partition_per_file(tmp_path):

@@ -52,8 +52,11 @@ def fake_jvm(calls: list) -> SimpleNamespace:
     util = SimpleNamespace(Properties=PutDict, HashMap=PutDict, concurrent=concurrent)
     return SimpleNamespace(
         java=SimpleNamespace(util=util),
-        org=SimpleNamespace(apache=SimpleNamespace(kafka=SimpleNamespace(
-            clients=SimpleNamespace(admin=admin, consumer=consumer), common=common))),
+        org=SimpleNamespace(
+            apache=SimpleNamespace(
+                kafka=SimpleNamespace(clients=SimpleNamespace(admin=admin, consumer=consumer), common=common)
+            )
+        ),
     )
 
 
@@ -99,13 +102,21 @@ def job_log() -> list[str]:
 @pytest.fixture
 def run(tmp_path, calls) -> StreamRun:
     settings = JobSettings(
-        pair="orders", cluster="A", epoch=0, bootstrap_servers="a1:9092", checkpoint=str(tmp_path / "ckpt"),
-        sink_root=str(tmp_path / "sink"), bookkeeping_group="bk-orders",
-        fencing_marker=str(tmp_path / "fence.json"), run_dir=str(tmp_path / "run"), topics=("orders",),
+        pair="orders",
+        cluster="A",
+        epoch=0,
+        bootstrap_servers="a1:9092",
+        checkpoint=str(tmp_path / "ckpt"),
+        sink_root=str(tmp_path / "sink"),
+        bookkeeping_group="bk-orders",
+        fencing_marker=str(tmp_path / "fence.json"),
+        run_dir=str(tmp_path / "run"),
+        topics=("orders",),
         kafka_options={"security.protocol": "PLAINTEXT"},
     )
-    query = SimpleNamespace(id="query-1", runId="run-1", awaitTermination=lambda timeout: True,
-                            stop=lambda: None)
+    query = SimpleNamespace(
+        id="query-1", runId="run-1", awaitTermination=lambda timeout: True, stop=lambda: None
+    )
     spark = SimpleNamespace(sparkContext=SimpleNamespace(_jvm=fake_jvm(calls), applicationId="local-1"))
     spark.readStream = FluentStream(calls, query)
     return StreamRun(settings, spark)
@@ -113,8 +124,12 @@ def run(tmp_path, calls) -> StreamRun:
 
 def replayed_batch(run: StreamRun, batch_id: int, end: dict[str, dict[str, int]]) -> None:
     """A batch whose output is already in place, as after a crash between the sink and Spark's commit."""
-    write_batch(Path(run.settings.sink_root), run.settings.epoch, batch_id,
-                [row("r-1", 10, partition=0), row("r-2", 11, partition=0)])
+    write_batch(
+        Path(run.settings.sink_root),
+        run.settings.epoch,
+        batch_id,
+        [row("r-1", 10, partition=0), row("r-2", 11, partition=0)],
+    )
     offsets = Path(run.settings.checkpoint) / "offsets" / str(batch_id)
     offsets.parent.mkdir(parents=True, exist_ok=True)
     offsets.write_text("\n".join(["v1", METADATA, json.dumps(end)]))
@@ -138,9 +153,12 @@ def test_replayed_batch_writes_nothing_and_still_records_progress_and_commits(ru
     lines = (Path(run.settings.checkpoint) / "progress.jsonl").read_text().splitlines()
     progress = [json.loads(line) for line in lines]
     assert [(p["batch_id"], p["records"], p["end_offsets"]) for p in progress] == [
-        (5, 2, {"orders": {"0": 12}})]
-    assert calls == [("create", {"bootstrap.servers": "a1:9092", "security.protocol": "PLAINTEXT"}),
-                     ("commit", "bk-orders", {("orders", 0): 12})]
+        (5, 2, {"orders": {"0": 12}})
+    ]
+    assert calls == [
+        ("create", {"bootstrap.servers": "a1:9092", "security.protocol": "PLAINTEXT"}),
+        ("commit", "bk-orders", {("orders", 0): 12}),
+    ]
     assert run.last_batch == 5
     line = next(message for message in job_log if message.startswith("batch 5: 2 records in"))
     assert "(write " in line and ", stats " in line and ", progress " in line and ", group commit " in line

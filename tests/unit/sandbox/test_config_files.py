@@ -11,16 +11,27 @@ from airflow_kafka_failover.sandbox.mirrormaker import MirrorMaker, ReplicationS
 
 
 def _props(text: str) -> dict[str, str]:
-    return dict(line.split(" = ", 1) if " = " in line else line.split("=", 1) for line in text.splitlines() if line)
+    return dict(
+        line.split(" = ", 1) if " = " in line else line.split("=", 1) for line in text.splitlines() if line
+    )
 
 
 def test_broker_is_a_combined_kraft_node_on_loopback(tmp_path: Path):
-    broker = KafkaBroker("A", tmp_path, port=9001, controller_port=9002, cluster_id="x",
-                         extra_listeners={"PROXIED": (9003, "127.0.0.1:9100")})
+    broker = KafkaBroker(
+        "A",
+        tmp_path,
+        port=9001,
+        controller_port=9002,
+        cluster_id="x",
+        extra_listeners={"PROXIED": (9003, "127.0.0.1:9100")},
+    )
     props = _props(broker.properties())
     assert props["process.roles"] == "broker,controller"
     assert props["controller.quorum.voters"] == "1@127.0.0.1:9002"
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9001,CONTROLLER://127.0.0.1:9002,PROXIED://127.0.0.1:9003"
+    assert (
+        props["listeners"]
+        == "PLAINTEXT://127.0.0.1:9001,CONTROLLER://127.0.0.1:9002,PROXIED://127.0.0.1:9003"
+    )
     assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9001,PROXIED://127.0.0.1:9100"
     assert props["log.dirs"] == str(tmp_path / "A" / "data")
     assert props["auto.create.topics.enable"] == "false"
@@ -31,7 +42,9 @@ def test_cluster_ids_never_look_like_options():
 
 
 def test_default_policy_runs_both_flows_with_syncs_on_the_target(tmp_path: Path):
-    mm2 = MirrorMaker(tmp_path, {"A": "h:1", "B": "h:2"}, ReplicationSettings(topics="orders.*", groups="job-.*"))
+    mm2 = MirrorMaker(
+        tmp_path, {"A": "h:1", "B": "h:2"}, ReplicationSettings(topics="orders.*", groups="job-.*")
+    )
     props = _props(mm2.properties())
     assert props["A->B.enabled"] == "true" and props["B->A.enabled"] == "true"
     assert props["replication.policy.class"].endswith("DefaultReplicationPolicy")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.exceptions import SandboxError
+from airflow_kafka_failover.process_group import ManagedProcess
 from airflow_kafka_failover.sandbox import jars
 from airflow_kafka_failover.sandbox.loopback import free_ports, port_in_use, wait_until
-from airflow_kafka_failover.process_group import ManagedProcess
 
 
 def test_process_lives_in_its_own_group_and_stops_with_it(tmp_path: Path):
@@ -104,7 +104,9 @@ def test_record_id_jar_is_compiled_once_and_again_when_it_is_damaged(tmp_path: P
     assert manifest["spark_jars"] and manifest["size"] == jar.stat().st_size
 
 
-def test_without_javac_the_job_jars_leave_out_the_record_id_jar_and_say_why(tmp_path: Path, monkeypatch, caplog):
+def test_without_javac_the_job_jars_leave_out_the_record_id_jar_and_say_why(
+    tmp_path: Path, monkeypatch, caplog
+):
     spark_kafka = jars.spark_kafka_jars()  # resolved with the real PATH
     monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
     shutil.copytree(spark_kafka[0].parent, tmp_path / "spark-kafka")

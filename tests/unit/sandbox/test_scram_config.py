@@ -22,7 +22,9 @@ LOGIN = ScramLogin("akf-sandbox", "s3cr3t-hex")
 
 
 def _props(text: str) -> dict[str, str]:
-    return dict(line.split(" = ", 1) if " = " in line else line.split("=", 1) for line in text.splitlines() if line)
+    return dict(
+        line.split(" = ", 1) if " = " in line else line.split("=", 1) for line in text.splitlines() if line
+    )
 
 
 def _mode(path: Path) -> int:
@@ -30,8 +32,15 @@ def _mode(path: Path) -> int:
 
 
 def test_scram_broker_authenticates_every_client_listener_but_not_the_controller(tmp_path: Path):
-    broker = KafkaBroker("A", tmp_path, port=9001, controller_port=9002, cluster_id="x", login=LOGIN,
-                         extra_listeners={"PROXIED": (9003, "127.0.0.1:9100")})
+    broker = KafkaBroker(
+        "A",
+        tmp_path,
+        port=9001,
+        controller_port=9002,
+        cluster_id="x",
+        login=LOGIN,
+        extra_listeners={"PROXIED": (9003, "127.0.0.1:9100")},
+    )
     props = _props(broker.properties())
     assert props["listeners"] == (
         "SASL_PLAINTEXT://127.0.0.1:9001,CONTROLLER://127.0.0.1:9002,PROXIED://127.0.0.1:9003"
@@ -40,7 +49,9 @@ def test_scram_broker_authenticates_every_client_listener_but_not_the_controller
         "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:SASL_PLAINTEXT"
     )
     assert props["inter.broker.listener.name"] == "SASL_PLAINTEXT"
-    assert props["sasl.enabled.mechanisms"] == props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert (
+        props["sasl.enabled.mechanisms"] == props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    )
     for listener in ("sasl_plaintext", "proxied"):
         assert props[f"listener.name.{listener}.scram-sha-512.sasl.jaas.config"] == (
             'org.apache.kafka.common.security.scram.ScramLoginModule required username="akf-sandbox" '
@@ -94,12 +105,22 @@ def test_write_private_narrows_an_existing_wider_file(tmp_path: Path):
 
 
 def test_argfile_keeps_the_main_class_and_arguments_off_the_command_line(tmp_path: Path):
-    argv = ["java", "-Xmx1m", "-cp", "x.jar", "kafka.tools.StorageTool", "format", f"--add-scram={LOGIN.storage_argument()}"]
+    argv = [
+        "java",
+        "-Xmx1m",
+        "-cp",
+        "x.jar",
+        "kafka.tools.StorageTool",
+        "format",
+        f"--add-scram={LOGIN.storage_argument()}",
+    ]
     hidden = java_argfile_argv(argv, 4, tmp_path / "format.args")
     assert hidden == ["java", "-Xmx1m", "-cp", "x.jar", f"@{tmp_path / 'format.args'}"]
     assert "s3cr3t-hex" not in " ".join(hidden)
     assert (tmp_path / "format.args").read_text().splitlines() == [
-        '"kafka.tools.StorageTool"', '"format"', '"--add-scram=SCRAM-SHA-512=[name=akf-sandbox,password=s3cr3t-hex]"'
+        '"kafka.tools.StorageTool"',
+        '"format"',
+        '"--add-scram=SCRAM-SHA-512=[name=akf-sandbox,password=s3cr3t-hex]"',
     ]
     assert _mode(tmp_path / "format.args") == 0o600
 
@@ -109,8 +130,10 @@ def _scram_sandbox(tmp_path: Path) -> Sandbox:
     sandbox = Sandbox(tmp_path, security="scram")
     sandbox.login = LOGIN
     sandbox.security = "scram"
-    sandbox.brokers = {name: KafkaBroker(name, tmp_path, port, port + 1, "x", login=LOGIN)
-                       for name, port in (("A", 9001), ("B", 9011))}
+    sandbox.brokers = {
+        name: KafkaBroker(name, tmp_path, port, port + 1, "x", login=LOGIN)
+        for name, port in (("A", 9001), ("B", 9011))
+    }
     return sandbox
 
 
@@ -143,5 +166,7 @@ def test_unknown_security_is_refused(tmp_path: Path):
 
 def test_kafka_io_takes_a_config_and_names_only_the_address():
     config = {"bootstrap.servers": "h:1", **LOGIN.client_config()}
-    assert kafka_io.client_config(config) == config and kafka_io.client_config("h:1") == {"bootstrap.servers": "h:1"}
+    assert kafka_io.client_config(config) == config and kafka_io.client_config("h:1") == {
+        "bootstrap.servers": "h:1"
+    }
     assert kafka_io.address(config) == "h:1" == kafka_io.address("h:1")

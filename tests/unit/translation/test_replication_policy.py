@@ -83,7 +83,9 @@ def test_internal_topic_names():
     assert offset_syncs_topic("A", "B", "target") == "mm2-offset-syncs.A.internal"
     assert offset_syncs_cluster("A", "B", "target") == "B"
     assert offset_syncs_cluster("A", "B", "source") == "A"
-    with pytest.raises(ConfigError, match="offset-syncs.topic.location must be 'source' or 'target', got 'middle'"):
+    with pytest.raises(
+        ConfigError, match="offset-syncs.topic.location must be 'source' or 'target', got 'middle'"
+    ):
         offset_syncs_topic("A", "B", "middle")
     assert checkpoints_topic("A") == "A.checkpoints.internal"
     assert remote_heartbeats_topic("A") == "A.heartbeats"

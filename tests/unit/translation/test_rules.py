@@ -447,8 +447,9 @@ def test_translate_partition_uses_each_input():
 
 def test_translate_partition_missing_inputs_explain_themselves():
     request = PartitionRequest(SRC, 150, DST)
-    result = translate_partition(request, [m.value for m in TranslationMethod
-                                           if m not in ("identity", "nothing_processed")])
+    result = translate_partition(
+        request, [m.value for m in TranslationMethod if m not in ("identity", "nothing_processed")]
+    )
     assert result.target_offset is None
     text = " ".join(result.warnings)
     for reason in ["no checkpoint", "no offset syncs", "no record timestamp", "no initial offset"]:
@@ -458,7 +459,11 @@ def test_translate_partition_missing_inputs_explain_themselves():
 def test_position_zero_starts_at_the_target_beginning_without_evidence():
     result = translate_partition(PartitionRequest(SRC, 0, DST), ["checkpoint", "offset_sync"])
     assert (result.target_offset, result.method, result.redelivery_bound, result.gap_records) == (
-        0, "nothing_processed", 0, 0)
+        0,
+        "nothing_processed",
+        0,
+        0,
+    )
     assert result.is_proven
 
 

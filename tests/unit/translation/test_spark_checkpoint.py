@@ -248,7 +248,9 @@ def test_a_partition_idle_in_the_last_batches_keeps_its_newest_timestamp(checkpo
         {"batch_id": 1, "max_timestamp_ms": {"orders": {"0": 200}}},  # B.orders-0 had no new record
     )
     assert read_stream_position(checkpoint).max_timestamps_ms == {
-        TopicPartition("orders", 0): 200, TopicPartition("B.orders", 0): 90}
+        TopicPartition("orders", 0): 200,
+        TopicPartition("B.orders", 0): 90,
+    }
 
 
 def test_no_progress_file_means_no_timestamps(checkpoint):
