@@ -5,7 +5,7 @@ setup:
 	@scripts/setup.sh
 
 demo: setup
-	.venv/bin/python -m airflow_kafka_failover.demo
+	.venv/bin/python -m akf_devtools.demo
 
 # Two workers, each taking whole test files (a file's tests share its sandbox and run in order).
 test:
@@ -19,7 +19,7 @@ test-fast: setup
 # Airflow 3 on this machine with the provider, the sandbox and the example pair (Ctrl-C stops everything).
 .PHONY: airflow
 airflow: setup
-	.venv/bin/python -m airflow_kafka_failover.local_airflow $(AIRFLOW_ARGS)
+	.venv/bin/python -m akf_devtools.local_airflow $(AIRFLOW_ARGS)
 
 clean:
 	rm -rf .run .airflow results

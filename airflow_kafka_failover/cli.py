@@ -1,59 +1,23 @@
 """The ``kafka-failover`` command line.
 
 Subcommands:
-    sandbox up|down|status|fault|mirrormaker   the local two-cluster Kafka sandbox with MirrorMaker 2
-    plan                                       translate a job's position to start offsets on the other cluster
+    plan    translate a job's position to start offsets on the other cluster
+
+The local Kafka sandbox is a development tool of the repository (``akf-dev sandbox``), not part of the
+provider.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import sys
-import time
 
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 
 log = logging.getLogger("airflow_kafka_failover.cli")
-
-
-def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
-    sandbox = subparsers.add_parser(
-        "sandbox", help="run Kafka clusters A and B with MirrorMaker 2 on loopback"
-    )
-    sandbox.add_argument(
-        "--run-dir",
-        help="directory for state, logs and data (default: .run/sandbox in the checkout, or $AKF_SANDBOX_DIR)",
-    )
-    actions = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    up = actions.add_parser("up", help="start both clusters and MirrorMaker 2; return when all are ready")
-    up.add_argument("--json", action="store_true", help="print bootstrap addresses and the run dir as JSON")
-    up.add_argument(
-        "--policy",
-        choices=("default", "identity"),
-        default="default",
-        help="default: A->B and B->A with prefixed names (orders -> A.orders); identity: one A->B flow, same names",
-    )
-    up.add_argument("--topics", default=".*", help="regex of topics MirrorMaker 2 replicates (default: .*)")
-    up.add_argument(
-        "--groups", default=".*", help="regex of consumer groups MirrorMaker 2 checkpoints (default: .*)"
-    )
-    up.add_argument("--timeout", type=_positive_float, default=90.0, help="seconds to wait for readiness")
-
-    actions.add_parser("down", help="stop MirrorMaker 2 and both clusters")
-    status = actions.add_parser("status", help="report each process and whether it answers")
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
-
-    fault = actions.add_parser("fault", help="inject a whole-cluster fault")
-    fault.add_argument("kind", choices=("crash", "hang", "resume", "restart", "wipe"))
-    fault.add_argument("--cluster", required=True, help="the cluster's name, e.g. A")
-
-    mm2 = actions.add_parser("mirrormaker", help="stop or start MirrorMaker 2 alone")
-    mm2.add_argument("mm2_action", choices=("stop", "start"))
 
 
 def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
@@ -120,72 +84,6 @@ def _stdout_to_stderr():
         real.close()
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
-
-
-def _sandbox_up(args: argparse.Namespace) -> int:
-    from airflow_kafka_failover.sandbox.mirrormaker import ReplicationSettings
-    from airflow_kafka_failover.sandbox.sandbox import Sandbox
-
-    settings = ReplicationSettings(policy=args.policy, topics=args.topics, groups=args.groups)
-    started = time.monotonic()
-    info = Sandbox(args.run_dir, settings=settings).up(timeout=args.timeout)
-    if args.json:
-        print(json.dumps(info))
-        return 0
-    print(f"sandbox up in {time.monotonic() - started:.1f} s (run dir {info['run_dir']})")
-    for name, cluster in info["clusters"].items():
-        print(f"  cluster {name}: {cluster['bootstrap']}")
-    print(f"  MirrorMaker 2: {', '.join(info['replication']['flows'])} ({settings.policy} policy)")
-    return 0
-
-
-def _sandbox_status(sandbox, as_json: bool) -> int:
-    status = sandbox.status()
-    if as_json:
-        print(json.dumps(status))
-    else:
-        print(f"run dir {status['run_dir']}")
-        if not status["processes"]:
-            print("  no sandbox has been started here")
-        for name, proc in status["processes"].items():
-            state = "frozen" if proc["frozen"] else "running" if proc["running"] else "stopped"
-            answers = "" if "answers" not in proc else (" answers" if proc["answers"] else " does not answer")
-            print(f"  {name:<12} {state:<8} pid {proc['pid'] or '-'}{answers}")
-    return 0 if sandbox.brokers and all(p["running"] for p in status["processes"].values()) else 3
-
-
-def _run_sandbox(args: argparse.Namespace) -> int:
-    from airflow_kafka_failover.sandbox.sandbox import Sandbox
-
-    if args.action == "up":
-        return _sandbox_up(args)
-    sandbox = Sandbox(args.run_dir)
-    if args.action == "status":
-        return _sandbox_status(sandbox, args.json)
-    if args.action == "down":
-        started = time.monotonic()
-        sandbox.down()
-        print(f"sandbox down in {time.monotonic() - started:.1f} s")
-    elif args.action == "fault":
-        sandbox.fault(args.kind, args.cluster)
-        print(f"{args.kind} injected on cluster {args.cluster}")
-    elif args.mm2_action == "stop":
-        sandbox.stop_mirrormaker()
-        print("MirrorMaker 2 stopped")
-    else:
-        sandbox.start_mirrormaker()
-        print("MirrorMaker 2 started")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafka-failover",
@@ -193,7 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and decisions")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_sandbox_commands(subparsers)
     _add_plan_command(subparsers)
     return parser
 
@@ -206,8 +103,6 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        if args.command == "sandbox":
-            return _run_sandbox(args)
         if args.command == "plan":
             return _run_plan(args)
     except FailoverError as exc:

@@ -11,10 +11,6 @@ class ConfigError(FailoverError, ValueError):
     """A configuration value (file, connection, parameter) is invalid."""
 
 
-class SandboxError(FailoverError, RuntimeError):
-    """The local Kafka sandbox could not be started, reached or stopped."""
-
-
 class TranslationError(FailoverError, ValueError):
     """Offsets could not be translated from one cluster to the other."""
 

@@ -50,6 +50,24 @@ def get_provider_info() -> dict:
                 "python-modules": ["airflow_kafka_failover.operators.streaming_job"],
             }
         ],
+        "config": {
+            "kafka_failover": {
+                "description": "Defaults of the streaming jobs the failover DAGs run.",
+                "options": {
+                    "job_jars": {
+                        "description": (
+                            "Comma-separated jars passed to spark-submit as --jars when a pair's job config "
+                            "names neither jars nor packages: Spark's Kafka source (spark-sql-kafka-0-10 and "
+                            "its dependencies) and, optionally, the record-id jar."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/opt/jars/spark-sql-kafka-0-10_2.13-4.0.0.jar,/opt/jars/kafka-clients-3.9.0.jar",
+                        "default": "",
+                    }
+                },
+            }
+        },
         "triggers": [
             {
                 "integration-name": "Kafka Failover",

@@ -2,7 +2,7 @@
 
 The pid file records the process's start time as the kernel reports it, so a pid that the system has
 since given to an unrelated process is never signalled. Everything here works across Python processes:
-``kafka-failover sandbox up`` starts a process and a later ``sandbox down`` stops it from its pid file.
+``akf-dev sandbox up`` starts a process and a later ``sandbox down`` stops it from its pid file.
 """
 
 from __future__ import annotations

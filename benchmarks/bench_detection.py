@@ -24,10 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from akf_devtools.sandbox.kafka_io import create_topic  # noqa: E402
+from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
+
 from airflow_kafka_failover.health.verdict import HealthThresholds  # noqa: E402
 from airflow_kafka_failover.health.watch import DownWatch, watch_until  # noqa: E402
-from airflow_kafka_failover.sandbox.kafka_io import create_topic  # noqa: E402
-from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 
 
 def _connections(sandbox: Sandbox) -> dict[str, str]:

@@ -75,6 +75,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from akf_devtools.sandbox.jars import job_jars  # noqa: E402
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets  # noqa: E402
+from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
 from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG, StreamingJobHook  # noqa: E402
@@ -84,9 +87,6 @@ from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: 
 from airflow_kafka_failover.jobs.progress import read_progress  # noqa: E402
 from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
 from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
-from airflow_kafka_failover.sandbox.jars import job_jars  # noqa: E402
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets  # noqa: E402
-from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 

@@ -50,13 +50,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, read_all  # noqa: E402
+from akf_devtools.sandbox.mirrormaker import ReplicationSettings  # noqa: E402
+from akf_devtools.sandbox.producer import SteadyProducer  # noqa: E402
+from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException  # noqa: E402
 from confluent_kafka import TopicPartition as KafkaTopicPartition  # noqa: E402
 
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, read_all  # noqa: E402
-from airflow_kafka_failover.sandbox.mirrormaker import ReplicationSettings  # noqa: E402
-from airflow_kafka_failover.sandbox.producer import SteadyProducer  # noqa: E402
-from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.translation.rules import TopicPartition  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
@@ -449,7 +449,7 @@ def main() -> int:
     )
     try:
         sandbox.up()
-        from airflow_kafka_failover.sandbox.airflow_env import register_kafka_connections
+        from akf_devtools.sandbox.airflow_env import register_kafka_connections
 
         figures = measure(sandbox, args, register_kafka_connections(sandbox, "bench_rd"))
     finally:

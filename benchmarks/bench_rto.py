@@ -2,7 +2,7 @@
 through the pair's real DAGs, over several rounds.
 
 One sandbox (two KRaft clusters, MirrorMaker 2), one pair driven by the demo's engine
-(``airflow_kafka_failover.demo.story``): each DAG run is ``dag.test()`` in its own process, a steady producer
+(``akf_devtools.demo.story``): each DAG run is ``dag.test()`` in its own process, a steady producer
 writes records with unique ids, and the PySpark job runs in local mode. The start DAG runs the job on A;
 then each round is:
 
@@ -44,10 +44,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_kafka_failover.demo.story import QUICK_HEALTH, WATCHING, RunningDag, Story, switch_figures  # noqa: E402
+from akf_devtools.demo.story import QUICK_HEALTH, WATCHING, RunningDag, Story, switch_figures  # noqa: E402
+from akf_devtools.sandbox.airflow_env import prepare_airflow_home  # noqa: E402
+from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
+
 from airflow_kafka_failover.health.verdict import HealthThresholds  # noqa: E402
-from airflow_kafka_failover.sandbox.airflow_env import prepare_airflow_home  # noqa: E402
-from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
 PAIR = "benchrto"

@@ -26,11 +26,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_translation_pure  # noqa: E402
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce  # noqa: E402
+from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
 from airflow_kafka_failover.config import parse_pair  # noqa: E402
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # noqa: E402
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce  # noqa: E402
-from airflow_kafka_failover.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.translation.planner import build_plan  # noqa: E402
 from airflow_kafka_failover.translation.rules import TopicPartition  # noqa: E402
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition  # noqa: E402

@@ -1,6 +1,6 @@
 """The failover, failback and start DAGs of every pair in the config file.
 
-The file is found through ``$AKF_PAIRS_CONFIG`` (default: the repository's ``examples/pairs.yaml``).
+The file is found through ``$AKF_PAIRS_CONFIG`` (required; ``examples/pairs.yaml`` is an example).
 Parsing reads that file and nothing else: no Variable, connection or network access.
 """
 

@@ -7,9 +7,11 @@
 FROM apache/airflow:3.3.2-python3.11 AS runtime
 
 USER root
+# AIRFLOW__KAFKA_FAILOVER__JOB_JARS: the provider's job_jars option (spark-submit --jars accepts globs).
 ENV JAVA_HOME=/opt/java-17 \
     AKF_PROJECT_ROOT=/opt/kafka-failover-src \
-    AKF_JARS_DIR=/opt/kafka-failover-jars
+    AKF_JARS_DIR=/opt/kafka-failover-jars \
+    AIRFLOW__KAFKA_FAILOVER__JOB_JARS=/opt/kafka-failover-jars/spark-kafka/*.jar,/opt/kafka-failover-jars/record-id/akf-record-id.jar
 # The man folder is missing from the slim base image, and the JRE's post-install step needs it.
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
@@ -26,8 +28,10 @@ USER airflow
 COPY --chown=airflow:0 pyproject.toml README.md ${AKF_PROJECT_ROOT}/
 COPY --chown=airflow:0 jvm ${AKF_PROJECT_ROOT}/jvm
 COPY --chown=airflow:0 airflow_kafka_failover ${AKF_PROJECT_ROOT}/airflow_kafka_failover
+# The development tools: the demo producer service and the jar resolver below.
+COPY --chown=airflow:0 devtools ${AKF_PROJECT_ROOT}/devtools
 # Pinning apache-airflow keeps pip from moving the image's own Airflow while it resolves the provider.
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "${AKF_PROJECT_ROOT}"
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "${AKF_PROJECT_ROOT}" "${AKF_PROJECT_ROOT}/devtools"
 
 # Login admin / admin (the simple auth manager reads passwords from this file and writes to it).
 RUN echo '{"admin": "admin"}' > /opt/airflow/simple_auth_manager_passwords.json \
@@ -40,8 +44,8 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends maven openjdk-17-jdk-headless \
     && rm -rf /var/lib/apt/lists/*
 USER airflow
-# The provider's own resolver and compiler, so the folders carry the manifests it checks before every submit.
-RUN python -c "from airflow_kafka_failover.sandbox.jars import ArtifactSet, record_id_jar; ArtifactSet('spark-kafka').ensure(check_zip=True); record_id_jar()" \
+# The development tools' resolver and compiler, so the folders carry the manifests it checks before every submit.
+RUN python -c "from akf_devtools.sandbox.jars import ArtifactSet, record_id_jar; ArtifactSet('spark-kafka').ensure(check_zip=True); record_id_jar()" \
     && chmod -R g+rwX "${AKF_JARS_DIR}"
 
 

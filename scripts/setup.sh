@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a machine with Python 3.11+, Java 17 and Maven:
-# a virtualenv in .venv with the package and its test and demo extras, and the JVM artifacts resolved by Maven
-# into .jars/. Idempotent: each step is skipped when its inputs did not change since it last succeeded.
+# a virtualenv in .venv with the provider (and its test extra) and the development tools of devtools/ (sandbox,
+# demo, local Airflow), both editable, and the JVM artifacts resolved by Maven into .jars/. Idempotent: each step is skipped when its inputs did not change since it last succeeded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,14 +42,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 stamp=.venv/.akf-installed
-want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml devtools/pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing the package and its test and demo extras into .venv (a few minutes the first time)"
+  echo "setup: installing the provider and the development tools into .venv (a few minutes the first time)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test,demo]'
+  .venv/bin/python -m pip install -q -e '.[test]' -e './devtools[demo]'
   .venv/bin/python -c 'import pyspark' \
     || { echo "error: 'import pyspark' fails in .venv (two packages writing the pyspark folder?); remove .venv and run 'make setup' again" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 
-.venv/bin/python -m airflow_kafka_failover.sandbox.jars
+.venv/bin/python -m akf_devtools.sandbox.jars

@@ -24,13 +24,16 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_kafka_failover.exceptions import ConfigError, FailoverError, SandboxError
+from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status, stop_request_file
 from airflow_kafka_failover.jobs.settings import JobSettings
 
 log = logging.getLogger(__name__)
 
+JOB_JARS_OPTION = ("kafka_failover", "job_jars")
+"""Airflow configuration option (``AIRFLOW__KAFKA_FAILOVER__JOB_JARS``): the ``--jars`` of a job whose config
+names neither ``jars`` nor ``packages``; ``make setup`` fills it for the repository's local runs."""
 JOB_APPLICATION = Path(__file__).resolve().parents[1] / "jobs" / "stream_job.py"
 """The packaged PySpark job."""
 LOG4J_CONFIG = Path(__file__).resolve().parents[1] / "jobs" / "log4j2.properties"
@@ -55,9 +58,8 @@ class StreamingJobHook(BaseHook):
     :param spark_conn_id: the Spark connection (master, deploy mode, spark binary), as the Spark provider
         defines it; ``local[2]`` as host runs in local mode.
     :param conf: Spark configuration (``--conf``).
-    :param jars: comma-separated jars for ``--jars``; defaults to the Kafka source jars resolved by
-        ``make setup`` (``.jars/spark-kafka``) and the record-id jar (``.jars/record-id``) when neither
-        ``jars`` nor ``packages`` is given.
+    :param jars: comma-separated jars for ``--jars``; when neither ``jars`` nor ``packages`` is given, the
+        Airflow option ``[kafka_failover] job_jars`` (environment ``AIRFLOW__KAFKA_FAILOVER__JOB_JARS``).
     :param packages: Maven coordinates for ``--packages`` instead of ``jars``.
     :param driver_memory: ``--driver-memory``.
     :param executor_memory: ``--executor-memory``.
@@ -99,15 +101,19 @@ class StreamingJobHook(BaseHook):
     def _jars(self) -> str | None:
         if self.jars or self.packages:
             return self.jars
-        from airflow_kafka_failover.sandbox.jars import job_jars
+        from airflow.configuration import conf
 
-        try:
-            return ",".join(str(jar) for jar in job_jars())
-        except SandboxError as exc:
-            raise ConfigError(
-                "the job needs Spark's Kafka source: pass jars=... (spark-sql-kafka-0-10 and its dependencies) "
-                f"or packages='org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>' ({exc})"
-            ) from None
+        configured = conf.get(*JOB_JARS_OPTION, fallback=None)
+        if configured:
+            return str(configured)
+        if not any(key in self.conf for key in ("spark.jars", "spark.jars.packages")):
+            log.warning(
+                "the job gets no --jars: neither job.jars, job.packages nor the Airflow option "
+                "[kafka_failover] job_jars is set, so the Spark installation itself must provide Spark's Kafka "
+                "source (spark-sql-kafka-0-10); set one of them if the job fails with 'Failed to find data "
+                "source: kafka'"
+            )
+        return None
 
     def spark_submit_hook(self, name: str, application_args: list[str], conf: dict[str, Any]) -> Any:
         """The Spark provider's hook, configured for one run."""

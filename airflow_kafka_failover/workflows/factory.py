@@ -27,6 +27,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, task
 
 from airflow_kafka_failover.config import PairConfig, load_pairs
+from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor, KafkaClusterRecoveredSensor
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
@@ -52,9 +53,14 @@ SWITCH_PARAMS = {
 
 
 def default_config_path() -> Path:
-    """``$AKF_PAIRS_CONFIG``, else the repository's ``examples/pairs.yaml``."""
-    given = os.environ.get(CONFIG_ENV)
-    return Path(given) if given else Path(__file__).resolve().parents[2] / "examples" / "pairs.yaml"
+    """The pair config file named by ``$AKF_PAIRS_CONFIG``; raises ConfigError when it is not set."""
+    given = os.environ.get(CONFIG_ENV, "").strip()
+    if not given:
+        raise ConfigError(
+            f"{CONFIG_ENV} is not set: set it to the pair config file (YAML, see examples/pairs.yaml in the "
+            "provider's repository) in the environment of the DAG processor, the scheduler and the workers"
+        )
+    return Path(given)
 
 
 def pair_asset(pair: str) -> Asset:

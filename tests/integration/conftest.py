@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from airflow_kafka_failover.sandbox.airflow_env import prepare_airflow_home
-from airflow_kafka_failover.sandbox.airflow_env import register_kafka_connections as register_connections
-from airflow_kafka_failover.sandbox.mirrormaker import ReplicationSettings
-from airflow_kafka_failover.sandbox.sandbox import Sandbox
+from akf_devtools.sandbox.airflow_env import prepare_airflow_home
+from akf_devtools.sandbox.airflow_env import register_kafka_connections as register_connections
+from akf_devtools.sandbox.mirrormaker import ReplicationSettings
+from akf_devtools.sandbox.sandbox import Sandbox
 
 __all__ = ["RUN_ROOT", "register_connections", "run_dag_test", "start_sandbox", "stop_sandbox"]
 

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.demo.story import LOCAL_SPARK_CONF
+from akf_devtools.demo.story import LOCAL_SPARK_CONF
+from akf_devtools.sandbox.airflow_env import register_spark_connection
+
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.operators.streaming_job import SubmitStreamingJobOperator
-from airflow_kafka_failover.sandbox.airflow_env import register_spark_connection
 
 __all__ = ["TEST_SPARK_CONF", "JobWorld", "register_spark_connection"]
 

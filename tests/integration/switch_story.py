@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.demo.story import QUICK_HEALTH, RunningDag, switch_figures
-from airflow_kafka_failover.demo.story import Story as _Story
+from akf_devtools.demo.story import QUICK_HEALTH, RunningDag, switch_figures
+from akf_devtools.demo.story import Story as _Story
 
 TEST_HEALTH = QUICK_HEALTH
 

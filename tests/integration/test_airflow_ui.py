@@ -1,6 +1,6 @@
 """The Airflow UI, for manual triggers: ``make airflow``'s launcher driven by a real browser.
 
-The launcher (``airflow_kafka_failover.local_airflow``) brings up the sandbox and Airflow on a free port.
+The launcher (``akf_devtools.local_airflow``) brings up the sandbox and Airflow on a free port.
 The start DAG runs the Spark job on A (through the API, so that the plan has a position to translate).
 Then headless Chromium (Debian's ``/usr/bin/chromium`` through Playwright; no browser download) logs in,
 opens the failover DAG's trigger form, switches the ``dry_run`` Param on, triggers, and reads the plan in
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from akf_devtools.local_airflow import COMPONENTS, PAIR, LocalAirflow
+from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.local_airflow import COMPONENTS, PAIR, LocalAirflow
-from airflow_kafka_failover.sandbox.loopback import free_ports
 from tests.integration.conftest import REPO, RUN_ROOT
 from tests.integration.waiting import wait_for
 
@@ -123,7 +123,7 @@ def launcher() -> Iterator[Launcher]:
             [
                 sys.executable,
                 "-m",
-                "airflow_kafka_failover.local_airflow",
+                "akf_devtools.local_airflow",
                 "--port",
                 str(port),
                 "--run-dir",

@@ -39,7 +39,7 @@ def test_ctrl_c_while_the_failover_dag_watches_stops_everything(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "airflow_kafka_failover.demo",
+                "akf_devtools.demo",
                 "--run-dir",
                 str(run_dir),
                 "--results",

@@ -32,13 +32,13 @@ import time
 from pathlib import Path
 
 import pytest
+from akf_devtools.demo.story import WATCHING
+from akf_devtools.sandbox.airflow_env import write_variable
+from akf_devtools.sandbox.loopback import free_ports
 
-from airflow_kafka_failover.demo.story import WATCHING
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
 from airflow_kafka_failover.process_group import ManagedProcess
-from airflow_kafka_failover.sandbox.airflow_env import write_variable
-from airflow_kafka_failover.sandbox.loopback import free_ports
 from tests.integration.switch_story import Story, new_pair_story
 
 pytestmark = pytest.mark.spark

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce
+
 from tests.integration.conftest import register_connections, run_dag_test
 from tests.integration.waiting import wait_for
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce
 
 from airflow_kafka_failover.health.verdict import HealthThresholds
 from airflow_kafka_failover.health.watch import DownWatch, RecoveryWatch, watch_until
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from akf_devtools.sandbox.kafka_io import create_topic, produce
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.probe import probe_cluster
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, produce
 from airflow_kafka_failover.translation.rules import TopicPartition
 from tests.integration.conftest import register_connections
 

@@ -10,10 +10,10 @@ import time
 import uuid
 
 import pytest
+from akf_devtools.sandbox.loopback import TcpProxy, free_ports
 
 from airflow_kafka_failover.health.verdict import HealthThresholds
 from airflow_kafka_failover.health.watch import DownWatch, watch_until
-from airflow_kafka_failover.sandbox.loopback import TcpProxy, free_ports
 from tests.integration.conftest import register_connections, start_sandbox, stop_sandbox
 
 

@@ -1,4 +1,4 @@
-"""`kafka-failover sandbox` end to end through the real command, with the identity policy."""
+"""`akf-dev sandbox` (a development tool) end to end through the real command, with the identity policy."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce
+
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.waiting import wait_for
 
-CLI = [sys.executable, "-m", "airflow_kafka_failover.cli"]
+CLI = [sys.executable, "-m", "akf_devtools"]
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -73,6 +74,9 @@ def test_bad_arguments_exit_2_with_usage():
     result = _cli("sandbox", "up", "--timeout", "-3")
     assert result.returncode == 2
     assert "'-3' must be greater than 0" in result.stderr
+    result = _cli("sandbox", "up", "--timeout", "soon")
+    assert result.returncode == 2
+    assert "argument --timeout: 'soon' is not a number" in result.stderr
 
 
 def test_status_of_a_dir_without_sandbox_says_so(tmp_path):

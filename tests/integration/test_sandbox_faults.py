@@ -8,10 +8,10 @@ from __future__ import annotations
 import socket
 
 import pytest
+from akf_devtools.errors import SandboxError
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce, read_all
+from akf_devtools.sandbox.sandbox import MARKER, Sandbox
 
-from airflow_kafka_failover.exceptions import SandboxError
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce, read_all
-from airflow_kafka_failover.sandbox.sandbox import MARKER, Sandbox
 from tests.integration.waiting import wait_for
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce, read_all
 from confluent_kafka import Consumer, TopicPartition
 
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce, read_all
 from airflow_kafka_failover.translation.records import Checkpoint
 from tests.integration.waiting import wait_for
 

@@ -31,12 +31,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from akf_devtools.sandbox.airflow_env import register_kafka_connections
+from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce
+from akf_devtools.sandbox.sandbox import Sandbox
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from airflow_kafka_failover.sandbox.airflow_env import register_kafka_connections
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, end_offsets, produce
-from airflow_kafka_failover.sandbox.sandbox import Sandbox
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.switch_story import Story, new_pair_story
 from tests.integration.waiting import wait_for

@@ -13,6 +13,7 @@ import signal
 import time
 
 import pytest
+from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
 from airflow_kafka_failover.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
@@ -21,7 +22,6 @@ from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.sink import read_sink
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, read_all
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from airflow_kafka_failover.translation.planner import build_plan, load_position
 from airflow_kafka_failover.translation.records import Checkpoint

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
+from akf_devtools.sandbox.kafka_io import create_topic
+from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import OWNER_FILE, RunLayout
-from airflow_kafka_failover.sandbox.kafka_io import create_topic
-from airflow_kafka_failover.sandbox.loopback import free_ports
 from tests.integration.conftest import register_connections
 from tests.integration.job_support import JobWorld, register_spark_connection
 

@@ -10,11 +10,11 @@ import json
 import urllib.request
 
 import pytest
+from akf_devtools.sandbox.kafka_io import create_topic
+from akf_devtools.sandbox.spark_standalone import SparkStandalone
 
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.jobs.sink import read_sink
-from airflow_kafka_failover.sandbox.kafka_io import create_topic
-from airflow_kafka_failover.sandbox.spark_standalone import SparkStandalone
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from tests.integration import translation_support as data
 from tests.integration.conftest import RUN_ROOT, register_connections

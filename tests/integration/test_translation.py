@@ -12,10 +12,10 @@ import json
 import uuid
 
 import pytest
+from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
 from airflow_kafka_failover.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.sandbox.kafka_io import create_topic, read_all
 from airflow_kafka_failover.translation.planner import build_plan, load_position
 from airflow_kafka_failover.translation.records import Checkpoint
 from airflow_kafka_failover.translation.rules import TopicPartition

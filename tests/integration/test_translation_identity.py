@@ -9,11 +9,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from akf_devtools.sandbox.kafka_io import create_topic
+from akf_devtools.sandbox.mirrormaker import ReplicationSettings
 
 from airflow_kafka_failover.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.sandbox.kafka_io import create_topic
-from airflow_kafka_failover.sandbox.mirrormaker import ReplicationSettings
 from airflow_kafka_failover.translation.planner import build_plan
 from airflow_kafka_failover.translation.rules import TopicPartition
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition

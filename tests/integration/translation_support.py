@@ -8,12 +8,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from akf_devtools.sandbox.jars import ArtifactSet
+from akf_devtools.sandbox.kafka_io import end_offsets
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
-from airflow_kafka_failover.sandbox.jars import ArtifactSet
-from airflow_kafka_failover.sandbox.kafka_io import end_offsets
 from airflow_kafka_failover.translation.rules import TopicPartition
 from tests.integration.waiting import wait_for
 

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
-from airflow_kafka_failover.config import PairConfig, load_pairs
-from airflow_kafka_failover.sandbox.mirrormaker import (
+from akf_devtools.sandbox.mirrormaker import (
     DEFAULT_POLICY_CLASS,
     IDENTITY_POLICY_CLASS,
     MirrorMaker,
     ReplicationSettings,
 )
-from airflow_kafka_failover.sandbox.sandbox import Sandbox
+from akf_devtools.sandbox.sandbox import Sandbox
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from airflow_kafka_failover.config import PairConfig, load_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_SERVICES = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
@@ -360,7 +360,7 @@ def test_init_migrates_and_creates_the_switch_pools(services, pairs):
 
 def test_producer_writes_a_topic_of_the_pair_that_topics_creates_on_both_clusters(services, pairs):
     producer = _argv(services["producer"], "command")
-    assert _argv(services["producer"], "entrypoint")[-1] == "airflow_kafka_failover.sandbox.producer"
+    assert _argv(services["producer"], "entrypoint")[-1] == "akf_devtools.sandbox.producer"
     topic, partitions = _option(producer, "--topic"), _option(producer, "--partitions")
     assert any(topic in pair.topics for pair in pairs.values())
     assert _option(producer, "--bootstrap") == _internal_bootstrap(services, "kafka-a")
@@ -371,7 +371,7 @@ def test_producer_writes_a_topic_of_the_pair_that_topics_creates_on_both_cluster
 
 
 def test_the_producer_entry_point_rejects_bad_arguments(capsys):
-    from airflow_kafka_failover.sandbox.producer import main
+    from akf_devtools.sandbox.producer import main
 
     for argv, message in (
         (["--bootstrap", "nohostport", "--topic", "t"], "host:port"),

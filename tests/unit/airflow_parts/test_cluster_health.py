@@ -8,9 +8,9 @@ import os
 import time
 
 import pytest
+from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.exceptions import ConfigError, DataLossError
-from airflow_kafka_failover.sandbox.loopback import free_ports
 from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor, KafkaClusterRecoveredSensor
 from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger
 

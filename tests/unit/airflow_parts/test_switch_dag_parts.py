@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -153,9 +154,28 @@ def test_dag_file_parses_without_kafka_or_spark_clients():
         "print(json.dumps({'dags': sorted(k for k in g if k.startswith('kafka_failover_')), "
         "'heavy': [m for m in ('confluent_kafka', 'pyspark', 'pyarrow') if m in sys.modules]}))"
     )
+    env = {**os.environ, "AKF_PAIRS_CONFIG": str(REPO / "examples" / "pairs.yaml")}
     result = subprocess.run(
-        [sys.executable, "-c", "import json; " + code], cwd=REPO, capture_output=True, text=True, check=True
+        [sys.executable, "-c", "import json; " + code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["heavy"] == []
     assert "kafka_failover_orders_failover" in found["dags"]
+
+
+def test_dag_file_without_a_config_names_the_variable_to_set():
+    env = {key: value for key, value in os.environ.items() if key != "AKF_PAIRS_CONFIG"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import runpy; runpy.run_path('dags/kafka_failover.py')"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode != 0
+    assert "AKF_PAIRS_CONFIG is not set" in result.stderr

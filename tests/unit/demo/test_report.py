@@ -6,9 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
-from airflow_kafka_failover.demo import report
-from airflow_kafka_failover.demo.__main__ import main
+from akf_devtools.demo import report
+from akf_devtools.demo.__main__ import main
 
 T0 = 1_000_000.0
 
@@ -73,7 +72,7 @@ def test_bad_arguments_are_refused_before_anything_starts(args, message, capsys)
 
 def test_the_command_documents_itself():
     result = subprocess.run(
-        [sys.executable, "-m", "airflow_kafka_failover.demo", "--help"],
+        [sys.executable, "-m", "akf_devtools.demo", "--help"],
         capture_output=True,
         text=True,
         check=True,

@@ -122,7 +122,7 @@ def generated(count: int, seed: int) -> list[str]:
 @pytest.fixture(scope="module")
 def spark():
     pyspark_sql = pytest.importorskip("pyspark.sql")
-    from airflow_kafka_failover.sandbox.jars import record_id_jar
+    from akf_devtools.sandbox.jars import record_id_jar
 
     session = (
         pyspark_sql.SparkSession.builder.master("local[1]")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from airflow_kafka_failover.sandbox.broker import KafkaBroker, new_cluster_id
-from airflow_kafka_failover.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
+from akf_devtools.sandbox.broker import KafkaBroker, new_cluster_id
+from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
 
 
 def _props(text: str) -> dict[str, str]:

@@ -8,15 +8,15 @@ import stat
 from pathlib import Path
 
 import pytest
+from akf_devtools.errors import SandboxError
+from akf_devtools.sandbox import kafka_io
+from akf_devtools.sandbox.airflow_env import register_kafka_connections
+from akf_devtools.sandbox.broker import KafkaBroker
+from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
+from akf_devtools.sandbox.sandbox import Sandbox
+from akf_devtools.sandbox.scram import ScramLogin, java_argfile_argv, write_private
 
-from airflow_kafka_failover.exceptions import SandboxError
 from airflow_kafka_failover.jobs.kafka_options import java_client_options
-from airflow_kafka_failover.sandbox import kafka_io
-from airflow_kafka_failover.sandbox.airflow_env import register_kafka_connections
-from airflow_kafka_failover.sandbox.broker import KafkaBroker
-from airflow_kafka_failover.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
-from airflow_kafka_failover.sandbox.sandbox import Sandbox
-from airflow_kafka_failover.sandbox.scram import ScramLogin, java_argfile_argv, write_private
 
 LOGIN = ScramLogin("akf-sandbox", "s3cr3t-hex")
 

@@ -7,7 +7,7 @@ means an acknowledged id that never reached the sink.
 
 Run alone (the docker-compose demo producer)::
 
-    python -m airflow_kafka_failover.sandbox.producer --bootstrap kafka-a:9092 --topic orders --rate 10
+    python -m akf_devtools.sandbox.producer --bootstrap kafka-a:9092 --topic orders --rate 10
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _bootstrap(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Produce to one cluster until SIGINT or SIGTERM, logging the acknowledged count every 10 s."""
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_kafka_failover.sandbox.producer",
+        prog="python -m akf_devtools.sandbox.producer",
         description='Write {"id": "<prefix>-<n>", "ts": <ms>} records at a steady rate until stopped.',
     )
     parser.add_argument("--bootstrap", type=_bootstrap, required=True, help="the cluster, e.g. kafka-a:9092")

@@ -13,9 +13,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_kafka_failover.exceptions import SandboxError
 from airflow_kafka_failover.process_group import ManagedProcess
-from airflow_kafka_failover.sandbox.loopback import accepts_connections, free_ports, wait_until
+from akf_devtools.errors import SandboxError
+from akf_devtools.sandbox.loopback import accepts_connections, free_ports, wait_until
 
 log = logging.getLogger(__name__)
 

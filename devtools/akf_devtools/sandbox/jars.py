@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_kafka_failover.exceptions import SandboxError
+from akf_devtools.errors import SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def project_root() -> Path:
     ``AKF_PROJECT_ROOT`` overrides it for installs that are not a checkout of the repository.
     """
     override = os.environ.get("AKF_PROJECT_ROOT")
-    root = Path(override) if override else Path(__file__).resolve().parents[2]
+    root = Path(override) if override else Path(__file__).resolve().parents[3]
     if not (root / "jvm").is_dir():
         raise SandboxError(
             f"cannot find the jvm/ folder with the Maven poms under {root}; run from a checkout of "
@@ -266,6 +266,21 @@ def job_jars() -> list[Path]:
     return jars
 
 
+JOB_JARS_ENV = "AIRFLOW__KAFKA_FAILOVER__JOB_JARS"
+"""The provider's ``[kafka_failover] job_jars`` option as an environment variable."""
+
+
+def use_job_jars() -> str:
+    """Point the provider's ``[kafka_failover] job_jars`` option at :func:`job_jars` unless it is set already.
+
+    Called by the demo, the local Airflow, the benchmarks and the tests, so that their pairs need no
+    ``job.jars`` of their own; returns the value in force.
+    """
+    if not os.environ.get(JOB_JARS_ENV):
+        os.environ[JOB_JARS_ENV] = ",".join(str(jar) for jar in job_jars())
+    return os.environ[JOB_JARS_ENV]
+
+
 def _artifact_name(jar_name: str) -> str:
     """Strip the version from a Maven jar file name: ``kafka-clients-3.9.0.jar`` -> ``kafka-clients``."""
     stem = jar_name.removesuffix(".jar")
@@ -294,6 +309,7 @@ def main() -> None:
         jars = artifact_set.ensure(check_zip=True)
         print(f"{name}: {len(jars)} jars in {artifact_set.folder}")
     print(f"record-id: {record_id_jar()}")
+    print(f"job jars for your own Airflow: export {JOB_JARS_ENV}={','.join(str(jar) for jar in job_jars())}")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_kafka_failover.exceptions import SandboxError
 from airflow_kafka_failover.process_group import ManagedProcess
-from airflow_kafka_failover.sandbox.jars import kafka_classpath
-from airflow_kafka_failover.sandbox.loopback import accepts_connections, wait_until
-from airflow_kafka_failover.sandbox.scram import PROTOCOL, ScramLogin, java_argfile_argv, write_private
+from akf_devtools.errors import SandboxError
+from akf_devtools.sandbox.jars import kafka_classpath
+from akf_devtools.sandbox.loopback import accepts_connections, wait_until
+from akf_devtools.sandbox.scram import PROTOCOL, ScramLogin, java_argfile_argv, write_private
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,14 @@ from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.jobs.sink import read_sink
 from airflow_kafka_failover.process_group import ManagedProcess
-from airflow_kafka_failover.sandbox.airflow_env import (
+from akf_devtools.sandbox.airflow_env import (
     airflow_env,
     read_variable,
     register_kafka_connections,
     register_spark_connection,
 )
-from airflow_kafka_failover.sandbox.kafka_io import create_topic
-from airflow_kafka_failover.sandbox.producer import SteadyProducer
+from akf_devtools.sandbox.kafka_io import create_topic
+from akf_devtools.sandbox.producer import SteadyProducer
 
 # Quick verdicts on loopback: down after 3 failed probes 1 s apart (>= 3 s), recovered after 6 stable
 # seconds. Production defaults are slower on purpose (examples/pairs.yaml).
@@ -114,6 +114,12 @@ class Story:
     figures: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     runs: int = 0
+
+    def __post_init__(self) -> None:
+        # The pair config names no jars: its jobs take the provider's job_jars option, filled here.
+        from akf_devtools.sandbox.jars import use_job_jars
+
+        use_job_jars()
 
     @property
     def config_path(self) -> Path:

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from airflow_kafka_failover.demo.report import consumed_per_cluster
+from akf_devtools.demo.report import consumed_per_cluster
 
 
 class LiveStatus:

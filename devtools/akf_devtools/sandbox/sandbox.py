@@ -17,12 +17,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from airflow_kafka_failover.exceptions import SandboxError
-from airflow_kafka_failover.sandbox.broker import KafkaBroker, new_cluster_id
-from airflow_kafka_failover.sandbox.jars import kafka_classpath
-from airflow_kafka_failover.sandbox.loopback import free_ports, port_in_use, wait_until
-from airflow_kafka_failover.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
-from airflow_kafka_failover.sandbox.scram import ScramLogin, credentials_file
+from akf_devtools.errors import SandboxError
+from akf_devtools.sandbox.broker import KafkaBroker, new_cluster_id
+from akf_devtools.sandbox.jars import kafka_classpath
+from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
+from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
+from akf_devtools.sandbox.scram import ScramLogin, credentials_file
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def default_run_dir() -> Path:
     override = os.environ.get("AKF_SANDBOX_DIR")
     if override:
         return Path(override)
-    from airflow_kafka_failover.sandbox.jars import project_root
+    from akf_devtools.sandbox.jars import project_root
 
     return project_root() / ".run" / "sandbox"
 
@@ -90,7 +90,7 @@ class Sandbox:
             state = json.loads(self.state_file.read_text())
         except (OSError, ValueError) as exc:
             raise SandboxError(
-                f"{self.state_file} is unreadable ({exc}); run `kafka-failover sandbox down`"
+                f"{self.state_file} is unreadable ({exc}); run `akf-dev sandbox down`"
             ) from exc
         self.settings = ReplicationSettings(**state["replication"])
         self.cluster_names = tuple(state["clusters"])  # type: ignore[assignment]
@@ -188,7 +188,7 @@ class Sandbox:
                 raise SandboxError(
                     f"the sandbox in {self.run_dir} is already up with security "
                     f"{self.security!r}, not {self.requested_security!r}: run "
-                    "`kafka-failover sandbox down` first"
+                    "`akf-dev sandbox down` first"
                 )
             log.info("Sandbox in %s is already up", self.run_dir)
             return self.info()
@@ -238,7 +238,7 @@ class Sandbox:
                 ):
                     raise SandboxError(
                         f"port {port} of cluster {broker.name} is taken by another process; "
-                        "run `kafka-failover sandbox down` and `up` again to pick new free ports"
+                        "run `akf-dev sandbox down` and `up` again to pick new free ports"
                     )
         errors: list[BaseException] = []
 
@@ -259,7 +259,7 @@ class Sandbox:
 
     def wait_replicating(self, timeout: float) -> None:
         """Wait until every MirrorMaker 2 flow has replicated heartbeats to its target cluster."""
-        from airflow_kafka_failover.sandbox.kafka_io import high_watermark
+        from akf_devtools.sandbox.kafka_io import high_watermark
 
         flows = self.mirrormaker.heartbeat_flows()
 

@@ -44,7 +44,7 @@ import yaml
 
 from airflow_kafka_failover.exceptions import FailoverError
 from airflow_kafka_failover.process_group import ManagedProcess
-from airflow_kafka_failover.sandbox.jars import project_root
+from akf_devtools.sandbox.jars import project_root
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class LocalAirflow:
 
     @property
     def sandbox(self):
-        from airflow_kafka_failover.sandbox.sandbox import Sandbox
+        from akf_devtools.sandbox.sandbox import Sandbox
 
         return Sandbox(self.run_dir / "sandbox")
 
@@ -238,7 +238,7 @@ class LocalAirflow:
                 child.unlink()
 
     def _create_topics(self, bootstraps: dict[str, str]) -> None:
-        from airflow_kafka_failover.sandbox.kafka_io import create_topic
+        from akf_devtools.sandbox.kafka_io import create_topic
 
         for bootstrap in bootstraps.values():
             create_topic(bootstrap, PAIR, TOPIC_PARTITIONS)
@@ -368,7 +368,7 @@ class LocalAirflow:
         """Write records to the topic on the cluster the fencing marker names (A before any switch)."""
         if self.produce_rate <= 0:
             return
-        from airflow_kafka_failover.sandbox.producer import SteadyProducer
+        from akf_devtools.sandbox.producer import SteadyProducer
 
         self.producer = SteadyProducer(
             bootstraps, PAIR, self._active_cluster, rate=self.produce_rate, partitions=TOPIC_PARTITIONS
@@ -470,14 +470,14 @@ def _rate(text: str) -> float:
 
 
 def _default_port() -> int:
-    from airflow_kafka_failover.sandbox.loopback import free_ports, port_in_use
+    from akf_devtools.sandbox.loopback import free_ports, port_in_use
 
     return 8080 if not port_in_use(8080) else free_ports(1)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_kafka_failover.local_airflow",
+        prog="python -m akf_devtools.local_airflow",
         description="Run Airflow 3 locally with this provider, the Kafka sandbox and the example pair.",
     )
     parser.add_argument(
@@ -514,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
         help="stop what a killed launcher left running in the run directory, then exit",
     )
     args = parser.parse_args(argv)
+    from akf_devtools.sandbox.jars import use_job_jars
+
+    use_job_jars()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     run_dir = (args.run_dir or project_root() / ".airflow" / "local").resolve()
     airflow = LocalAirflow(

@@ -38,8 +38,8 @@ class Demo:
     """The demo's steps and the state they share (for the report and for cleanup)."""
 
     def __init__(self, run_dir: Path, results: Path, rate: float, partitions: int) -> None:
-        from airflow_kafka_failover.demo.report import Timeline
-        from airflow_kafka_failover.sandbox.sandbox import Sandbox
+        from akf_devtools.demo.report import Timeline
+        from akf_devtools.sandbox.sandbox import Sandbox
 
         self.run_dir, self.results, self.rate, self.partitions = run_dir, results, rate, partitions
         self.timeline = Timeline(time.time())
@@ -51,9 +51,9 @@ class Demo:
     # ---- steps ---------------------------------------------------------------------------------------
 
     def bring_up(self) -> None:
-        from airflow_kafka_failover.demo.live import LiveStatus
-        from airflow_kafka_failover.demo.story import Story
-        from airflow_kafka_failover.sandbox.airflow_env import prepare_airflow_home
+        from akf_devtools.demo.live import LiveStatus
+        from akf_devtools.demo.story import Story
+        from akf_devtools.sandbox.airflow_env import prepare_airflow_home
 
         say(f"starting Kafka clusters A and B (KRaft) and MirrorMaker 2 under {self.sandbox.run_dir} ...")
         info = self.sandbox.up()
@@ -81,7 +81,7 @@ class Demo:
         self.settle(6, "job running on A")
 
     def fail_over(self) -> None:
-        from airflow_kafka_failover.demo.story import WATCHING, switch_figures
+        from akf_devtools.demo.story import WATCHING, switch_figures
 
         self.live.clear("failover armed")
         say("failover DAG: its down sensor is watching A ...")
@@ -103,7 +103,7 @@ class Demo:
         self.settle(6, "job running on B")
 
     def fail_back(self) -> None:
-        from airflow_kafka_failover.demo.story import WATCHING, switch_figures
+        from akf_devtools.demo.story import WATCHING, switch_figures
 
         self.live.clear("failback armed")
         say("failback DAG: its recovered sensor is watching A ...")
@@ -140,7 +140,7 @@ class Demo:
         return counts
 
     def report(self, counts: dict[str, int]) -> int:
-        from airflow_kafka_failover.demo import report
+        from akf_devtools.demo import report
 
         record = self.story.record()
         for event in report.history_events(record):
@@ -200,7 +200,7 @@ class Demo:
         self.timeline.add(at if at is not None else time.time(), kind, text)
 
     def note_verdict(self, output: str, text: str) -> None:
-        from airflow_kafka_failover.demo.story import verdict_time
+        from akf_devtools.demo.story import verdict_time
 
         at = verdict_time(output)
         if at is not None:
@@ -227,7 +227,7 @@ def _forget_previous_run(home: Path, pair_root: Path) -> None:
 
     from airflow_kafka_failover.jobs.layout import PROCESS_NAME
     from airflow_kafka_failover.process_group import ManagedProcess
-    from airflow_kafka_failover.sandbox.airflow_env import airflow_env
+    from akf_devtools.sandbox.airflow_env import airflow_env
 
     for run_dir in pair_root.glob("runs/*/*/epoch-*"):
         ManagedProcess(PROCESS_NAME, run_dir).stop(timeout=10)
@@ -263,10 +263,10 @@ def _sigterm(_signum, _frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from airflow_kafka_failover.sandbox.jars import project_root
+    from akf_devtools.sandbox.jars import project_root
 
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_kafka_failover.demo",
+        prog="python -m akf_devtools.demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -282,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="records per second produced (default: 50)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default: 2)")
     args = parser.parse_args(argv)
+    from akf_devtools.sandbox.jars import use_job_jars
+
+    use_job_jars()
     if not 1 <= args.rate <= 5000:
         parser.error(f"--rate must be between 1 and 5000 records per second, got {args.rate:g}")
     if not 1 <= args.partitions <= 64:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_kafka_failover.process_group import ManagedProcess
-from airflow_kafka_failover.sandbox.broker import java_argv
-from airflow_kafka_failover.sandbox.scram import ScramLogin, write_private
+from akf_devtools.sandbox.broker import java_argv
+from akf_devtools.sandbox.scram import ScramLogin, write_private
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.exceptions import SandboxError
+from akf_devtools.errors import SandboxError
 
 MECHANISM = "SCRAM-SHA-512"
 PROTOCOL = "SASL_PLAINTEXT"
@@ -102,7 +102,7 @@ class ScramLogin:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SandboxError(
                 f"the SCRAM credentials of the sandbox in {run_dir} are unreadable "
-                f"({type(exc).__name__} on {path}); run `kafka-failover sandbox down` and "
+                f"({type(exc).__name__} on {path}); run `akf-dev sandbox down` and "
                 "up again"
             ) from None
 

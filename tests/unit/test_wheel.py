@@ -1,0 +1,37 @@
+"""The provider's wheel holds the provider and nothing else (no sandbox, demo or local Airflow)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_wheel_holds_only_the_provider(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("airflow_kafka_failover-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    package = [name for name in names if not name.startswith("airflow_kafka_failover-")]
+    assert package, names
+    outside = [name for name in package if not name.startswith("airflow_kafka_failover/")]
+    assert outside == [], f"files outside the provider package: {outside}"
+    for tool in ("sandbox/", "demo/", "local_airflow", "akf_devtools"):
+        assert not [name for name in package if tool in name], f"{tool} is in the wheel"
+    suffixes = {Path(name).suffix for name in package}
+    assert suffixes <= {".py", ".properties", ".typed"}, suffixes
+    assert "airflow_kafka_failover/py.typed" in package
+    assert "airflow_kafka_failover/jobs/log4j2.properties" in package
+    assert "airflow_kafka_failover/jobs/stream_job.py" in package
+    entry_points = next(name for name in names if name.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "kafka-failover = airflow_kafka_failover.cli:main" in text
+    assert "akf-dev" not in text
+    print(f"{wheel.name}: {len(package)} files in the provider package")
