@@ -62,7 +62,7 @@ def get_provider_info() -> dict:
                         ),
                         "version_added": "0.1.0",
                         "type": "string",
-                        "example": "/opt/jars/spark-sql-kafka-0-10_2.13-4.0.0.jar,/opt/jars/kafka-clients-3.9.0.jar",
+                        "example": "/opt/jars/spark-kafka/*.jar,/opt/jars/akf-record-id.jar",
                         "default": "",
                     }
                 },

@@ -27,8 +27,9 @@ from airflow.dag_processing.dagbag import DagBag
 started = time.perf_counter()
 bag = DagBag(dag_folder=sys.argv[1])
 elapsed = time.perf_counter() - started
-print(json.dumps({"parse_s": elapsed, "dags": sorted(bag.dag_ids), "errors": {k: str(v)[:300] for k, v in bag.import_errors.items()},
-                  "heavy": [m for m in ("confluent_kafka", "pyspark", "pyarrow") if m in sys.modules]}))
+errors = {k: str(v)[:300] for k, v in bag.import_errors.items()}
+heavy = [m for m in ("confluent_kafka", "pyspark", "pyarrow") if m in sys.modules]
+print(json.dumps({"parse_s": elapsed, "dags": sorted(bag.dag_ids), "errors": errors, "heavy": heavy}))
 """
 
 

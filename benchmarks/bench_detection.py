@@ -82,7 +82,7 @@ def blip(sandbox: Sandbox, conns: dict[str, str], seconds: float = 2.0) -> bool:
 
 
 def trigger_cpu_per_minute(conns: dict[str, str], seconds: float) -> float:
-    """Run one ClusterHealthTrigger against healthy clusters for ``seconds``; return CPU seconds per minute."""
+    """Run one ClusterHealthTrigger against healthy clusters for ``seconds``; return CPU s per minute."""
     from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger
 
     trigger = ClusterHealthTrigger(
@@ -156,7 +156,8 @@ def main() -> int:
     }
     for fault in ("crash", "hang"):
         print(
-            f"{fault}: median {summary[f'detection_{fault}_median_s']} s, max {summary[f'detection_{fault}_max_s']} s"
+            f"{fault}: median {summary[f'detection_{fault}_median_s']} s, "
+            f"max {summary[f'detection_{fault}_max_s']} s"
         )
     print(json.dumps(summary))
     return 0

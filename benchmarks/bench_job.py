@@ -17,10 +17,10 @@ replication of the benchmark topic to B does not compete for the CPU. Then, in o
 
 Same Spark settings for both: the same spark-submit (this interpreter's ``bin/spark-submit``, the one the
 hook finds first on the PATH it gives the job), ``--master local[2]``, the same ``--conf`` values,
-``--driver-memory`` and ``--jars`` (the hook's default, ``job_jars()``: Spark's Kafka source and the
-record-id jar), the same Python for the driver. Same reader: ``startingOffsets=earliest``, the same ``maxOffsetsPerTrigger`` (so both split the
-topic into the same batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the
-job sets them, and a processing-time trigger of the same interval. The plain query writes the Kafka
+``--driver-memory`` and ``--jars`` (what ``make setup`` puts in the provider's ``job_jars`` option,
+``job_jars()``: Spark's Kafka source and the record-id jar), the same Python for the driver. Same reader:
+``startingOffsets=earliest``, the same ``maxOffsetsPerTrigger`` (so both split the topic into the same
+batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the job sets them, and a processing-time trigger of the same interval. The plain query writes the Kafka
 columns (key, value, topic, partition, offset, timestamp) with Spark's Parquet file sink; the job writes
 its own sink (record id, epoch, batch; staging and rename), reads its statistics from the Parquet
 footers, commits the bookkeeping group and appends to ``progress.jsonl``; the difference is the job's cost.
@@ -150,7 +150,7 @@ def say(message: str) -> None:
 
 
 def jars_option() -> str:
-    """The ``--jars`` value of both queries, the hook's default: Spark's Kafka source and the record-id jar."""
+    """The ``--jars`` of both queries (the job_jars option): Spark's Kafka source and the record-id jar."""
     return ",".join(str(jar) for jar in job_jars())
 
 

@@ -118,7 +118,8 @@ def java_client_options(confluent: Mapping[str, Any], connection: str = "the con
             unmapped.append(key)
     if unmapped:
         raise ConfigError(
-            f"{connection}: cannot map librdkafka option(s) {sorted(unmapped)} to the Java client Spark uses; "
+            f"{connection}: cannot map librdkafka option(s) {sorted(unmapped)} to the Java client "
+            "Spark uses; "
             "give the Java equivalents in the job's kafka_options (they override the connection), or remove "
             "them from the connection's extra"
         )

@@ -70,7 +70,7 @@ def batch_dirs(sink_root: str | os.PathLike[str]) -> list[tuple[int, int, Path]]
 
 
 def rows_written_after(sink_root: str | os.PathLike[str], epoch: int, batch_id: int) -> int:
-    """Rows of the batches of ``epoch`` numbered above ``batch_id`` (from the Parquet footers, not the data)."""
+    """Rows of the batches of ``epoch`` numbered above ``batch_id`` (read from the Parquet footers)."""
     import pyarrow.parquet as pq
 
     return sum(

@@ -24,7 +24,8 @@ def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     sandbox.add_argument(
         "--run-dir",
-        help="directory for state, logs and data (default: .run/sandbox in the checkout, or $AKF_SANDBOX_DIR)",
+        help="directory for state, logs and data (default: .run/sandbox in the checkout, or "
+        "$AKF_SANDBOX_DIR)",
     )
     actions = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -34,7 +35,8 @@ def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         choices=("default", "identity"),
         default="default",
-        help="default: A->B and B->A with prefixed names (orders -> A.orders); identity: one A->B flow, same names",
+        help="default: A->B and B->A with prefixed names (orders -> A.orders); identity: one A->B flow, "
+        "same names",
     )
     up.add_argument("--topics", default=".*", help="regex of topics MirrorMaker 2 replicates (default: .*)")
     up.add_argument(

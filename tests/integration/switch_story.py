@@ -45,8 +45,11 @@ def timed(story: Story, label: str, fault_at: float, cluster: str, epoch: int, o
 def new_pair_story(
     sandbox: Any, airflow_home: Path, root: Path, prefix: str, rate: float = 40.0
 ) -> Iterator[Story]:
-    """The story of a fresh pair ``<prefix><random>`` on ``sandbox``: its config written, its topic created and
-    a steady producer running; on the way out the producer and every job run of the pair are stopped."""
+    """The story of a fresh pair ``<prefix><random>`` on ``sandbox``.
+
+    Its config is written, its topic created and a steady producer running; on the way out the producer and
+    every job run of the pair are stopped.
+    """
     pair = f"{prefix}{uuid.uuid4().hex[:6]}"
     story = Story(sandbox, airflow_home, root, pair, f"orders-{pair}")
     try:

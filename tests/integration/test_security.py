@@ -1,4 +1,6 @@
-"""SASL/SCRAM on both clusters: the provider, MirrorMaker 2 and the Spark job authenticate; the password leaks nowhere.
+"""SASL/SCRAM on both clusters: the provider, MirrorMaker 2 and the Spark job authenticate.
+
+The password leaks nowhere.
 
 One sandbox with ``security="scram"`` (SCRAM-SHA-512 on every client listener and between the broker and
 itself; the KRaft controller listener stays PLAINTEXT). Tests run in file order: auth is on and MM2
@@ -160,7 +162,7 @@ def test_health_trigger_kwargs_and_events_carry_no_password(scram_sandbox, passw
     assert password not in json.dumps(event.payload, default=str)
 
 
-# ---- (b) + (c) the real DAGs move the job A -> B; ps never shows the password --------------------------------
+# ---- (b) + (c) the real DAGs move the job A -> B; ps never shows the password ------------------------------
 
 
 def test_start_and_forced_failover_move_the_job_without_loss(story, password):
@@ -209,7 +211,7 @@ def test_password_is_on_no_command_line_nor_in_the_job_or_sandbox_environment(st
     assert any("/B/epoch-1/settings.json" in cmd for cmd in submits), submits
 
 
-# ---- (d) nothing the provider writes or shows holds the password, except the job's settings file -------------
+# ---- (d) nothing the provider writes or shows holds the password, except the job's settings file -----------
 
 
 def test_password_is_absent_from_logs_xcom_templates_record_and_job_files(story, airflow_home, password):
@@ -244,7 +246,7 @@ def test_password_is_absent_from_logs_xcom_templates_record_and_job_files(story,
     assert {task for task, _key, _value in xcoms} >= {"plan", "submit"}, xcoms
 
 
-# ---- (e) file modes -------------------------------------------------------------------------------------------
+# ---- (e) file modes ----------------------------------------------------------------------------------------
 
 
 def test_files_have_the_narrowest_modes_that_work(story):

@@ -126,7 +126,8 @@ class Demo:
             "info", "job on A committed its first batch (epoch 2)", at=self.story.first_batch_time("A", 2)
         )
         say(
-            f"failed back to A: detection {figure.get('detection_s')} s, RTO {figure['rto_s']} s; producers on A"
+            f"failed back to A: detection {figure.get('detection_s')} s, RTO {figure['rto_s']} s; "
+            "producers on A"
         )
         self.settle(6, "job back on A")
 

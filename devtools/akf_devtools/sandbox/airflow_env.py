@@ -97,7 +97,7 @@ def read_variable(home: Path, key: str) -> Any:
 
 
 def write_variable(home: Path, key: str, value: Any) -> None:
-    """Set Airflow Variable ``key`` in ``home``'s metadata DB to ``value`` as JSON (what an operator's repair does)."""
+    """Set Airflow Variable ``key`` in ``home``'s metadata DB to ``value`` as JSON (an operator's repair)."""
     airflow = Path(sys.executable).with_name("airflow")
     result = subprocess.run(
         [str(airflow), "variables", "set", key, json.dumps(value)],

@@ -1,4 +1,7 @@
-"""The SCRAM sandbox's configuration: broker and MirrorMaker 2 settings, secret files, connections (no processes)."""
+"""The SCRAM sandbox's configuration: broker and MirrorMaker 2 settings, secret files, connections.
+
+No process is started.
+"""
 
 from __future__ import annotations
 
