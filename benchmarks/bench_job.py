@@ -20,10 +20,11 @@ hook finds first on the PATH it gives the job), ``--master local[2]``, the same 
 ``--driver-memory`` and ``--jars`` (what ``make setup`` puts in the provider's ``job_jars`` option,
 ``job_jars()``: Spark's Kafka source and the record-id jar), the same Python for the driver. Same reader:
 ``startingOffsets=earliest``, the same ``maxOffsetsPerTrigger`` (so both split the topic into the same
-batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the job sets them, and
-a processing-time trigger of the same interval. The plain query writes the Kafka columns (key, value, topic, partition, offset, timestamp) with Spark's Parquet file sink; the job writes
-its own sink (record id, epoch, batch; staging and rename), reads its statistics from the Parquet
-footers, commits the bookkeeping group and appends to ``progress.jsonl``; the difference is the job's cost.
+batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the job sets them, and a
+processing-time trigger of the same interval. The plain query writes the Kafka columns (key, value, topic,
+partition, offset, timestamp) with Spark's Parquet file sink; the job writes its own sink (record id, epoch,
+batch; staging and rename), reads its statistics from the Parquet footers, commits the bookkeeping group and
+appends to ``progress.jsonl``; the difference is the job's cost.
 
 How throughput is measured, identically for both, from the Spark checkpoint each query writes: Spark
 writes ``offsets/<b>`` when batch ``b`` starts (after planning its offset range) and ``commits/<b>`` when
