@@ -7,10 +7,20 @@ setup:
 demo: setup
 	.venv/bin/python -m akf_devtools.demo
 
-# Two workers, each taking whole test files (a file's tests share its sandbox and run in order).
+# The gates first (lint, format, types, import layers), then two workers, each taking whole test files (a
+# file's tests share its sandbox and run in order).
 test:
 	@scripts/setup.sh --browser
+	@$(MAKE) --no-print-directory lint
 	.venv/bin/python -m pytest -q -n 2 --dist loadfile
+
+# What CI enforces before the tests; each fails on any finding.
+.PHONY: lint
+lint:
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
+	.venv/bin/lint-imports
 
 # The inner loop: pure logic only, no Kafka, no Spark (a few seconds).
 test-fast: setup
