@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, task
+from airflow.sdk import DAG, Asset, BaseSensorOperator, Param, task
 
 from airflow_kafka_failover.config import PairConfig, load_pairs
 from airflow_kafka_failover.exceptions import ConfigError
@@ -68,7 +68,7 @@ def pair_asset(pair: str) -> Asset:
     return Asset(name=f"kafka_failover.{pair}", uri=f"kafka-failover://{pair}/active")
 
 
-class _Forceable:
+class _Forceable(BaseSensorOperator):
     """Sensor mix-in: with ``force`` or ``dry_run`` set, do not wait for the verdict."""
 
     def execute(self, context: Any) -> Any:
@@ -76,7 +76,7 @@ class _Forceable:
         if params.get("force") or params.get("dry_run"):
             self.log.info(
                 "not waiting for the %s verdict (force=%s, dry_run=%s)",
-                self.kind,
+                getattr(self, "kind", "health"),
                 params.get("force"),
                 params.get("dry_run"),
             )
@@ -250,7 +250,7 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
             soft_fail=True,
         )
         if kind == "failover":
-            wait = PairDownSensor(
+            wait: _Forceable = PairDownSensor(
                 task_id="wait_for_down",
                 kafka_config_id=primary.connection,
                 cluster_alias=primary.alias,
@@ -327,7 +327,8 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
             }
             return record
 
-        handle >> progress >> commit(handle)
+        # TaskFlow resolves the XComArg to the handle's dict at run time.
+        handle >> progress >> commit(handle)  # type: ignore[arg-type]
     return dag
 
 
