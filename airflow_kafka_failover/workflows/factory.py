@@ -64,7 +64,7 @@ def default_config_path() -> Path:
 
 
 def pair_asset(pair: str) -> Asset:
-    """The asset a committed switch of ``pair`` updates; its event's extra names the active cluster and epoch."""
+    """The asset a committed switch of ``pair`` updates; its event's extra names the active cluster, epoch."""
     return Asset(name=f"kafka_failover.{pair}", uri=f"kafka-failover://{pair}/active")
 
 
@@ -89,7 +89,7 @@ class PairDownSensor(_Forceable, KafkaClusterDownSensor):
 
 
 class PairRecoveredSensor(_Forceable, KafkaClusterRecoveredSensor):
-    """The primary's recovered sensor of a failback DAG; the recorded watermarks come from the gate's record."""
+    """The primary's recovered sensor of a failback DAG; the recorded watermarks come from the gate."""
 
     def __init__(self, *, watched_cluster: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
