@@ -2,7 +2,8 @@
 
 The Airflow connection's extra is a librdkafka config, while Spark's Kafka source uses the Java client,
 whose names differ for security settings. This module maps them; a key it cannot map safely is refused
-by name, with the hint to give the Java option directly in the job's ``kafka_options``.
+by name: remove it from the connection's extra and give the Java option in the job's ``kafka_options``
+(which is merged after this mapping).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def _sasl_login(rest: dict[str, Any], options: dict[str, str], connection: str) 
         raise ConfigError(
             f"{connection}: sasl.username/sasl.password need sasl.mechanism PLAIN, SCRAM-SHA-256 or "
             f"SCRAM-SHA-512 and both values (got mechanism {options.get('sasl.mechanism')!r}); for other "
-            "mechanisms give 'sasl.jaas.config' in the job's kafka_options"
+            "mechanisms remove sasl.username/sasl.password from the connection's extra and give "
+            "'sasl.jaas.config' in the job's kafka_options"
         )
     options["sasl.jaas.config"] = (
         f"{module} required username={_jaas_quote(str(username))} password={_jaas_quote(str(password))};"
@@ -119,8 +121,7 @@ def java_client_options(confluent: Mapping[str, Any], connection: str = "the con
     if unmapped:
         raise ConfigError(
             f"{connection}: cannot map librdkafka option(s) {sorted(unmapped)} to the Java client "
-            "Spark uses; "
-            "give the Java equivalents in the job's kafka_options (they override the connection), or remove "
-            "them from the connection's extra"
+            "Spark uses; remove them from the connection's extra and give the Java equivalents in the job's "
+            "kafka_options (the connection is mapped before kafka_options is merged)"
         )
     return options

@@ -160,7 +160,8 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
             raise TranslationError(
                 f"{target} still lacks {plan.total_gap_records} records of {len(plan.gaps)} partitions after "
                 f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore replication, "
-                "raise switch.gap_wait_seconds, or set on_gap: proceed to accept the loss"
+                "raise switch.gap_wait_seconds, or set on_gap: proceed to start without them (records only "
+                "the source holds are read once it returns)"
             )
         log.info(
             "gap: %s records of %s partitions not on %s yet; re-planning in 5 s",
