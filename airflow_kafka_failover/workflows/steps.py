@@ -215,7 +215,7 @@ def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -
         return marks
     try:
         counts = hook.partition_counts(pair.topics_on(source))
-        from airflow_kafka_failover.translation.rules import TopicPartition
+        from airflow_kafka_failover.types import TopicPartition
 
         partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
         for tp, wm in hook.watermarks(partitions).items():

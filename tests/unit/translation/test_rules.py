@@ -9,26 +9,26 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.records import Checkpoint
-from airflow_kafka_failover.translation.rules import (
+from airflow_kafka_failover.translation.choosing import (
     PartitionRequest,
-    PartitionTranslation,
-    TimestampLookup,
-    TopicPartition,
-    TranslationMethod,
-    Watermarks,
     choose_translation,
+    translate_partition,
+    translate_partitions,
+    validate_method_order,
+)
+from airflow_kafka_failover.translation.mm2_records import Checkpoint
+from airflow_kafka_failover.translation.plan import PartitionTranslation, TranslationMethod
+from airflow_kafka_failover.translation.rules import (
+    TimestampLookup,
     translate_by_checkpoint,
     translate_by_identity,
     translate_by_offset_sync,
     translate_by_offset_sync_reverse,
     translate_by_timestamp,
     translate_initial,
-    translate_partition,
-    translate_partitions,
-    validate_method_order,
 )
 from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
+from airflow_kafka_failover.types import TopicPartition, Watermarks
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)
