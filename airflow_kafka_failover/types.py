@@ -1,4 +1,4 @@
-"""Value types shared by every layer: partitions, their watermarks and their text keys.
+"""Value types shared by every layer: partitions, their watermarks and their ``topic-partition`` keys.
 
 A leaf module: it imports nothing of the provider but :mod:`airflow_kafka_failover.exceptions`, so the
 pure domain (translation rules, health verdicts, the active record), the hooks and the job package can
@@ -52,17 +52,3 @@ def partition_key(tp: TopicPartition) -> str:
     """
     return f"{tp.topic}-{tp.partition}"
 
-
-def parse_partition_key(key: str) -> TopicPartition:
-    """Read a ``topic-partition`` key back; the topic may itself contain ``-``.
-
-    :param key: e.g. ``orders-0`` or ``A.orders-eu-3``.
-    :raises ValueError: the key does not end with ``-<partition number>``.
-    """
-    topic, sep, number = key.rpartition("-")
-    if not sep or not topic or not number.isdigit():
-        raise ValueError(
-            f"{key!r} is not a 'topic-partition' key: it must end with '-' and a partition number, "
-            "as in 'orders-0'"
-        )
-    return TopicPartition(topic, int(number))

@@ -16,6 +16,9 @@ from typing import Any
 
 from pydantic import (
     AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    StrictBool,
     StrictInt,
     TypeAdapter,
     ValidationError,
@@ -386,3 +389,25 @@ def _cell(value: int | None) -> str:
 
 
 _TRANSLATION_PLAN = TypeAdapter(TranslationPlan)
+
+
+class PlanPayload(BaseModel):
+    """What a switch's plan step hands to the next tasks through XCom (its JSON form is the XCom value).
+
+    :param plan: the :class:`TranslationPlan` as :meth:`TranslationPlan.to_json` text.
+    :param summary: :meth:`TranslationPlan.summary`, with the old job's uncommitted output and the duplicates
+        bound; stored in the switch's history entry.
+    :param starting_offsets: Spark's ``startingOffsets`` JSON for the new job.
+    :param gap_records: offsets possibly missing on the target (the plan's total).
+    :param source_watermarks: ``topic-partition`` -> what the source is known to hold.
+    :param dry_run: whether the switch only shows the plan.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: str
+    summary: dict[str, Any]
+    starting_offsets: str
+    gap_records: StrictInt
+    source_watermarks: dict[str, StrictInt]
+    dry_run: StrictBool
