@@ -99,7 +99,8 @@ class ActiveRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON form (``from`` keys in the history, plain JSON types)."""
-        return _ACTIVE_RECORD.dump_python(self, mode="json", by_alias=True)
+        data: dict[str, Any] = _ACTIVE_RECORD.dump_python(self, mode="json", by_alias=True)
+        return data
 
     @classmethod
     def from_dict(cls, data: Any, clusters: tuple[str, ...], where: str) -> ActiveRecord:

@@ -65,7 +65,8 @@ class JobHandle:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (XCom, the active record)."""
-        return _JOB_HANDLE.dump_python(self, mode="json")
+        data: dict[str, Any] = _JOB_HANDLE.dump_python(self, mode="json")
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> JobHandle:

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_kafka_failover.exceptions import TranslationError
@@ -189,14 +189,18 @@ class PartitionRequest:
 def _offset_sync_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.offset_syncs is None:
         reason = f"no offset syncs for {request.source}"
-        return untranslated(request.source, request.position, request.target, "offset_sync", reason)
+        return untranslated(
+            request.source, request.position, request.target, TranslationMethod.OFFSET_SYNC, reason
+        )
     return translate_by_offset_sync(request.source, request.position, request.target, request.offset_syncs)
 
 
 def _reverse_offset_sync_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.reverse_offset_syncs is None:
         reason = f"no offset syncs for {request.target} -> {request.source}"
-        return untranslated(request.source, request.position, request.target, "offset_sync_reverse", reason)
+        return untranslated(
+            request.source, request.position, request.target, TranslationMethod.OFFSET_SYNC_REVERSE, reason
+        )
     return translate_by_offset_sync_reverse(
         request.source, request.position, request.target, request.reverse_offset_syncs
     )
@@ -205,7 +209,9 @@ def _reverse_offset_sync_candidate(request: PartitionRequest) -> PartitionTransl
 def _checkpoint_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.checkpoint is None:
         reason = f"no checkpoint for {request.target}"
-        return untranslated(request.source, request.position, request.target, "checkpoint", reason)
+        return untranslated(
+            request.source, request.position, request.target, TranslationMethod.CHECKPOINT, reason
+        )
     return translate_by_checkpoint(
         request.source, request.position, request.target, request.checkpoint, request.offset_syncs
     )
@@ -218,7 +224,9 @@ def _identity_candidate(request: PartitionRequest) -> PartitionTranslation:
 def _timestamp_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.timestamp_lookup is None:
         reason = f"no record timestamp known for {request.source}"
-        return untranslated(request.source, request.position, request.target, "timestamp", reason)
+        return untranslated(
+            request.source, request.position, request.target, TranslationMethod.TIMESTAMP, reason
+        )
     high = None if request.watermarks is None else request.watermarks.high
     return translate_by_timestamp(
         request.source, request.position, request.target, request.timestamp_lookup, high
@@ -228,17 +236,19 @@ def _timestamp_candidate(request: PartitionRequest) -> PartitionTranslation:
 def _initial_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.initial_offset is None:
         reason = f"no initial offset resolved for {request.target}"
-        return untranslated(request.source, request.position, request.target, "initial", reason)
+        return untranslated(
+            request.source, request.position, request.target, TranslationMethod.INITIAL, reason
+        )
     return translate_initial(request.source, request.position, request.target, request.initial_offset)
 
 
-_CANDIDATE_BUILDERS = {
-    TranslationMethod.CHECKPOINT.value: _checkpoint_candidate,
-    TranslationMethod.OFFSET_SYNC.value: _offset_sync_candidate,
-    TranslationMethod.OFFSET_SYNC_REVERSE.value: _reverse_offset_sync_candidate,
-    TranslationMethod.TIMESTAMP.value: _timestamp_candidate,
-    TranslationMethod.IDENTITY.value: _identity_candidate,
-    TranslationMethod.INITIAL.value: _initial_candidate,
+_CANDIDATE_BUILDERS: dict[str, Callable[[PartitionRequest], PartitionTranslation]] = {
+    TranslationMethod.CHECKPOINT: _checkpoint_candidate,
+    TranslationMethod.OFFSET_SYNC: _offset_sync_candidate,
+    TranslationMethod.OFFSET_SYNC_REVERSE: _reverse_offset_sync_candidate,
+    TranslationMethod.TIMESTAMP: _timestamp_candidate,
+    TranslationMethod.IDENTITY: _identity_candidate,
+    TranslationMethod.INITIAL: _initial_candidate,
 }
 
 
@@ -261,7 +271,7 @@ def translate_partition(
             0,
             request.target,
             0,
-            TranslationMethod.NOTHING_PROCESSED.value,
+            TranslationMethod.NOTHING_PROCESSED,
             redelivery_bound=0,
         )
         return start if request.watermarks is None else _clamp(start, request.watermarks)

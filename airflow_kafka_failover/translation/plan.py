@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from pydantic import (
     AwareDatetime,
@@ -130,7 +130,8 @@ class PartitionTranslation:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types, for XCom and history records."""
-        return _PARTITION_TRANSLATION.dump_python(self, mode="json")
+        data: dict[str, Any] = _PARTITION_TRANSLATION.dump_python(self, mode="json")
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PartitionTranslation:
@@ -212,7 +213,7 @@ class TranslationPlan:
         target_cluster: str,
         translations: list[PartitionTranslation],
         target_partitions: dict[str, int],
-        untracked_partitions: str = "earliest",
+        untracked_partitions: UntrackedStart | str = UntrackedStart.EARLIEST,
     ) -> TranslationPlan:
         """Build a plan stamped with the current UTC time.
 
@@ -228,7 +229,7 @@ class TranslationPlan:
             datetime.now(UTC),
             translations,
             target_partitions,
-            untracked_partitions,
+            cast(UntrackedStart, untracked_partitions),  # validated (with its field's name) by the model
         )
 
     def all_target_partitions(self) -> list[TopicPartition]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from airflow_kafka_failover.config import PairConfig
 from airflow_kafka_failover.exceptions import TranslationError
@@ -38,6 +39,15 @@ from airflow_kafka_failover.types import TopicPartition
 log = logging.getLogger(__name__)
 
 
+class RouteDirection(StrEnum):
+    """Which way a topic's records flowed between the clusters, seen from the job's source."""
+
+    FORWARD = "forward"
+    """The source is the topic's origin; MM2 copied it to the target (checkpoints, offset syncs S->T)."""
+    REVERSE = "reverse"
+    """The target is the topic's origin; the job read its replica (offset syncs T->S, read backwards)."""
+
+
 @dataclass(frozen=True)
 class TopicRoute:
     """How one topic the job read on the source maps to the target.
@@ -49,7 +59,7 @@ class TopicRoute:
 
     source_topic: str
     target_topic: str
-    direction: str
+    direction: RouteDirection
 
 
 def route_topics(pair: PairConfig, source: str, target: str, topics: list[str]) -> list[TopicRoute]:
@@ -77,12 +87,13 @@ def route_topics(pair: PairConfig, source: str, target: str, topics: list[str]) 
                     f"{topic} on {source} came from {target}, but no flow {target}->{source} exists"
                 )
             upstream = policy.upstream_topic(topic) if pair.replication.policy == "default" else topic
-            routes.append(TopicRoute(topic, upstream, "reverse"))
+            assert upstream is not None  # from the target under the default policy: the name has its prefix
+            routes.append(TopicRoute(topic, upstream, RouteDirection.REVERSE))
         else:
             if not pair.replication.has_flow(source, target) and not pair.replication.offset_preserving:
                 raise TranslationError(f"no replication flow {source}->{target} copies {topic} to {target}")
             remote = policy.remote_topic(source_alias, topic)
-            routes.append(TopicRoute(topic, remote, "forward"))
+            routes.append(TopicRoute(topic, remote, RouteDirection.FORWARD))
     return routes
 
 
@@ -164,7 +175,7 @@ def build_plan(
     for source_tp, offset in sorted(position.offsets.items()):
         route = by_source[source_tp.topic]
         target_tp = TopicPartition(route.target_topic, source_tp.partition)
-        forward = route.direction == "forward"
+        forward = route.direction is RouteDirection.FORWARD
         requests.append(
             PartitionRequest(
                 source=source_tp,
@@ -269,8 +280,8 @@ def _mm2_evidence(pair, source, target, routes, hooks):
     sep = pair.replication.separator
     s_alias, t_alias = pair.cluster(source).alias, pair.cluster(target).alias
     alias_to_name = {spec.alias: name for name, spec in pair.clusters.items()}
-    forward_topics = {r.source_topic for r in routes if r.direction == "forward"}
-    reverse_topics = {r.target_topic for r in routes if r.direction == "reverse"}
+    forward_topics = {r.source_topic for r in routes if r.direction is RouteDirection.FORWARD}
+    reverse_topics = {r.target_topic for r in routes if r.direction is RouteDirection.REVERSE}
     forward_histories, reverse_histories, checkpoints = {}, {}, {}
     if forward_topics and not pair.replication.offset_preserving:
         stored = alias_to_name[offset_syncs_cluster(s_alias, t_alias, location)]
@@ -338,7 +349,7 @@ def load_position(
         return reading.position
     if position_json:
         return StreamPosition.from_json(position_json)
-    assert group_hook is not None
+    assert group is not None and group_hook is not None
     offsets = group_hook.committed_offsets(group)
     if not offsets:
         log.warning("Group %s has no committed offsets; the configured initial position applies", group)

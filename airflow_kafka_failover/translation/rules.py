@@ -45,7 +45,11 @@ class TimestampLookup:
 
 
 def untranslated(
-    source: TopicPartition, position: int | None, target: TopicPartition, method: str, reason: str
+    source: TopicPartition,
+    position: int | None,
+    target: TopicPartition,
+    method: TranslationMethod,
+    reason: str,
 ) -> PartitionTranslation:
     """A candidate without an offset: ``method`` could not translate the partition, for ``reason``.
 
@@ -78,7 +82,7 @@ def translate_by_offset_sync(
     :param target: downstream partition.
     :param history: syncs of ``source``.
     """
-    method = TranslationMethod.OFFSET_SYNC.value
+    method = TranslationMethod.OFFSET_SYNC
     index = history.floor_by_upstream(position)
     if index is None:
         if not history.upstream:
@@ -116,7 +120,7 @@ def translate_by_offset_sync_reverse(
     :param target: upstream partition (e.g. ``orders`` on A).
     :param history: syncs of the flow ``target -> source`` for this partition.
     """
-    method = TranslationMethod.OFFSET_SYNC_REVERSE.value
+    method = TranslationMethod.OFFSET_SYNC_REVERSE
     index = history.floor_by_downstream(position)
     if index is None:
         if not history.downstream:
@@ -163,7 +167,7 @@ def translate_by_checkpoint(
     :param checkpoint: the latest checkpoint of the bookkeeping group for this partition.
     :param history: offset syncs of ``source`` if available; they tighten and verify the result.
     """
-    method = TranslationMethod.CHECKPOINT.value
+    method = TranslationMethod.CHECKPOINT
     if (checkpoint.topic, checkpoint.partition) != (target.topic, target.partition):
         raise TranslationError(
             f"checkpoint for {checkpoint.topic}-{checkpoint.partition} (group {checkpoint.group!r}) was "
@@ -224,7 +228,7 @@ def translate_by_identity(
     :param target: partition on the other cluster.
     """
     return PartitionTranslation(
-        source, position, target, position, TranslationMethod.IDENTITY.value, redelivery_bound=0
+        source, position, target, position, TranslationMethod.IDENTITY, redelivery_bound=0
     )
 
 
@@ -246,7 +250,7 @@ def translate_by_timestamp(
     :param lookup: the timestamp looked up and the offset found (None: no record at or after it).
     :param high_watermark: the target's high watermark, used when no record was found.
     """
-    method = TranslationMethod.TIMESTAMP.value
+    method = TranslationMethod.TIMESTAMP
     caveat = (
         f"start found by timestamp {lookup.timestamp_ms} ms: assumes record timestamps on {target} do not "
         "decrease by more than the margin; not proven to be early enough"
@@ -280,6 +284,6 @@ def translate_initial(
         position,
         target,
         target_offset,
-        TranslationMethod.INITIAL.value,
+        TranslationMethod.INITIAL,
         warnings=[f"no translation: starting {target} at the configured initial offset {target_offset}"],
     )
