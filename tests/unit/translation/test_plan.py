@@ -202,3 +202,23 @@ def test_empty_plan_table():
     plan = make_plan([])
     assert "0 partitions translated (none)" in plan.to_table()
     assert plan.to_table().endswith("re-delivery at most 0 records")
+
+
+def test_plan_payload_is_typed_and_refuses_unknown_keys():
+    from airflow_kafka_failover.translation.plan import PlanPayload
+
+    plan = make_plan([translation(0, 90)])
+    payload = PlanPayload(
+        plan=plan.to_json(),
+        summary=plan.summary(),
+        starting_offsets=plan.to_spark_starting_offsets(),
+        gap_records=0,
+        source_watermarks={"orders-0": 100},
+        dry_run=False,
+    ).model_dump(mode="json")
+    assert json.loads(json.dumps(payload)) == payload
+    assert TranslationPlan.from_json(payload["plan"]) == plan
+    with pytest.raises(ValueError, match="source_watermarks.orders-0"):
+        PlanPayload.model_validate({**payload, "source_watermarks": {"orders-0": "100"}})
+    with pytest.raises(ValueError, match="lost_records"):
+        PlanPayload.model_validate({**payload, "lost_records": 3})
