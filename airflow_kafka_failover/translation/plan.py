@@ -71,8 +71,8 @@ def _describe_validation(err: ValidationError) -> str:
 class PartitionTranslation:
     """One partition's translation: where the job was, where it starts on the target, and how sure we are.
 
-    Its JSON form is flat (``source_topic``, ``source_partition``, ..., see :meth:`to_dict`), the shape
-    plans have always had in XCom.
+    Its JSON form is flat (``source_topic``, ``source_partition``, ``source_offset``, ``target_topic``, ...),
+    the shape plans have always had in XCom.
 
     :param source: the partition the job read.
     :param source_offset: the job's position there (next offset to process); None if it had none.
@@ -127,27 +127,6 @@ class PartitionTranslation:
             "gap_records": self.gap_records,
             "warnings": list(self.warnings),
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types, for XCom and history records."""
-        data: dict[str, Any] = _PARTITION_TRANSLATION.dump_python(self, mode="json")
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PartitionTranslation:
-        """Rebuild from :meth:`to_dict` output, validating types.
-
-        :param data: the dict.
-        """
-        try:
-            return _PARTITION_TRANSLATION.validate_python(data)
-        except ValidationError as err:
-            raise TranslationError(
-                f"invalid partition translation {data!r}: {_describe_validation(err)}"
-            ) from None
-
-
-_PARTITION_TRANSLATION = TypeAdapter(PartitionTranslation)
 
 
 UNTRACKED_START_OFFSETS = {"earliest": -2, "latest": -1}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
 from airflow_kafka_failover.exceptions import TranslationError
 from airflow_kafka_failover.translation.choosing import (
@@ -478,13 +479,27 @@ def test_translate_partition_rejects_negative_position():
         translate_partition(PartitionRequest(SRC, -1, DST), ["identity"])
 
 
-def test_partition_translation_dict_round_trip():
+def test_partition_translation_json_is_flat_and_round_trips():
+    adapter = TypeAdapter(PartitionTranslation)
     original = PartitionTranslation(SRC, 5, DST, 3, "offset_sync", 1, 2, ["w"])
-    assert PartitionTranslation.from_dict(original.to_dict()) == original
-    with pytest.raises(TranslationError, match="invalid partition translation"):
-        PartitionTranslation.from_dict({**original.to_dict(), "method": "guess"})
-    with pytest.raises(TranslationError):
-        PartitionTranslation.from_dict({**original.to_dict(), "target_offset": "3"})
+    data = adapter.dump_python(original, mode="json")
+    assert data == {
+        "source_topic": SRC.topic,
+        "source_partition": SRC.partition,
+        "source_offset": 5,
+        "target_topic": DST.topic,
+        "target_partition": DST.partition,
+        "target_offset": 3,
+        "method": "offset_sync",
+        "redelivery_bound": 1,
+        "gap_records": 2,
+        "warnings": ["w"],
+    }
+    assert adapter.validate_python(data) == original
+    with pytest.raises(ValidationError, match="method"):
+        adapter.validate_python({**data, "method": "guess"})
+    with pytest.raises(ValidationError, match="target_offset"):
+        adapter.validate_python({**data, "target_offset": "3"})
 
 
 def test_topic_partition_str_and_order():
