@@ -51,4 +51,3 @@ def partition_key(tp: TopicPartition) -> str:
     :param tp: the partition.
     """
     return f"{tp.topic}-{tp.partition}"
-
