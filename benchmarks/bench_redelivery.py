@@ -57,7 +57,7 @@ from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException  # noqa: E402
 from confluent_kafka import TopicPartition as KafkaTopicPartition  # noqa: E402
 
-from airflow_kafka_failover.translation.rules import TopicPartition  # noqa: E402
+from airflow_kafka_failover.types import TopicPartition  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
 TOPIC = "orders"

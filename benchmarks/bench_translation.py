@@ -32,8 +32,8 @@ from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.config import parse_pair  # noqa: E402
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # noqa: E402
 from airflow_kafka_failover.translation.planner import build_plan  # noqa: E402
-from airflow_kafka_failover.translation.rules import TopicPartition  # noqa: E402
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition  # noqa: E402
+from airflow_kafka_failover.types import TopicPartition  # noqa: E402
 
 # Hook calls that send requests; each is one batched round trip (read_topic_to_end: metadata, two
 # ListOffsets and the fetches of one consumer, counted as one read).

@@ -15,15 +15,11 @@ import random
 import statistics
 import time
 
+from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partitions
+from airflow_kafka_failover.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.translation.plan import TranslationPlan
-from airflow_kafka_failover.translation.records import Checkpoint
-from airflow_kafka_failover.translation.rules import (
-    PartitionRequest,
-    TopicPartition,
-    Watermarks,
-    translate_partitions,
-)
 from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
+from airflow_kafka_failover.types import TopicPartition, Watermarks
 
 TOPICS = 100
 PARTITIONS = 100

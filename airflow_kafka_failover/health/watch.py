@@ -207,8 +207,8 @@ class RecoveryWatch(ClusterWatch):
             self.lags, self.data_loss, self.measure_problem = lags, loss, None
 
     def _measure(self) -> tuple[dict[str, int | None], dict[str, int]]:
-        from airflow_kafka_failover.translation.records import OffsetSync
-        from airflow_kafka_failover.translation.rules import TopicPartition
+        from airflow_kafka_failover.translation.mm2_topics import read_offset_syncs
+        from airflow_kafka_failover.types import TopicPartition
 
         timeout = self.thresholds.probe_timeout
         counts = self.active.partition_counts(self.replicated_topics, timeout)
@@ -225,10 +225,23 @@ class RecoveryWatch(ClusterWatch):
         if self.offset_syncs_topic in {
             p.topic for p in syncs_hook.describe_cluster([self.offset_syncs_topic]).partitions
         }:
-            for record in syncs_hook.read_topic_to_end(self.offset_syncs_topic, timeout=max(timeout, 10.0)):
-                sync = OffsetSync.decode(record.key, record.value)
-                if sync.topic in self.replicated_topics:
-                    newest_sync[(sync.topic, sync.partition)] = (sync.upstream_offset, sync.downstream_offset)
+            reading = read_offset_syncs(
+                syncs_hook,
+                self.offset_syncs_topic,
+                syncs_hook.kafka_config_id,
+                topics=self.replicated_topics,
+                timeout=max(timeout, 10.0),
+            )
+            if reading.undecodable:
+                # One stray record must not hide every other sync: measure with the ones that decode.
+                log.warning(
+                    "skipping %s undecodable record(s) of %s: %s",
+                    len(reading.undecodable),
+                    self.offset_syncs_topic,
+                    reading.undecodable[0],
+                )
+            for sync in reading.decoded:
+                newest_sync[(sync.topic, sync.partition)] = (sync.upstream_offset, sync.downstream_offset)
         lags: dict[str, int | None] = {}
         for tp in sources:
             remote = remote_marks.get(remote_names[tp])
@@ -254,7 +267,7 @@ class RecoveryWatch(ClusterWatch):
             return None
 
     def _data_loss(self, timeout: float) -> dict[str, int]:
-        from airflow_kafka_failover.translation.rules import TopicPartition
+        from airflow_kafka_failover.types import TopicPartition
 
         if not self.recorded_high_watermarks:
             return {}

@@ -18,7 +18,7 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
-from airflow_kafka_failover.translation.rules import TopicPartition, Watermarks
+from airflow_kafka_failover.types import TopicPartition, Watermarks
 
 DEFAULT_TIMEOUT_S = 10.0
 

@@ -1,20 +1,34 @@
 """The job handle: what the submit operator returns to XCom, and what stop and progress checks need.
 
-A handle is plain JSON (XCom- and Variable-friendly) and holds no secret: the settings file it points to
-does, and stays on disk with owner-only permissions.
+A handle is a typed model (a pydantic dataclass) whose JSON form travels through XCom and the active
+record; it holds no secret: the settings file it points to does, and stays on disk with owner-only
+permissions.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from pydantic import StrictInt, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
 from airflow_kafka_failover.process_group import ManagedProcess
 
-DEPLOY_MODES = ("local", "client", "cluster")
+
+class DeployMode(StrEnum):
+    """Where the driver runs: see :class:`JobHandle`'s ``deploy_mode``."""
+
+    LOCAL = "local"
+    CLIENT = "client"
+    CLUSTER = "cluster"
+
+
+DEPLOY_MODES = tuple(mode.value for mode in DeployMode)
+_REQUIRED = ("pair", "cluster", "epoch", "deploy_mode", "master", "run_dir", "checkpoint", "sink_root")
 
 
 @dataclass(frozen=True)
@@ -38,8 +52,8 @@ class JobHandle:
 
     pair: str
     cluster: str
-    epoch: int
-    deploy_mode: str
+    epoch: StrictInt
+    deploy_mode: DeployMode
     master: str
     run_dir: str
     checkpoint: str
@@ -50,37 +64,37 @@ class JobHandle:
     application_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSON form (XCom, the active record)."""
+        data: dict[str, Any] = _JOB_HANDLE.dump_python(self, mode="json")
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> JobHandle:
-        """Rebuild a handle from XCom or the active record; raise ConfigError naming what is wrong."""
+        """Rebuild a handle from XCom or the active record; raise ConfigError naming what is wrong.
+
+        :param data: the handle's JSON form (or a handle, returned as is).
+        """
         if isinstance(data, JobHandle):
             return data
         if not isinstance(data, dict):
             raise ConfigError(f"a job handle must be a mapping (the submit operator's XCom), got {data!r}")
-        names = {f.name for f in fields(cls)}
-        missing = sorted(
-            n
-            for n in (
-                "pair",
-                "cluster",
-                "epoch",
-                "deploy_mode",
-                "master",
-                "run_dir",
-                "checkpoint",
-                "sink_root",
-            )
-            if n not in data
-        )
+        missing = sorted(name for name in _REQUIRED if name not in data)
         if missing:
             raise ConfigError(f"job handle {data!r} lacks {missing}; pass the submit operator's return value")
         if data["deploy_mode"] not in DEPLOY_MODES:
             raise ConfigError(
                 f"job handle has deploy_mode {data['deploy_mode']!r}; expected one of {DEPLOY_MODES}"
             )
-        return cls(**{k: v for k, v in data.items() if k in names})
+        try:
+            return _JOB_HANDLE.validate_python(data)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+                for e in err.errors()
+            )
+            raise ConfigError(
+                f"job handle {data!r} is malformed: {problems}; pass the submit operator's return value"
+            ) from None
 
     @property
     def process(self) -> ManagedProcess:
@@ -97,17 +111,18 @@ class JobHandle:
 
     def is_alive(self) -> bool | None:
         """True/False for a detached process; None in cluster mode, where only the cluster manager knows."""
-        if self.deploy_mode == "cluster":
+        if self.deploy_mode == DeployMode.CLUSTER:
             return None
         return self.process.is_running()
 
     def log_tail(self, lines: int = 40) -> str:
-        if self.deploy_mode == "cluster":
-            return f"(the driver runs on the cluster as {self.driver_id or self.application_id}; see its logs there)"
+        if self.deploy_mode == DeployMode.CLUSTER:
+            where = self.driver_id or self.application_id
+            return f"(the driver runs on the cluster as {where}; see its logs there)"
         return self.process.log_tail(lines)
 
     def describe(self) -> str:
-        if self.deploy_mode == "cluster":
+        if self.deploy_mode == DeployMode.CLUSTER:
             where = self.driver_id or self.application_id
         else:
             pid = self.process.pid()
@@ -115,3 +130,6 @@ class JobHandle:
         return (
             f"job of pair {self.pair!r} on {self.cluster} at epoch {self.epoch} ({self.deploy_mode}, {where})"
         )
+
+
+_JOB_HANDLE = TypeAdapter(JobHandle)

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_kafka_failover.translation.rules import TopicPartition
 from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, read_checkpoint
+from airflow_kafka_failover.types import TopicPartition
 
 
 @dataclass(frozen=True)

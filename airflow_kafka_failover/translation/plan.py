@@ -1,15 +1,133 @@
-"""A translation plan: every partition's start offset on the target cluster, ready for Spark."""
+"""A translation plan: every partition's start offset on the target cluster, ready for Spark.
+
+:class:`PartitionTranslation` (one partition's result) and :class:`TranslationPlan` (all of them) are
+typed payload models (pydantic dataclasses): the plan travels through XCom as their JSON, and a payload
+that does not fit the model is refused with a :class:`TranslationError` naming the bad field.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, cast
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    model_serializer,
+    model_validator,
+)
+from pydantic.dataclasses import dataclass
 
 from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.rules import PartitionTranslation, TopicPartition
+from airflow_kafka_failover.types import TopicPartition
+
+
+class TranslationMethod(StrEnum):
+    """How a partition's start offset on the target was found."""
+
+    CHECKPOINT = "checkpoint"
+    OFFSET_SYNC = "offset_sync"
+    OFFSET_SYNC_REVERSE = "offset_sync_reverse"
+    TIMESTAMP = "timestamp"
+    IDENTITY = "identity"
+    INITIAL = "initial"
+    NOTHING_PROCESSED = "nothing_processed"
+
+
+PROVEN_METHODS = frozenset(
+    {
+        TranslationMethod.CHECKPOINT,
+        TranslationMethod.OFFSET_SYNC,
+        TranslationMethod.OFFSET_SYNC_REVERSE,
+        # Proven only under offset-preserving replication, which configuring it declares.
+        TranslationMethod.IDENTITY,
+        # Position 0: the job processed nothing of the partition, so the target's beginning is exact.
+        TranslationMethod.NOTHING_PROCESSED,
+    }
+)
+"""Methods whose result is provably not later than the true position. Timestamps are not
+(record timestamps need not increase with offsets), nor is a configured initial position."""
+
+
+def _describe_validation(err: ValidationError) -> str:
+    """One line per bad field: ``field.path: problem (got value)``."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'value'}: {e['msg']} (got {e.get('input')!r})"
+        for e in err.errors()
+    )
+
+
+@dataclass
+class PartitionTranslation:
+    """One partition's translation: where the job was, where it starts on the target, and how sure we are.
+
+    Its JSON form is flat (``source_topic``, ``source_partition``, ``source_offset``, ``target_topic``, ...),
+    the shape plans have always had in XCom.
+
+    :param source: the partition the job read.
+    :param source_offset: the job's position there (next offset to process); None if it had none.
+    :param target: the partition to read on the other cluster.
+    :param target_offset: the start offset there; None when this method could not translate.
+    :param method: how it was found (a :class:`TranslationMethod`).
+    :param redelivery_bound: upper bound on records delivered again; None when not computable.
+    :param gap_records: target offsets skipped that may hold records the job never processed.
+    :param warnings: human-readable notes for the operator.
+    """
+
+    source: TopicPartition
+    source_offset: StrictInt | None
+    target: TopicPartition
+    target_offset: StrictInt | None
+    method: TranslationMethod
+    redelivery_bound: StrictInt | None = None
+    gap_records: StrictInt = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def is_proven(self) -> bool:
+        """Whether the method guarantees the offset is not later than the true position."""
+        return self.method in PROVEN_METHODS
+
+    @property
+    def has_gap(self) -> bool:
+        """Whether records may be missing on the target for this partition."""
+        return self.gap_records > 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_flat(cls, data: Any) -> Any:
+        # The JSON form names the partitions' topic and number apart; the model holds TopicPartitions.
+        if isinstance(data, dict) and "source_topic" in data:
+            data = dict(data)
+            data["source"] = TopicPartition(str(data.pop("source_topic")), data.pop("source_partition", None))
+            data["target"] = TopicPartition(str(data.pop("target_topic")), data.pop("target_partition", None))
+        return data
+
+    @model_serializer(mode="plain")
+    def _to_flat(self) -> dict[str, Any]:
+        return {
+            "source_topic": self.source.topic,
+            "source_partition": self.source.partition,
+            "source_offset": self.source_offset,
+            "target_topic": self.target.topic,
+            "target_partition": self.target.partition,
+            "target_offset": self.target_offset,
+            "method": self.method.value,
+            "redelivery_bound": self.redelivery_bound,
+            "gap_records": self.gap_records,
+            "warnings": list(self.warnings),
+        }
+
 
 UNTRACKED_START_OFFSETS = {"earliest": -2, "latest": -1}
 """Spark ``startingOffsets`` codes for partitions the plan has no translation for.
@@ -20,6 +138,13 @@ starting at its beginning loses nothing. ``latest`` skips whatever is there; use
 those records are known to be unwanted."""
 
 _GAP_START_OFFSET = UNTRACKED_START_OFFSETS["earliest"]
+
+
+class UntrackedStart(StrEnum):
+    """Where partitions without a translation start (see :data:`UNTRACKED_START_OFFSETS`)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
 
 
 @dataclass
@@ -36,28 +161,29 @@ class TranslationPlan:
 
     source_cluster: str
     target_cluster: str
-    created_at: datetime
+    created_at: AwareDatetime
     translations: list[PartitionTranslation]
-    target_partitions: dict[str, int]
-    untracked_partitions: str = "earliest"
-    _by_target: dict[TopicPartition, PartitionTranslation] = field(init=False, repr=False, compare=False)
+    target_partitions: dict[str, StrictInt]
+    untracked_partitions: UntrackedStart = UntrackedStart.EARLIEST
 
     def __post_init__(self) -> None:
-        if self.untracked_partitions not in UNTRACKED_START_OFFSETS:
-            raise TranslationError(
-                f"untracked_partitions must be one of {sorted(UNTRACKED_START_OFFSETS)}, got "
-                f"{self.untracked_partitions!r}"
-            )
-        if self.created_at.tzinfo is None:
-            raise TranslationError(f"created_at must be timezone-aware, got {self.created_at.isoformat()}")
         for topic, count in self.target_partitions.items():
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            if count < 1:
                 raise TranslationError(f"target topic {topic!r} has partition count {count!r}; expected >= 1")
-        self._by_target = {}
+        seen: set[TopicPartition] = set()
         for translation in self.translations:
-            if translation.target in self._by_target:
+            if translation.target in seen:
                 raise TranslationError(f"target partition {translation.target} is translated twice")
-            self._by_target[translation.target] = translation
+            seen.add(translation.target)
+
+    @field_serializer("created_at")
+    def _created_at_text(self, created_at: datetime) -> str:
+        # The form plans have always carried in XCom (``+00:00``, not pydantic's ``Z``).
+        return created_at.isoformat()
+
+    @property
+    def _by_target(self) -> dict[TopicPartition, PartitionTranslation]:
+        return {translation.target: translation for translation in self.translations}
 
     @classmethod
     def create(
@@ -66,7 +192,7 @@ class TranslationPlan:
         target_cluster: str,
         translations: list[PartitionTranslation],
         target_partitions: dict[str, int],
-        untracked_partitions: str = "earliest",
+        untracked_partitions: UntrackedStart | str = UntrackedStart.EARLIEST,
     ) -> TranslationPlan:
         """Build a plan stamped with the current UTC time.
 
@@ -82,7 +208,7 @@ class TranslationPlan:
             datetime.now(UTC),
             translations,
             target_partitions,
-            untracked_partitions,
+            cast(UntrackedStart, untracked_partitions),  # validated (with its field's name) by the model
         )
 
     def all_target_partitions(self) -> list[TopicPartition]:
@@ -164,16 +290,7 @@ class TranslationPlan:
 
     def to_json(self) -> str:
         """Serialise with plain JSON types (for XCom); :meth:`from_json` reverses it."""
-        return json.dumps(
-            {
-                "source_cluster": self.source_cluster,
-                "target_cluster": self.target_cluster,
-                "created_at": self.created_at.isoformat(),
-                "target_partitions": dict(sorted(self.target_partitions.items())),
-                "untracked_partitions": self.untracked_partitions,
-                "translations": [t.to_dict() for t in self.translations],
-            }
-        )
+        return _TRANSLATION_PLAN.dump_json(self).decode()
 
     @classmethod
     def from_json(cls, text: str) -> TranslationPlan:
@@ -182,21 +299,10 @@ class TranslationPlan:
         :param text: the JSON text.
         """
         try:
-            data = json.loads(text)
-            created_at = datetime.fromisoformat(data["created_at"])
-            return cls(
-                source_cluster=str(data["source_cluster"]),
-                target_cluster=str(data["target_cluster"]),
-                created_at=created_at,
-                translations=[PartitionTranslation.from_dict(t) for t in data["translations"]],
-                target_partitions=dict(data["target_partitions"]),
-                untracked_partitions=data.get("untracked_partitions", "earliest"),
-            )
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
-            if isinstance(err, TranslationError):
-                raise
+            return _TRANSLATION_PLAN.validate_json(text)
+        except ValidationError as err:
             raise TranslationError(
-                f"not a translation plan ({type(err).__name__}: {err}): {text[:200]!r}"
+                f"not a translation plan ({_describe_validation(err)}): {text[:200]!r}"
             ) from None
 
     def summary(self) -> dict[str, Any]:
@@ -207,7 +313,7 @@ class TranslationPlan:
             "created_at": self.created_at.isoformat(),
             "translated_partitions": len(self.translations),
             "untracked_partitions": len(self.untracked),
-            "untracked_start": self.untracked_partitions,
+            "untracked_start": self.untracked_partitions.value,
             "methods": dict(sorted(Counter(str(t.method) for t in self.translations).items())),
             "gap_partitions": len(self.gaps),
             "gap_records": self.total_gap_records,
@@ -260,3 +366,28 @@ class TranslationPlan:
 
 def _cell(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+_TRANSLATION_PLAN = TypeAdapter(TranslationPlan)
+
+
+class PlanPayload(BaseModel):
+    """What a switch's plan step hands to the next tasks through XCom (its JSON form is the XCom value).
+
+    :param plan: the :class:`TranslationPlan` as :meth:`TranslationPlan.to_json` text.
+    :param summary: :meth:`TranslationPlan.summary`, with the old job's uncommitted output and the duplicates
+        bound; stored in the switch's history entry.
+    :param starting_offsets: Spark's ``startingOffsets`` JSON for the new job.
+    :param gap_records: offsets possibly missing on the target (the plan's total).
+    :param source_watermarks: ``topic-partition`` -> what the source is known to hold.
+    :param dry_run: whether the switch only shows the plan.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: str
+    summary: dict[str, Any]
+    starting_offsets: str
+    gap_records: StrictInt
+    source_watermarks: dict[str, StrictInt]
+    dry_run: StrictBool

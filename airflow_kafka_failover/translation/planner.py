@@ -15,28 +15,37 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from airflow_kafka_failover.config import PairConfig
 from airflow_kafka_failover.exceptions import TranslationError
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partitions
+from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
+from airflow_kafka_failover.translation.mm2_topics import read_checkpoints, read_offset_syncs
 from airflow_kafka_failover.translation.plan import TranslationPlan
-from airflow_kafka_failover.translation.records import Checkpoint, OffsetSync
+from airflow_kafka_failover.translation.replication_lag import replication_lag
 from airflow_kafka_failover.translation.replication_policy import (
     checkpoints_topic,
     for_name,
     offset_syncs_cluster,
     offset_syncs_topic,
 )
-from airflow_kafka_failover.translation.rules import (
-    PartitionRequest,
-    TimestampLookup,
-    TopicPartition,
-    translate_partitions,
-)
+from airflow_kafka_failover.translation.rules import TimestampLookup
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
 from airflow_kafka_failover.translation.sync_history import latest_checkpoints, sync_histories_by_partition
+from airflow_kafka_failover.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+
+class RouteDirection(StrEnum):
+    """Which way a topic's records flowed between the clusters, seen from the job's source."""
+
+    FORWARD = "forward"
+    """The source is the topic's origin; MM2 copied it to the target (checkpoints, offset syncs S->T)."""
+    REVERSE = "reverse"
+    """The target is the topic's origin; the job read its replica (offset syncs T->S, read backwards)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +59,7 @@ class TopicRoute:
 
     source_topic: str
     target_topic: str
-    direction: str
+    direction: RouteDirection
 
 
 def route_topics(pair: PairConfig, source: str, target: str, topics: list[str]) -> list[TopicRoute]:
@@ -78,12 +87,13 @@ def route_topics(pair: PairConfig, source: str, target: str, topics: list[str]) 
                     f"{topic} on {source} came from {target}, but no flow {target}->{source} exists"
                 )
             upstream = policy.upstream_topic(topic) if pair.replication.policy == "default" else topic
-            routes.append(TopicRoute(topic, upstream, "reverse"))
+            assert upstream is not None  # from the target under the default policy: the name has its prefix
+            routes.append(TopicRoute(topic, upstream, RouteDirection.REVERSE))
         else:
             if not pair.replication.has_flow(source, target) and not pair.replication.offset_preserving:
                 raise TranslationError(f"no replication flow {source}->{target} copies {topic} to {target}")
             remote = policy.remote_topic(source_alias, topic)
-            routes.append(TopicRoute(topic, remote, "forward"))
+            routes.append(TopicRoute(topic, remote, RouteDirection.FORWARD))
     return routes
 
 
@@ -94,7 +104,7 @@ def _read_syncs(hook: KafkaClusterHook | None, topic: str, wanted: set[str], whe
         )
         return []
     try:
-        records = list(hook.read_topic_to_end(topic))
+        reading = read_offset_syncs(hook, topic, where, topics=wanted)
     except Exception as exc:  # noqa: BLE001 - missing syncs only remove a method; the plan says so
         log.warning(
             "Cannot read offset syncs %s on %s (%s): no offset_sync translation from it",
@@ -103,28 +113,16 @@ def _read_syncs(hook: KafkaClusterHook | None, topic: str, wanted: set[str], whe
             f"{type(exc).__name__}: {exc}",
         )
         return []
-    syncs = [
-        _decode(OffsetSync, r, topic, where) for r in records if r.key is not None and r.value is not None
-    ]
-    return [sync for sync in syncs if sync.topic in wanted]
-
-
-def _decode(record_type, record, topic: str, where: str):
-    """Decode one MM2 record, naming where it sits when it does not decode (the plan cannot trust the topic)."""
-    try:
-        return record_type.decode(record.key, record.value)
-    except TranslationError as exc:
-        raise TranslationError(
-            f"record at offset {record.offset} of {topic}-{record.partition} on {where} does not decode: {exc}. "
-            f"Only MirrorMaker 2 should write to {topic}: find the client that wrote this record, or upgrade this "
-            "provider if MirrorMaker 2 changed its format"
-        ) from None
+    if reading.undecodable:
+        # The plan cannot trust a topic that holds records MM2 did not write.
+        raise TranslationError(reading.undecodable[0])
+    return reading.decoded
 
 
 def _read_checkpoints(hook: KafkaClusterHook, topic: str, group: str, where: str) -> list[Checkpoint]:
     try:
-        records = list(hook.read_topic_to_end(topic))
-    except Exception as exc:  # noqa: BLE001
+        reading = read_checkpoints(hook, topic, where, group)
+    except Exception as exc:  # noqa: BLE001 - missing checkpoints only remove a method; the plan says so
         log.warning(
             "Cannot read checkpoints %s on %s (%s): no checkpoint translation",
             topic,
@@ -132,14 +130,9 @@ def _read_checkpoints(hook: KafkaClusterHook, topic: str, group: str, where: str
             f"{type(exc).__name__}: {exc}",
         )
         return []
-    found = []
-    for record in records:
-        if record.key is None or record.value is None:
-            continue  # a tombstone of the compacted topic
-        checkpoint = _decode(Checkpoint, record, topic, where)
-        if checkpoint.group == group:
-            found.append(checkpoint)
-    return found
+    if reading.undecodable:
+        raise TranslationError(reading.undecodable[0])
+    return reading.decoded
 
 
 def build_plan(
@@ -182,7 +175,7 @@ def build_plan(
     for source_tp, offset in sorted(position.offsets.items()):
         route = by_source[source_tp.topic]
         target_tp = TopicPartition(route.target_topic, source_tp.partition)
-        forward = route.direction == "forward"
+        forward = route.direction is RouteDirection.FORWARD
         requests.append(
             PartitionRequest(
                 source=source_tp,
@@ -210,8 +203,6 @@ def _mark_replication_gaps(translations, requests) -> None:
     then not on the target. The copied end is estimated from the newest sync (records after it copied one
     for one), which over-counts the gap when the source has transaction markers after that sync.
     """
-    from airflow_kafka_failover.health.decisions import replication_lag
-
     for translation, request in zip(translations, requests, strict=True):
         history = request.offset_syncs
         if history is None or not len(history) or request.watermarks is None:
@@ -241,19 +232,21 @@ def _target_topics(
         metadata = hook.describe_cluster(wanted)
     except Exception as exc:  # noqa: BLE001 - any failure to answer: the plan cannot be made
         raise TranslationError(
-            f"the target cluster {target} ({hook.bootstrap_servers}, connection {hook.kafka_config_id!r}) did not "
-            f"answer within {hook.timeout:g} s: {exc}; a plan needs the target reachable"
+            f"the target cluster {target} ({hook.bootstrap_servers}, connection "
+            f"{hook.kafka_config_id!r}) did not answer within {hook.timeout:g} s: {exc}; "
+            "a plan needs the target reachable"
         ) from None
     missing = set(metadata.missing_topics)
     if missing & required:
         raise TranslationError(
-            f"topics {sorted(missing & required)} do not exist on the target cluster {target}; they must hold the "
-            "replicated records the job has to continue from: check the replication flow and its topic filter"
+            f"topics {sorted(missing & required)} do not exist on the target cluster {target}; they must "
+            "hold the replicated records the job has to continue from: check the replication flow and its "
+            "topic filter"
         )
     if missing == set(wanted):
         raise TranslationError(
-            f"none of the topics {wanted} exist on the target cluster {target}, so the job would read nothing "
-            "there; check the pair's topics and that replication has created them"
+            f"none of the topics {wanted} exist on the target cluster {target}, so the job would read "
+            "nothing there; check the pair's topics and that replication has created them"
         )
     for topic in sorted(missing):
         log.warning("Topic %s does not exist on %s yet; the job will not read it there", topic, target)
@@ -287,8 +280,8 @@ def _mm2_evidence(pair, source, target, routes, hooks):
     sep = pair.replication.separator
     s_alias, t_alias = pair.cluster(source).alias, pair.cluster(target).alias
     alias_to_name = {spec.alias: name for name, spec in pair.clusters.items()}
-    forward_topics = {r.source_topic for r in routes if r.direction == "forward"}
-    reverse_topics = {r.target_topic for r in routes if r.direction == "reverse"}
+    forward_topics = {r.source_topic for r in routes if r.direction is RouteDirection.FORWARD}
+    reverse_topics = {r.target_topic for r in routes if r.direction is RouteDirection.REVERSE}
     forward_histories, reverse_histories, checkpoints = {}, {}, {}
     if forward_topics and not pair.replication.offset_preserving:
         stored = alias_to_name[offset_syncs_cluster(s_alias, t_alias, location)]
@@ -356,7 +349,7 @@ def load_position(
         return reading.position
     if position_json:
         return StreamPosition.from_json(position_json)
-    assert group_hook is not None
+    assert group is not None and group_hook is not None
     offsets = group_hook.committed_offsets(group)
     if not offsets:
         log.warning("Group %s has no committed offsets; the configured initial position applies", group)

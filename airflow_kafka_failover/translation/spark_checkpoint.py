@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
-from airflow_kafka_failover.translation.rules import TopicPartition
+from airflow_kafka_failover.types import TopicPartition
 
 OFFSET_LOG_VERSION = "v1"
 PROGRESS_FILE = "progress.jsonl"

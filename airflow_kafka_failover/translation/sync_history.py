@@ -6,7 +6,7 @@
 - :func:`sync_histories_by_partition` groups decoded offset-sync records into one history per
   upstream partition; :func:`latest_checkpoints` keeps the last checkpoint per target partition.
 
-The translation rules that use them are in :mod:`airflow_kafka_failover.translation.rules`.
+The translation rules that use them are in :mod:`airflow_kafka_failover.translation.rules` (one per method).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import operator
 from collections.abc import Iterable, Sequence
 
 from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.records import Checkpoint, OffsetSync
-from airflow_kafka_failover.translation.rules import TopicPartition
+from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
+from airflow_kafka_failover.types import TopicPartition
 
 
 class OffsetSyncHistory:

@@ -139,6 +139,7 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
     """Translate the job's position on the source to start offsets on the target, handling gaps per on_gap."""
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
     from airflow_kafka_failover.jobs.progress import uncommitted_output_records
+    from airflow_kafka_failover.translation.plan import PlanPayload
     from airflow_kafka_failover.translation.planner import build_plan, load_position
 
     source, target = direction(pair, kind)
@@ -197,14 +198,14 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
         log.info(
             "the old job wrote %s records in batches it never committed; they are read again", uncommitted
         )
-    return {
-        "plan": plan.to_json(),
-        "summary": summary,
-        "starting_offsets": plan.to_spark_starting_offsets(),
-        "gap_records": gap,
-        "source_watermarks": watermarks,
-        "dry_run": dry_run,
-    }
+    return PlanPayload(
+        plan=plan.to_json(),
+        summary=summary,
+        starting_offsets=plan.to_spark_starting_offsets(),
+        gap_records=gap,
+        source_watermarks=watermarks,
+        dry_run=dry_run,
+    ).model_dump(mode="json")
 
 
 def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -> dict[str, int]:
@@ -216,7 +217,7 @@ def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -
         return marks
     try:
         counts = hook.partition_counts(pair.topics_on(source))
-        from airflow_kafka_failover.translation.rules import TopicPartition
+        from airflow_kafka_failover.types import TopicPartition
 
         partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
         for tp, wm in hook.watermarks(partitions).items():

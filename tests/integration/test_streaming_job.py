@@ -23,8 +23,8 @@ from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.sink import read_sink
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
+from airflow_kafka_failover.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.translation.planner import build_plan, load_position
-from airflow_kafka_failover.translation.records import Checkpoint
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
 from tests.integration.job_support import JobWorld, register_spark_connection

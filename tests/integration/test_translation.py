@@ -16,10 +16,10 @@ from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
 from airflow_kafka_failover.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.translation.planner import build_plan, load_position
-from airflow_kafka_failover.translation.records import Checkpoint
-from airflow_kafka_failover.translation.rules import TopicPartition
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.types import TopicPartition
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for

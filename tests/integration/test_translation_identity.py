@@ -15,8 +15,8 @@ from akf_devtools.sandbox.mirrormaker import ReplicationSettings
 from airflow_kafka_failover.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.translation.planner import build_plan
-from airflow_kafka_failover.translation.rules import TopicPartition
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.types import TopicPartition
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections, start_sandbox, stop_sandbox
 

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
-from airflow_kafka_failover.translation.rules import TopicPartition
+from airflow_kafka_failover.types import TopicPartition
 from tests.integration.waiting import wait_for
 
 

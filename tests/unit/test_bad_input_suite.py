@@ -45,7 +45,7 @@ from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import OWNER_FILE, PROCESS_NAME, RunLayout, stop_request_file
 from airflow_kafka_failover.record import ActiveRecord
 from airflow_kafka_failover.record_store import variable_key
-from airflow_kafka_failover.translation.records import Checkpoint, OffsetSync
+from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
 from airflow_kafka_failover.translation.replication_policy import checkpoints_topic, offset_syncs_topic
 
 PAIR, EPOCH = "orders", 2
@@ -340,7 +340,7 @@ class StubbedCluster:
             KafkaClusterHook,
             PartitionInfo,
         )
-        from airflow_kafka_failover.translation.rules import Watermarks
+        from airflow_kafka_failover.types import Watermarks
 
         cluster = self
 

@@ -129,3 +129,10 @@ def test_describe(tmp_path):
     assert handle(tmp_path, deploy_mode="cluster", driver_id="d-7").describe() == (
         "job of pair 'orders' on A at epoch 2 (cluster, d-7)"
     )
+
+
+def test_from_dict_names_a_field_of_the_wrong_type():
+    with pytest.raises(ConfigError) as err:
+        handle(epoch="two")
+    assert "is malformed: epoch: Input should be a valid integer (got 'two')" in str(err.value)
+    assert "pass the submit operator's return value" in str(err.value)

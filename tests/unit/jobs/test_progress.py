@@ -7,7 +7,7 @@ import pytest
 
 from airflow_kafka_failover.exceptions import CheckpointError
 from airflow_kafka_failover.jobs.progress import JobProgress, read_progress, uncommitted_output_records
-from airflow_kafka_failover.translation.rules import TopicPartition
+from airflow_kafka_failover.types import TopicPartition
 
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 import pytest
 
 from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.plan import TranslationPlan
-from airflow_kafka_failover.translation.rules import PartitionTranslation, TopicPartition
+from airflow_kafka_failover.translation.plan import PartitionTranslation, TranslationPlan
+from airflow_kafka_failover.types import TopicPartition
 
 CREATED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -65,7 +65,7 @@ def test_untracked_latest_policy():
 
 
 def test_unknown_untracked_policy():
-    with pytest.raises(TranslationError, match="untracked_partitions"):
+    with pytest.raises(ValueError, match="untracked_partitions"):
         make_plan([], untracked_partitions="none")
 
 
@@ -95,14 +95,14 @@ def test_negative_offset_is_refused():
 
 
 def test_duplicate_target_is_refused():
-    with pytest.raises(TranslationError, match="translated twice"):
+    with pytest.raises(ValueError, match="translated twice"):
         make_plan([translation(0, 1), translation(0, 2)])
 
 
 def test_bad_partition_counts_and_naive_time():
-    with pytest.raises(TranslationError, match="partition count 0"):
+    with pytest.raises(ValueError, match="partition count 0"):
         make_plan([], target_partitions={"t": 0})
-    with pytest.raises(TranslationError, match="timezone-aware"):
+    with pytest.raises(ValueError, match="timezone info"):
         TranslationPlan("a", "b", datetime(2025, 1, 1), [], {"t": 1})
 
 
@@ -143,7 +143,7 @@ def test_from_json_rejects_other_json(text):
 def test_from_json_rejects_bad_translation():
     data = json.loads(make_plan([translation(0, 1)]).to_json())
     data["translations"][0]["method"] = "magic"
-    with pytest.raises(TranslationError, match="invalid partition translation"):
+    with pytest.raises(TranslationError, match="not a translation plan.*translations.0.method.*'magic'"):
         TranslationPlan.from_json(json.dumps(data))
 
 
@@ -202,3 +202,23 @@ def test_empty_plan_table():
     plan = make_plan([])
     assert "0 partitions translated (none)" in plan.to_table()
     assert plan.to_table().endswith("re-delivery at most 0 records")
+
+
+def test_plan_payload_is_typed_and_refuses_unknown_keys():
+    from airflow_kafka_failover.translation.plan import PlanPayload
+
+    plan = make_plan([translation(0, 90)])
+    payload = PlanPayload(
+        plan=plan.to_json(),
+        summary=plan.summary(),
+        starting_offsets=plan.to_spark_starting_offsets(),
+        gap_records=0,
+        source_watermarks={"orders-0": 100},
+        dry_run=False,
+    ).model_dump(mode="json")
+    assert json.loads(json.dumps(payload)) == payload
+    assert TranslationPlan.from_json(payload["plan"]) == plan
+    with pytest.raises(ValueError, match="source_watermarks.orders-0"):
+        PlanPayload.model_validate({**payload, "source_watermarks": {"orders-0": "100"}})
+    with pytest.raises(ValueError, match="lost_records"):
+        PlanPayload.model_validate({**payload, "lost_records": 3})

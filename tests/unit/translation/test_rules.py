@@ -7,28 +7,29 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
 from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.records import Checkpoint
-from airflow_kafka_failover.translation.rules import (
+from airflow_kafka_failover.translation.choosing import (
     PartitionRequest,
-    PartitionTranslation,
-    TimestampLookup,
-    TopicPartition,
-    TranslationMethod,
-    Watermarks,
     choose_translation,
+    translate_partition,
+    translate_partitions,
+    validate_method_order,
+)
+from airflow_kafka_failover.translation.mm2_records import Checkpoint
+from airflow_kafka_failover.translation.plan import PartitionTranslation, TranslationMethod
+from airflow_kafka_failover.translation.rules import (
+    TimestampLookup,
     translate_by_checkpoint,
     translate_by_identity,
     translate_by_offset_sync,
     translate_by_offset_sync_reverse,
     translate_by_timestamp,
     translate_initial,
-    translate_partition,
-    translate_partitions,
-    validate_method_order,
 )
 from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
+from airflow_kafka_failover.types import TopicPartition, Watermarks
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)
@@ -478,13 +479,27 @@ def test_translate_partition_rejects_negative_position():
         translate_partition(PartitionRequest(SRC, -1, DST), ["identity"])
 
 
-def test_partition_translation_dict_round_trip():
+def test_partition_translation_json_is_flat_and_round_trips():
+    adapter = TypeAdapter(PartitionTranslation)
     original = PartitionTranslation(SRC, 5, DST, 3, "offset_sync", 1, 2, ["w"])
-    assert PartitionTranslation.from_dict(original.to_dict()) == original
-    with pytest.raises(TranslationError, match="invalid partition translation"):
-        PartitionTranslation.from_dict({**original.to_dict(), "method": "guess"})
-    with pytest.raises(TranslationError):
-        PartitionTranslation.from_dict({**original.to_dict(), "target_offset": "3"})
+    data = adapter.dump_python(original, mode="json")
+    assert data == {
+        "source_topic": SRC.topic,
+        "source_partition": SRC.partition,
+        "source_offset": 5,
+        "target_topic": DST.topic,
+        "target_partition": DST.partition,
+        "target_offset": 3,
+        "method": "offset_sync",
+        "redelivery_bound": 1,
+        "gap_records": 2,
+        "warnings": ["w"],
+    }
+    assert adapter.validate_python(data) == original
+    with pytest.raises(ValidationError, match="method"):
+        adapter.validate_python({**data, "method": "guess"})
+    with pytest.raises(ValidationError, match="target_offset"):
+        adapter.validate_python({**data, "target_offset": "3"})
 
 
 def test_topic_partition_str_and_order():

@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
-from airflow_kafka_failover.translation.rules import TopicPartition
 from airflow_kafka_failover.translation.spark_checkpoint import (
     StreamPosition,
     kafka_offsets_from_json,
     read_checkpoint,
     read_stream_position,
 )
+from airflow_kafka_failover.types import TopicPartition
 
 METADATA = (
     '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}'

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.records import Checkpoint, OffsetSync, describe_bytes
+from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync, describe_bytes
 
 
 def kafka_string(value: str) -> bytes:
