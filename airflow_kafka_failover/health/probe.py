@@ -7,14 +7,14 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
-from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.evidence import ProbeResult, describe_exception
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
 _ERROR_CHARS = 200
 
 
 def _short(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    text = describe_exception(exc)
     return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 3] + "..."
 
 

@@ -210,7 +210,7 @@ def _mark_replication_gaps(translations, requests) -> None:
     then not on the target. The copied end is estimated from the newest sync (records after it copied one
     for one), which over-counts the gap when the source has transaction markers after that sync.
     """
-    from airflow_kafka_failover.health.decisions import replication_lag
+    from airflow_kafka_failover.health.replication_lag import replication_lag
 
     for translation, request in zip(translations, requests, strict=True):
         history = request.offset_syncs
