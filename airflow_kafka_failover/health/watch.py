@@ -51,7 +51,7 @@ class ClusterWatch:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self.hook = KafkaClusterHook(self.kafka_config_id, timeout=self.thresholds.probe_timeout)
+        self.hook = KafkaClusterHook(self.kafka_config_id, timeout_seconds=self.thresholds.probe_timeout)
 
     def probe(self, at: float | None = None) -> ProbeResult:
         result = probe_cluster(
@@ -110,7 +110,7 @@ class DownWatch(ClusterWatch):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.peer = (
-            KafkaClusterHook(self.peer_kafka_config_id, timeout=self.thresholds.probe_timeout)
+            KafkaClusterHook(self.peer_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout)
             if self.peer_kafka_config_id
             else None
         )
@@ -185,7 +185,9 @@ class RecoveryWatch(ClusterWatch):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.active = KafkaClusterHook(self.active_kafka_config_id, timeout=self.thresholds.probe_timeout)
+        self.active = KafkaClusterHook(
+            self.active_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout
+        )
 
     def observe(self, at: float | None = None) -> None:
         probe = self.probe(at)

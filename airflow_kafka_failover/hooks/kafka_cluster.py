@@ -9,6 +9,7 @@ one request per call (per partition leader, inside the client), never one reques
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -66,18 +67,35 @@ class KafkaClusterHook(KafkaBaseHook):
 
     :param kafka_config_id: the connection id; its extra holds the confluent-kafka config dict with at
         least ``bootstrap.servers``.
-    :param timeout: default timeout in seconds for each call that does not pass its own.
+    :param timeout_seconds: default timeout for each call that does not pass its own.
+    :param timeout: deprecated name of ``timeout_seconds``; warns with a ``DeprecationWarning``.
     """
 
     hook_name = "Kafka Cluster (failover)"
 
     def __init__(
-        self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout: float = DEFAULT_TIMEOUT_S
+        self,
+        kafka_config_id: str = KafkaBaseHook.default_conn_name,
+        timeout_seconds: float = DEFAULT_TIMEOUT_S,
+        *,
+        timeout: float | None = None,
     ):
         super().__init__(kafka_config_id=kafka_config_id)
-        if timeout <= 0:
-            raise ConfigError(f"timeout must be greater than 0 seconds, got {timeout!r}")
-        self.timeout = timeout
+        if timeout is not None:
+            warnings.warn(
+                "KafkaClusterHook(timeout=...) is deprecated: pass timeout_seconds=... instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            timeout_seconds = timeout
+        if timeout_seconds <= 0:
+            raise ConfigError(f"timeout_seconds must be greater than 0 seconds, got {timeout_seconds!r}")
+        self.timeout_seconds = timeout_seconds
+
+    @property
+    def timeout(self) -> float:
+        """The default timeout in seconds; the same as :attr:`timeout_seconds`."""
+        return self.timeout_seconds
 
     # ---- configuration -----------------------------------------------------------------------------
 

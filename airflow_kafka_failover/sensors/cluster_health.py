@@ -11,7 +11,12 @@ from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseSensorOperator
 
 from airflow_kafka_failover.exceptions import ConfigError, DataLossError
-from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger, build_watch, decision_event
+from airflow_kafka_failover.triggers.cluster_health import (
+    ClusterHealthTrigger,
+    WatchKind,
+    build_watch,
+    decision_event,
+)
 
 _THRESHOLD_NAMES = (
     "failure_threshold",
@@ -30,7 +35,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
     Subclasses say which watch they drive (``kind``) and with which arguments (``watch_kwargs``).
     """
 
-    kind = ""
+    kind: WatchKind
     template_fields: Sequence[str] = ("kafka_config_id", "topics")
     ui_color = "#f3e5ab"
 
@@ -158,7 +163,9 @@ class _ClusterHealthSensor(BaseSensorOperator):
     def _finish(self, context, event: dict[str, Any]) -> dict[str, Any]:
         self._log_evidence(event)
         if event.get("status") == "error":
-            raise DataLossError(event["message"])
+            if "decision" in event:  # the one error a watch decides: the recovering cluster lost data
+                raise DataLossError(event["message"])
+            raise RuntimeError(f"the {self.kind} health watch failed: {event.get('message')}")
         if event.get("status") != "success":
             raise RuntimeError(f"unexpected event from the health trigger: {event!r}")
         self.log.info("Decision: %s", event["message"])
@@ -169,7 +176,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
     def _log_evidence(self, event: dict[str, Any]) -> None:
         from airflow_kafka_failover.health.evidence import ProbeResult, format_probe_table
 
-        history = [ProbeResult.from_dict(p) for p in event.get("state", {}).get("history", [])]
+        history = [ProbeResult.model_validate(p) for p in event.get("state", {}).get("history", [])]
         if history:
             self.log.info("Probes of cluster %s:\n%s", self.cluster_alias, format_probe_table(history[-15:]))
 
@@ -196,7 +203,7 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
     :param deferrable: wait in the triggerer (default: the ``operators.default_deferrable`` setting).
     """
 
-    kind = "down"
+    kind = WatchKind.DOWN
     template_fields: Sequence[str] = ("kafka_config_id", "peer_kafka_config_id", "topics")
 
     def __init__(
@@ -219,7 +226,8 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
         if corroborate and not self.peer_kafka_config_id:
             raise ConfigError(
                 "require_corroboration=True needs peer_kafka_config_id (the cluster that receives "
-                f"{self.cluster_alias}'s MirrorMaker 2 heartbeats); set it, or set require_corroboration=False"
+                f"{self.cluster_alias}'s MirrorMaker 2 heartbeats); set it, or set "
+                "require_corroboration=False"
             )
         heartbeats = self.heartbeats_topic or (
             f"{self.cluster_alias}.heartbeats" if self.peer_kafka_config_id else None
@@ -260,7 +268,7 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
     :param thresholds: health thresholds (``stability_window`` 30, ``max_replication_lag`` 0, ...).
     """
 
-    kind = "recovered"
+    kind = WatchKind.RECOVERED
     template_fields: Sequence[str] = (
         "kafka_config_id",
         "active_kafka_config_id",

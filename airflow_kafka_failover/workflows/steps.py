@@ -109,7 +109,7 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
 def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
-    hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout=timeout)
+    hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout_seconds=timeout)
     try:
         hook.describe_cluster(timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - a dead cluster is expected during a failover
