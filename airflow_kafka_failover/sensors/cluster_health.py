@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseSensorOperator
@@ -17,6 +17,9 @@ from airflow_kafka_failover.triggers.cluster_health import (
     build_watch,
     decision_event,
 )
+
+if TYPE_CHECKING:
+    from airflow_kafka_failover.health.watch import ClusterWatch
 
 _THRESHOLD_NAMES = (
     "failure_threshold",
@@ -58,7 +61,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
         self.thresholds = dict(thresholds or {})
         self.canary_topic = canary_topic
         self.deferrable = deferrable
-        self._watch = None
+        self._watch: ClusterWatch | None = None
 
     # ---- what subclasses provide -------------------------------------------------------------------
 
@@ -115,7 +118,8 @@ class _ClusterHealthSensor(BaseSensorOperator):
         event = decision_event(self.kind, watch, watch.decide())
         if event["status"] != "waiting":
             return self.execute_complete(context, event)
-        deadline = time.time() + self._timeout_seconds() if self._timeout_seconds() else None
+        timeout_seconds = self._timeout_seconds()
+        deadline = time.time() + timeout_seconds if timeout_seconds else None
         self.log.info("Deferring: %s", event["message"])
         self.defer(
             trigger=ClusterHealthTrigger(
