@@ -44,7 +44,7 @@ def probe_cluster(
             cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=refused
         )
     try:
-        metadata = hook.describe_cluster(topics, timeout=timeout_seconds)
+        metadata = hook.describe_cluster(topics, timeout_seconds=timeout_seconds)
     except Exception as exc:  # noqa: BLE001 - every failure to answer is evidence, not a crash
         return ProbeResult(
             cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=_short(exc)
@@ -107,7 +107,7 @@ def canary_round_trip(hook: KafkaClusterHook, topic: str, timeout_seconds: float
 
     token = uuid.uuid4().hex.encode()
     delivered: list = []
-    producer = hook.producer(timeout=timeout_seconds)
+    producer = hook.producer(timeout_seconds=timeout_seconds)
     producer.produce(
         topic, value=token, partition=0, on_delivery=lambda err, msg: delivered.append((err, msg))
     )
@@ -116,7 +116,7 @@ def canary_round_trip(hook: KafkaClusterHook, topic: str, timeout_seconds: float
         reason = delivered[0][0] if delivered else "no delivery report"
         raise RuntimeError(f"producing to {topic} failed: {reason}")
     offset = delivered[0][1].offset()
-    consumer = hook.consumer(timeout=timeout_seconds)
+    consumer = hook.consumer(timeout_seconds=timeout_seconds)
     try:
         consumer.assign([KafkaTopicPartition(topic, 0, offset)])
         deadline = time.monotonic() + timeout_seconds

@@ -111,7 +111,7 @@ def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
 
     hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout_seconds=timeout)
     try:
-        hook.describe_cluster(timeout=timeout)
+        hook.describe_cluster(timeout_seconds=timeout)
     except Exception as exc:  # noqa: BLE001 - a dead cluster is expected during a failover
         log.info("cluster %s does not answer (%s); planning without it", cluster, exc)
         return None
