@@ -1,21 +1,26 @@
-"""What one health probe of a Kafka cluster saw, in a form that survives JSON and reads well in a log."""
+"""What one health probe of a Kafka cluster saw, in a form that survives JSON and reads well in a log.
+
+Also the wording shared by every health reason: clock times, partition lists, exception names.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 # Wide enough for a typical "KafkaError{code=_TRANSPORT,...}" head, narrow enough for one log line.
 _ERROR_WIDTH = 48
+PARTITIONS_IN_REASON = 5
+"""Reasons name at most this many partitions; the full list stays in ``waiting_on`` / ``data_loss``."""
 
 
-@dataclass(frozen=True)
-class ProbeResult:
-    """Evidence from one probe of one cluster.
+class ProbeResult(BaseModel):
+    """Evidence from one probe of one cluster; a trigger-event and XCom payload.
 
-    Every probe is exactly one of ``ok``, ``degraded`` or ``failed``.
+    Every probe is exactly one of ``ok``, ``degraded`` or ``failed``. ``model_dump(mode="json")`` gives
+    JSON types only (tuples become lists) and ``model_validate`` rebuilds the probe, refusing unknown keys.
 
     :param cluster: alias of the probed cluster (the MM2 alias, e.g. ``"A"``).
     :param at: unix seconds when the probe *started*; durations between probes are therefore not
@@ -29,6 +34,8 @@ class ProbeResult:
     :param canary_ok: outcome of a produce/consume round trip on a canary topic, None if not tried.
     :param error: why the probe failed, for the operator; None when the cluster answered.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     cluster: str
     at: float
@@ -68,48 +75,37 @@ class ProbeResult:
             return "FAILED"
         return "degraded" if self.degraded else "ok"
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the probe as JSON types only (tuples become lists)."""
-        return {
-            "cluster": self.cluster,
-            "at": self.at,
-            "reachable": self.reachable,
-            "latency_s": self.latency_s,
-            "broker_count": self.broker_count,
-            "leaderless_partitions": list(self.leaderless_partitions),
-            "under_min_isr_partitions": list(self.under_min_isr_partitions),
-            "canary_ok": self.canary_ok,
-            "error": self.error,
-        }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProbeResult:
-        """Rebuild a probe from :meth:`to_dict` output (e.g. after a trip through a TriggerEvent).
+def in_time_order(history: Iterable[ProbeResult]) -> list[ProbeResult]:
+    """Return one cluster's probes oldest first; every rule reads a history in this order.
 
-        :param data: the mapping; ``cluster``, ``at``, ``reachable``, ``latency_s`` and
-            ``broker_count`` are required, unknown keys are refused.
-        """
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown probe result key(s) {unknown}; known keys are {sorted(known)}")
-        missing = [
-            name for name in ("cluster", "at", "reachable", "latency_s", "broker_count") if name not in data
-        ]
-        if missing:
-            raise ValueError(f"probe result is missing key(s) {missing}: got {dict(data)!r}")
-        latency = data["latency_s"]
-        return cls(
-            cluster=str(data["cluster"]),
-            at=float(data["at"]),
-            reachable=bool(data["reachable"]),
-            latency_s=None if latency is None else float(latency),
-            broker_count=int(data["broker_count"]),
-            leaderless_partitions=tuple(str(p) for p in data.get("leaderless_partitions", ())),
-            under_min_isr_partitions=tuple(str(p) for p in data.get("under_min_isr_partitions", ())),
-            canary_ok=data.get("canary_ok"),
-            error=data.get("error"),
-        )
+    :param history: the probes, in any order.
+    :raises ValueError: when the history mixes clusters.
+    """
+    probes = sorted(history, key=lambda probe: probe.at)
+    clusters = {probe.cluster for probe in probes}
+    if len(clusters) > 1:
+        raise ValueError(f"probe history mixes clusters {sorted(clusters)}; judge one cluster at a time")
+    return probes
+
+
+def list_partitions(partitions: Sequence[str]) -> str:
+    """Name at most :data:`PARTITIONS_IN_REASON` partitions for a reason, and count the rest.
+
+    :param partitions: partition keys or descriptions, in the order to show them.
+    """
+    shown = ", ".join(partitions[:PARTITIONS_IN_REASON])
+    more = len(partitions) - PARTITIONS_IN_REASON
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def describe_exception(exc: BaseException) -> str:
+    """Name an exception for a reason or a log line: ``Type: text``, or the type alone when the text is empty.
+
+    :param exc: the exception.
+    """
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def format_clock(at: float) -> str:

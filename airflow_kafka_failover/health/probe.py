@@ -7,14 +7,14 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
-from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.evidence import ProbeResult, describe_exception
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
 _ERROR_CHARS = 200
 
 
 def _short(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    text = describe_exception(exc)
     return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 3] + "..."
 
 
@@ -22,7 +22,7 @@ def probe_cluster(
     hook: KafkaClusterHook,
     cluster: str,
     topics: Sequence[str],
-    timeout: float,
+    timeout_seconds: float,
     min_insync_replicas: Mapping[str, int] | None = None,
     canary_topic: str | None = None,
 ) -> ProbeResult:
@@ -31,20 +31,20 @@ def probe_cluster(
     :param hook: the cluster's hook.
     :param cluster: the cluster's alias, recorded in the evidence.
     :param topics: the configured topics whose partitions must have leaders.
-    :param timeout: seconds the cluster has to answer.
+    :param timeout_seconds: seconds the cluster has to answer.
     :param min_insync_replicas: per topic, ``min.insync.replicas`` when known (fetched once by the caller);
         partitions with fewer in-sync replicas are reported.
     :param canary_topic: a topic to produce one record to and read it back; skipped when None.
     """
     at = time.time()
     started = time.monotonic()
-    refused = every_address_refuses(hook.bootstrap_servers, timeout)
+    refused = every_address_refuses(hook.bootstrap_servers, timeout_seconds)
     if refused is not None:
         return ProbeResult(
             cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=refused
         )
     try:
-        metadata = hook.describe_cluster(topics, timeout=timeout)
+        metadata = hook.describe_cluster(topics, timeout_seconds=timeout_seconds)
     except Exception as exc:  # noqa: BLE001 - every failure to answer is evidence, not a crash
         return ProbeResult(
             cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=_short(exc)
@@ -62,7 +62,7 @@ def probe_cluster(
     canary_ok = None
     error = None
     if canary_topic is not None and metadata.broker_ids:
-        remaining = max(timeout - latency, 0.5)
+        remaining = max(timeout_seconds - latency, 0.5)
         try:
             canary_ok = canary_round_trip(hook, canary_topic, remaining)
         except Exception as exc:  # noqa: BLE001 - a failed canary degrades the verdict
@@ -80,7 +80,7 @@ def probe_cluster(
     )
 
 
-def every_address_refuses(bootstrap_servers: str, timeout: float) -> str | None:
+def every_address_refuses(bootstrap_servers: str, timeout_seconds: float) -> str | None:
     """Return why, when every bootstrap address actively refuses a TCP connection; else None.
 
     A refused connection means no process listens there: a crashed broker is known at once, instead of
@@ -92,7 +92,7 @@ def every_address_refuses(bootstrap_servers: str, timeout: float) -> str | None:
         host, _, port = address.rpartition(":")
         host = host.split("://")[-1].strip("[]")
         try:
-            with socket.create_connection((host, int(port)), timeout=timeout):
+            with socket.create_connection((host, int(port)), timeout=timeout_seconds):
                 return None
         except ConnectionRefusedError:
             refusals.append(address)
@@ -101,25 +101,25 @@ def every_address_refuses(bootstrap_servers: str, timeout: float) -> str | None:
     return f"connection refused by every bootstrap address ({', '.join(refusals)})" if refusals else None
 
 
-def canary_round_trip(hook: KafkaClusterHook, topic: str, timeout: float) -> bool:
+def canary_round_trip(hook: KafkaClusterHook, topic: str, timeout_seconds: float) -> bool:
     """Produce one record to ``topic`` (partition 0) and read it back; True when it came back intact."""
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
     token = uuid.uuid4().hex.encode()
     delivered: list = []
-    producer = hook.producer(timeout=timeout)
+    producer = hook.producer(timeout_seconds=timeout_seconds)
     producer.produce(
         topic, value=token, partition=0, on_delivery=lambda err, msg: delivered.append((err, msg))
     )
-    producer.flush(timeout)
+    producer.flush(timeout_seconds)
     if not delivered or delivered[0][0] is not None:
         reason = delivered[0][0] if delivered else "no delivery report"
         raise RuntimeError(f"producing to {topic} failed: {reason}")
     offset = delivered[0][1].offset()
-    consumer = hook.consumer(timeout=timeout)
+    consumer = hook.consumer(timeout_seconds=timeout_seconds)
     try:
         consumer.assign([KafkaTopicPartition(topic, 0, offset)])
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout_seconds
         while time.monotonic() < deadline:
             msg = consumer.poll(0.1)
             if msg is not None and msg.error() is None:

@@ -7,8 +7,9 @@ rule can be tested exhaustively.
 - :func:`judge` turns a probe history into a :class:`Verdict` (healthy, degraded or down).
 - :func:`recent_history` bounds a history without changing any decision.
 
-The sensor decisions built on the verdict are in :mod:`airflow_kafka_failover.health.decisions`; the
-MirrorMaker 2 heartbeat corroboration in :mod:`airflow_kafka_failover.health.heartbeats`.
+The sensor decisions built on the verdict are in :mod:`airflow_kafka_failover.health.down_decision` and
+:mod:`airflow_kafka_failover.health.recovery_decision`; the MirrorMaker 2 heartbeat corroboration in
+:mod:`airflow_kafka_failover.health.heartbeats`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.health.evidence import ProbeResult, format_clock
+from pydantic import BaseModel, ConfigDict
 
-# Reasons list at most this many partitions; the full list stays in waiting_on / data_loss.
-_PARTITIONS_IN_REASON = 5
+from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.health.evidence import ProbeResult, format_clock, in_time_order, list_partitions
+
 SPAN_TOLERANCE_S = 0.001
 """A failed run spans ``min_down_seconds`` when it is short by at most this much: probe start times sit on a
 fixed cadence, and floating-point noise must not cost a whole probe interval."""
@@ -153,9 +154,8 @@ class HealthState(StrEnum):
     DOWN = "down"
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The judgement of one probe history.
+class Verdict(BaseModel):
+    """The judgement of one probe history; part of the sensors' trigger-event and XCom payloads.
 
     :param state: healthy, degraded or down.
     :param reason: why, in words for the operator reading the task log.
@@ -164,35 +164,13 @@ class Verdict:
     :param healthy_since: ``at`` of the first OK probe of the trailing run of OK probes, or None.
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     state: HealthState
     reason: str
     consecutive_failures: int = 0
     failing_since: float | None = None
     healthy_since: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the verdict as JSON types only."""
-        return {
-            "state": self.state.value,
-            "reason": self.reason,
-            "consecutive_failures": self.consecutive_failures,
-            "failing_since": self.failing_since,
-            "healthy_since": self.healthy_since,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        """Rebuild a verdict from :meth:`to_dict` output.
-
-        :param data: the mapping.
-        """
-        return cls(
-            state=HealthState(data["state"]),
-            reason=data["reason"],
-            consecutive_failures=data["consecutive_failures"],
-            failing_since=data["failing_since"],
-            healthy_since=data["healthy_since"],
-        )
 
 
 @dataclass(frozen=True)
@@ -217,31 +195,17 @@ def _trailing_run(
     return _TrailingRun(tuple(reversed(run)), None)
 
 
-def _in_time_order(history: Iterable[ProbeResult]) -> list[ProbeResult]:
-    probes = sorted(history, key=lambda probe: probe.at)
-    clusters = {probe.cluster for probe in probes}
-    if len(clusters) > 1:
-        raise ValueError(f"probe history mixes clusters {sorted(clusters)}; judge one cluster at a time")
-    return probes
-
-
-def _list_partitions(partitions: Sequence[str]) -> str:
-    shown = ", ".join(partitions[:_PARTITIONS_IN_REASON])
-    more = len(partitions) - _PARTITIONS_IN_REASON
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
 def _degraded_details(probe: ProbeResult) -> str:
     details: list[str] = []
     if probe.leaderless_partitions:
         details.append(
             f"{len(probe.leaderless_partitions)} partition(s) without a leader "
-            f"({_list_partitions(probe.leaderless_partitions)})"
+            f"({list_partitions(probe.leaderless_partitions)})"
         )
     if probe.under_min_isr_partitions:
         details.append(
             f"{len(probe.under_min_isr_partitions)} partition(s) under min ISR "
-            f"({_list_partitions(probe.under_min_isr_partitions)})"
+            f"({list_partitions(probe.under_min_isr_partitions)})"
         )
     if probe.canary_ok is False:
         details.append("the canary round trip failed")
@@ -264,8 +228,8 @@ def _judge_failing(
     )
     if count >= thresholds.failure_threshold and span >= thresholds.min_down_seconds - SPAN_TOLERANCE_S:
         return Verdict(
-            HealthState.DOWN,
-            f"cluster {cluster} is down by its probes: the last {count} probes failed "
+            state=HealthState.DOWN,
+            reason=f"cluster {cluster} is down by its probes: the last {count} probes failed "
             f"(threshold {thresholds.failure_threshold}) over {span:.1f} s (minimum "
             f"{thresholds.min_down_seconds:g} s), first failure at {format_clock(first.at)} UTC{restarted}; "
             f"newest error: {error}",
@@ -273,8 +237,8 @@ def _judge_failing(
             failing_since=first.at,
         )
     return Verdict(
-        HealthState.DEGRADED,
-        f"cluster {cluster} is failing but not down yet: {count} consecutive failed probe(s) over "
+        state=HealthState.DEGRADED,
+        reason=f"cluster {cluster} is failing but not down yet: {count} consecutive failed probe(s) over "
         f"{span:.1f} s since {format_clock(first.at)} UTC{restarted}; down needs "
         f"{thresholds.failure_threshold} failures over at least {thresholds.min_down_seconds:g} s; "
         f"newest error: {error}",
@@ -289,9 +253,10 @@ def _judge_healthy(oks: _TrailingRun, now: float) -> Verdict:
     latency = "" if newest.latency_s is None else f", {newest.latency_s * 1000:.1f} ms"
     after_gap = "" if oks.cut_by_gap is None else f"; before that, a {oks.cut_by_gap:.1f} s gap in probing"
     return Verdict(
-        HealthState.HEALTHY,
-        f"cluster {newest.cluster} is healthy: newest probe OK ({newest.broker_count} broker(s){latency}), "
-        f"OK without interruption since {format_clock(since)} UTC ({now - since:.1f} s){after_gap}",
+        state=HealthState.HEALTHY,
+        reason=f"cluster {newest.cluster} is healthy: newest probe OK "
+        f"({newest.broker_count} broker(s){latency}), OK without interruption since "
+        f"{format_clock(since)} UTC ({now - since:.1f} s){after_gap}",
         healthy_since=since,
     )
 
@@ -310,11 +275,11 @@ def judge(history: Iterable[ProbeResult], thresholds: HealthThresholds, now: flo
     :param now: unix seconds.
     """
     thresholds.validate()
-    probes = _in_time_order(history)
+    probes = in_time_order(history)
     if not probes:
         return Verdict(
-            HealthState.DEGRADED,
-            "no probe results yet; without evidence the cluster is neither healthy nor down",
+            state=HealthState.DEGRADED,
+            reason="no probe results yet; without evidence the cluster is neither healthy nor down",
         )
     newest = probes[-1]
     gap = thresholds.max_probe_gap
@@ -323,8 +288,8 @@ def judge(history: Iterable[ProbeResult], thresholds: HealthThresholds, now: flo
     healthy_since = oks.probes[0].at if oks.probes else None
     if now - newest.at > gap:
         return Verdict(
-            HealthState.DEGRADED,
-            f"no recent evidence for cluster {newest.cluster}: the newest probe ({newest.outcome}, at "
+            state=HealthState.DEGRADED,
+            reason=f"no recent evidence for cluster {newest.cluster}: the newest probe ({newest.outcome}, at "
             f"{format_clock(newest.at)} UTC) is {now - newest.at:.1f} s old, more than the {gap:g} s allowed "
             f"between probes (2 x probe_interval + probe_timeout); neither healthy nor down can be claimed",
             consecutive_failures=len(failures.probes),
@@ -335,8 +300,8 @@ def judge(history: Iterable[ProbeResult], thresholds: HealthThresholds, now: flo
         return _judge_failing(failures, probes, thresholds)
     if newest.degraded:
         return Verdict(
-            HealthState.DEGRADED,
-            f"cluster {newest.cluster} answers but is degraded: {_degraded_details(newest)}",
+            state=HealthState.DEGRADED,
+            reason=f"cluster {newest.cluster} answers but is degraded: {_degraded_details(newest)}",
         )
     return _judge_healthy(oks, now)
 
@@ -355,7 +320,7 @@ def recent_history(
     :param thresholds: validated thresholds.
     :param now: unix seconds.
     """
-    probes = _in_time_order(history)
+    probes = in_time_order(history)
     cutoff = now - thresholds.history_horizon
     keep_from = max(0, len(probes) - thresholds.failure_threshold)
     return tuple(probe for index, probe in enumerate(probes) if probe.at >= cutoff or index >= keep_from)

@@ -12,21 +12,16 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_kafka_failover.health.decisions import (
-    DownDecision,
-    RecoveryDecision,
-    decide_down,
-    decide_recovered,
-    find_data_loss,
-    lag_by_timestamps,
-    replication_lag,
-)
-from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.data_loss import find_data_loss
+from airflow_kafka_failover.health.down_decision import DownDecision, decide_down
+from airflow_kafka_failover.health.evidence import ProbeResult, describe_exception
 from airflow_kafka_failover.health.heartbeats import HeartbeatTrail
 from airflow_kafka_failover.health.probe import probe_cluster
+from airflow_kafka_failover.health.recovery_decision import RecoveryDecision, decide_recovered
+from airflow_kafka_failover.health.replication_lag import lag_by_timestamps, replication_lag
 from airflow_kafka_failover.health.verdict import HealthThresholds, recent_history
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
@@ -56,7 +51,7 @@ class ClusterWatch:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self.hook = KafkaClusterHook(self.kafka_config_id, timeout=self.thresholds.probe_timeout)
+        self.hook = KafkaClusterHook(self.kafka_config_id, timeout_seconds=self.thresholds.probe_timeout)
 
     def probe(self, at: float | None = None) -> ProbeResult:
         result = probe_cluster(
@@ -67,7 +62,7 @@ class ClusterWatch:
             canary_topic=self.canary_topic,
         )
         if at is not None:
-            result = replace(result, at=at)
+            result = result.model_copy(update={"at": at})
         with self._lock:
             self.history.append(result)
             self.history.sort(key=lambda probe: probe.at)
@@ -92,7 +87,7 @@ class ClusterWatch:
     def state(self) -> dict[str, Any]:
         """Return what a trigger must carry across serialization to continue this watch."""
         with self._lock:
-            return {"history": [probe.to_dict() for probe in self.history]}
+            return {"history": [probe.model_dump(mode="json") for probe in self.history]}
 
 
 @dataclass
@@ -115,7 +110,7 @@ class DownWatch(ClusterWatch):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.peer = (
-            KafkaClusterHook(self.peer_kafka_config_id, timeout=self.thresholds.probe_timeout)
+            KafkaClusterHook(self.peer_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout)
             if self.peer_kafka_config_id
             else None
         )
@@ -190,7 +185,9 @@ class RecoveryWatch(ClusterWatch):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.active = KafkaClusterHook(self.active_kafka_config_id, timeout=self.thresholds.probe_timeout)
+        self.active = KafkaClusterHook(
+            self.active_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout
+        )
 
     def observe(self, at: float | None = None) -> None:
         probe = self.probe(at)
@@ -200,7 +197,7 @@ class RecoveryWatch(ClusterWatch):
             lags, loss = self._measure()
         except Exception as exc:  # noqa: BLE001 - reported as "not caught up yet", with the reason
             with self._lock:
-                self.measure_problem = f"could not measure replication lag: {exc}"
+                self.measure_problem = f"could not measure replication lag: {describe_exception(exc)}"
                 self.lags = {}
             return
         with self._lock:

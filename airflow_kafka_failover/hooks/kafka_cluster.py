@@ -9,6 +9,7 @@ one request per call (per partition leader, inside the client), never one reques
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -61,23 +62,61 @@ class CompactedRecord:
 QUIET = {"log_level": 4}
 
 
+def _renamed_timeout(
+    where: str, timeout_seconds: float | None, timeout: float | None, stacklevel: int = 3
+) -> float | None:
+    """Return the timeout a caller gave, accepting the deprecated name ``timeout`` with a warning.
+
+    :param where: the callable, named in the warning.
+    :param timeout_seconds: the value under the current name.
+    :param timeout: the value under the old name, or None.
+    :param stacklevel: frames between the warning and the caller who used the old name.
+    """
+    if timeout is None:
+        return timeout_seconds
+    warnings.warn(
+        f"{where}(timeout=...) is deprecated: pass timeout_seconds=... instead",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return timeout
+
+
 class KafkaClusterHook(KafkaBaseHook):
     """Talk to one Kafka cluster through an Airflow ``kafka`` connection.
 
     :param kafka_config_id: the connection id; its extra holds the confluent-kafka config dict with at
         least ``bootstrap.servers``.
-    :param timeout: default timeout in seconds for each call that does not pass its own.
+    :param timeout_seconds: default timeout for each call that does not pass its own. Every method that
+        talks to the cluster takes its own ``timeout_seconds``; each still accepts the old name ``timeout``
+        with a ``DeprecationWarning``.
+    :param timeout: deprecated name of ``timeout_seconds``.
     """
 
     hook_name = "Kafka Cluster (failover)"
 
     def __init__(
-        self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout: float = DEFAULT_TIMEOUT_S
+        self,
+        kafka_config_id: str = KafkaBaseHook.default_conn_name,
+        timeout_seconds: float = DEFAULT_TIMEOUT_S,
+        *,
+        timeout: float | None = None,
     ):
         super().__init__(kafka_config_id=kafka_config_id)
-        if timeout <= 0:
-            raise ConfigError(f"timeout must be greater than 0 seconds, got {timeout!r}")
-        self.timeout = timeout
+        chosen = _renamed_timeout("KafkaClusterHook", timeout_seconds, timeout)
+        if chosen is None or chosen <= 0:
+            raise ConfigError(f"timeout_seconds must be greater than 0 seconds, got {chosen!r}")
+        self.timeout_seconds: float = chosen
+
+    @property
+    def timeout(self) -> float:
+        """The default timeout in seconds; the same as :attr:`timeout_seconds`."""
+        return self.timeout_seconds
+
+    def _effective_timeout(self, method: str, timeout_seconds: float | None, timeout: float | None) -> float:
+        # A method's own timeout, under its current or its deprecated name, else the hook's default.
+        given = _renamed_timeout(f"KafkaClusterHook.{method}", timeout_seconds, timeout, stacklevel=4)
+        return given or self.timeout_seconds
 
     # ---- configuration -----------------------------------------------------------------------------
 
@@ -144,23 +183,32 @@ class KafkaClusterHook(KafkaBaseHook):
         millis = max(int(timeout * 1000), 100)
         return {"socket.connection.setup.timeout.ms": millis, "socket.timeout.ms": max(millis, 10)}
 
-    def admin(self, timeout: float | None = None):
+    def admin(self, timeout_seconds: float | None = None, *, timeout: float | None = None):
         """Return a new AdminClient for this cluster (not cached: probes must not share a stuck client)."""
+        timeout = self._effective_timeout("admin", timeout_seconds, timeout)
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({**QUIET, **self.client_config, **self._fast_fail(timeout or self.timeout)})
+        return AdminClient({**QUIET, **self.client_config, **self._fast_fail(timeout)})
 
-    def consumer(self, group_id: str | None = None, timeout: float | None = None, **extra: Any):
+    def consumer(
+        self,
+        group_id: str | None = None,
+        timeout_seconds: float | None = None,
+        *,
+        timeout: float | None = None,
+        **extra: Any,
+    ):
         """Return a new Consumer that never commits on its own.
 
         :param group_id: the consumer group; a throwaway one when omitted (we only assign partitions).
         """
+        timeout = self._effective_timeout("consumer", timeout_seconds, timeout)
         from confluent_kafka import Consumer
 
         config = {
             **QUIET,
             **{k: v for k, v in self.client_config.items() if k != "group.id"},
-            **self._fast_fail(timeout or self.timeout),
+            **self._fast_fail(timeout),
             "group.id": group_id or "airflow-kafka-failover-reader",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
@@ -168,23 +216,30 @@ class KafkaClusterHook(KafkaBaseHook):
         }
         return Consumer(config)
 
-    def producer(self, timeout: float | None = None, **extra: Any):
+    def producer(self, timeout_seconds: float | None = None, *, timeout: float | None = None, **extra: Any):
         """Return a new idempotent Producer whose deliveries time out within ``timeout``."""
+        timeout = self._effective_timeout("producer", timeout_seconds, timeout)
         from confluent_kafka import Producer
 
-        millis = max(int((timeout or self.timeout) * 1000), 1000)
+        millis = max(int(timeout * 1000), 1000)
         return Producer(
             {**QUIET, **self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra}
         )
 
     # ---- cluster and topic metadata ----------------------------------------------------------------
 
-    def describe_cluster(self, topics: Iterable[str] = (), timeout: float | None = None) -> ClusterMetadata:
+    def describe_cluster(
+        self,
+        topics: Iterable[str] = (),
+        timeout_seconds: float | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> ClusterMetadata:
         """Return brokers and partition metadata of ``topics`` in one metadata request.
 
         Raises ``confluent_kafka.KafkaException`` when the cluster does not answer within ``timeout``.
         """
-        timeout = timeout or self.timeout
+        timeout = self._effective_timeout("describe_cluster", timeout_seconds, timeout)
         metadata = self.admin(timeout).list_topics(timeout=timeout)
         wanted = list(dict.fromkeys(topics))
         partitions: list[PartitionInfo] = []
@@ -205,8 +260,11 @@ class KafkaClusterHook(KafkaBaseHook):
             missing_topics=tuple(missing),
         )
 
-    def partition_counts(self, topics: Iterable[str], timeout: float | None = None) -> dict[str, int]:
+    def partition_counts(
+        self, topics: Iterable[str], timeout_seconds: float | None = None, *, timeout: float | None = None
+    ) -> dict[str, int]:
         """Return {topic: number of partitions}; raise naming the topics that do not exist on the cluster."""
+        timeout = self._effective_timeout("partition_counts", timeout_seconds, timeout)
         metadata = self.describe_cluster(topics, timeout)
         if metadata.missing_topics:
             raise ConfigError(
@@ -218,11 +276,13 @@ class KafkaClusterHook(KafkaBaseHook):
             counts[info.topic] = counts.get(info.topic, 0) + 1
         return counts
 
-    def min_insync_replicas(self, topics: Iterable[str], timeout: float | None = None) -> dict[str, int]:
+    def min_insync_replicas(
+        self, topics: Iterable[str], timeout_seconds: float | None = None, *, timeout: float | None = None
+    ) -> dict[str, int]:
         """Return each topic's ``min.insync.replicas`` (one DescribeConfigs request for all topics)."""
+        timeout = self._effective_timeout("min_insync_replicas", timeout_seconds, timeout)
         from confluent_kafka.admin import ConfigResource, ResourceType
 
-        timeout = timeout or self.timeout
         resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in dict.fromkeys(topics)]
         if not resources:
             return {}
@@ -237,9 +297,14 @@ class KafkaClusterHook(KafkaBaseHook):
     # ---- offsets -----------------------------------------------------------------------------------
 
     def watermarks(
-        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_seconds: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, Watermarks]:
         """Return the low and high watermark of every partition: two batched ListOffsets requests."""
+        timeout = self._effective_timeout("watermarks", timeout_seconds, timeout)
         from confluent_kafka.admin import OffsetSpec
 
         partitions = list(dict.fromkeys(partitions))
@@ -248,12 +313,17 @@ class KafkaClusterHook(KafkaBaseHook):
         return {tp: Watermarks(low=lows[tp][0], high=highs[tp][0]) for tp in partitions}
 
     def offsets_for_times(
-        self, timestamps_ms: Mapping[TopicPartition, int], timeout: float | None = None
+        self,
+        timestamps_ms: Mapping[TopicPartition, int],
+        timeout_seconds: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, int | None]:
         """Return, per partition, the earliest offset whose record timestamp is >= the given time.
 
         None means no such record yet (the caller starts at the high watermark). One batched request.
         """
+        timeout = self._effective_timeout("offsets_for_times", timeout_seconds, timeout)
         from confluent_kafka.admin import OffsetSpec
 
         found = self._list_offsets(
@@ -266,7 +336,6 @@ class KafkaClusterHook(KafkaBaseHook):
 
         if not specs:
             return {}
-        timeout = timeout or self.timeout
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
         admin = self.admin(timeout)  # must outlive its futures: they die with the client
         futures = admin.list_offsets(request, request_timeout=timeout)
@@ -276,11 +345,13 @@ class KafkaClusterHook(KafkaBaseHook):
             result[TopicPartition(ktp.topic, ktp.partition)] = (info.offset, info.timestamp)
         return result
 
-    def committed_offsets(self, group_id: str, timeout: float | None = None) -> dict[TopicPartition, int]:
+    def committed_offsets(
+        self, group_id: str, timeout_seconds: float | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
         """Return a consumer group's committed offsets (partitions without a commit are left out)."""
+        timeout = self._effective_timeout("committed_offsets", timeout_seconds, timeout)
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        timeout = timeout or self.timeout
         admin = self.admin(timeout)  # must outlive its futures: they die with the client
         futures = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout
@@ -293,16 +364,21 @@ class KafkaClusterHook(KafkaBaseHook):
         }
 
     def alter_committed_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, int], timeout: float | None = None
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        timeout_seconds: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> None:
         """Set a consumer group's committed offsets (the group must have no active members)."""
+        timeout = self._effective_timeout("alter_committed_offsets", timeout_seconds, timeout)
         from confluent_kafka import ConsumerGroupTopicPartitions
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         bad = {str(tp): offset for tp, offset in offsets.items() if not isinstance(offset, int) or offset < 0}
         if bad:
             raise ConfigError(f"committed offsets must be integers >= 0; got {bad} for group {group_id!r}")
-        timeout = timeout or self.timeout
         request = ConsumerGroupTopicPartitions(
             group_id, [KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
         )
@@ -312,17 +388,19 @@ class KafkaClusterHook(KafkaBaseHook):
 
     # ---- reading -----------------------------------------------------------------------------------
 
-    def read_topic_to_end(self, topic: str, timeout: float | None = None) -> Iterator[CompactedRecord]:
+    def read_topic_to_end(
+        self, topic: str, timeout_seconds: float | None = None, *, timeout: float | None = None
+    ) -> Iterator[CompactedRecord]:
         """Yield every record of ``topic`` from its low to its current high watermark, all partitions.
 
         Meant for MirrorMaker 2's compacted internal topics (checkpoints, offset syncs): reading stops at
         the high watermark taken at the start, so it ends even while MM2 keeps writing.
         """
-        timeout = timeout or self.timeout
+        timeout = self._effective_timeout("read_topic_to_end", timeout_seconds, timeout)
         counts = self.partition_counts([topic], timeout)
         ends = self.watermarks([TopicPartition(topic, p) for p in range(counts[topic])], timeout)
         ranges = {tp.partition: (marks.low, marks.high) for tp, marks in ends.items()}
-        consumer = self.consumer(timeout=timeout)
+        consumer = self.consumer(timeout_seconds=timeout)
         try:
             for msg in consume_ranges(consumer, topic, ranges, timeout, self.bootstrap_servers):
                 yield CompactedRecord(
@@ -332,16 +410,21 @@ class KafkaClusterHook(KafkaBaseHook):
             consumer.close()
 
     def newest_record_timestamp(
-        self, topic: str, partition: int = 0, timeout: float | None = None
+        self,
+        topic: str,
+        partition: int = 0,
+        timeout_seconds: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> int | None:
         """Return the timestamp (ms) of the last record in a partition, or None when it is empty."""
+        timeout = self._effective_timeout("newest_record_timestamp", timeout_seconds, timeout)
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-        timeout = timeout or self.timeout
         marks = self.watermarks([TopicPartition(topic, partition)], timeout)[TopicPartition(topic, partition)]
         if marks.high <= marks.low:
             return None
-        consumer = self.consumer(timeout=timeout)
+        consumer = self.consumer(timeout_seconds=timeout)
         try:
             consumer.assign([KafkaTopicPartition(topic, partition, marks.high - 1)])
             deadline = time.monotonic() + timeout

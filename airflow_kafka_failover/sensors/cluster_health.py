@@ -5,13 +5,21 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseSensorOperator
 
 from airflow_kafka_failover.exceptions import ConfigError, DataLossError
-from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger, build_watch, decision_event
+from airflow_kafka_failover.triggers.cluster_health import (
+    ClusterHealthTrigger,
+    WatchKind,
+    build_watch,
+    decision_event,
+)
+
+if TYPE_CHECKING:
+    from airflow_kafka_failover.health.watch import ClusterWatch
 
 _THRESHOLD_NAMES = (
     "failure_threshold",
@@ -30,7 +38,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
     Subclasses say which watch they drive (``kind``) and with which arguments (``watch_kwargs``).
     """
 
-    kind = ""
+    kind: WatchKind
     template_fields: Sequence[str] = ("kafka_config_id", "topics")
     ui_color = "#f3e5ab"
 
@@ -53,7 +61,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
         self.thresholds = dict(thresholds or {})
         self.canary_topic = canary_topic
         self.deferrable = deferrable
-        self._watch = None
+        self._watch: ClusterWatch | None = None
 
     # ---- what subclasses provide -------------------------------------------------------------------
 
@@ -90,7 +98,9 @@ class _ClusterHealthSensor(BaseSensorOperator):
         if not watch.topics:
             return
         try:
-            metadata = watch.hook.describe_cluster(watch.topics, timeout=watch.thresholds.probe_timeout)
+            metadata = watch.hook.describe_cluster(
+                watch.topics, timeout_seconds=watch.thresholds.probe_timeout
+            )
         except Exception:  # noqa: BLE001 - unreachable now: nothing to validate against; probing decides
             self.log.info(
                 "Cluster %s is not reachable now; topic names are checked once it answers", watch.cluster
@@ -110,7 +120,8 @@ class _ClusterHealthSensor(BaseSensorOperator):
         event = decision_event(self.kind, watch, watch.decide())
         if event["status"] != "waiting":
             return self.execute_complete(context, event)
-        deadline = time.time() + self._timeout_seconds() if self._timeout_seconds() else None
+        timeout_seconds = self._timeout_seconds()
+        deadline = time.time() + timeout_seconds if timeout_seconds else None
         self.log.info("Deferring: %s", event["message"])
         self.defer(
             trigger=ClusterHealthTrigger(
@@ -158,7 +169,9 @@ class _ClusterHealthSensor(BaseSensorOperator):
     def _finish(self, context, event: dict[str, Any]) -> dict[str, Any]:
         self._log_evidence(event)
         if event.get("status") == "error":
-            raise DataLossError(event["message"])
+            if "decision" in event:  # the one error a watch decides: the recovering cluster lost data
+                raise DataLossError(event["message"])
+            raise RuntimeError(f"the {self.kind} health watch failed: {event.get('message')}")
         if event.get("status") != "success":
             raise RuntimeError(f"unexpected event from the health trigger: {event!r}")
         self.log.info("Decision: %s", event["message"])
@@ -169,7 +182,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
     def _log_evidence(self, event: dict[str, Any]) -> None:
         from airflow_kafka_failover.health.evidence import ProbeResult, format_probe_table
 
-        history = [ProbeResult.from_dict(p) for p in event.get("state", {}).get("history", [])]
+        history = [ProbeResult.model_validate(p) for p in event.get("state", {}).get("history", [])]
         if history:
             self.log.info("Probes of cluster %s:\n%s", self.cluster_alias, format_probe_table(history[-15:]))
 
@@ -196,7 +209,7 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
     :param deferrable: wait in the triggerer (default: the ``operators.default_deferrable`` setting).
     """
 
-    kind = "down"
+    kind = WatchKind.DOWN
     template_fields: Sequence[str] = ("kafka_config_id", "peer_kafka_config_id", "topics")
 
     def __init__(
@@ -219,7 +232,8 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
         if corroborate and not self.peer_kafka_config_id:
             raise ConfigError(
                 "require_corroboration=True needs peer_kafka_config_id (the cluster that receives "
-                f"{self.cluster_alias}'s MirrorMaker 2 heartbeats); set it, or set require_corroboration=False"
+                f"{self.cluster_alias}'s MirrorMaker 2 heartbeats); set it, or set "
+                "require_corroboration=False"
             )
         heartbeats = self.heartbeats_topic or (
             f"{self.cluster_alias}.heartbeats" if self.peer_kafka_config_id else None
@@ -260,7 +274,7 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
     :param thresholds: health thresholds (``stability_window`` 30, ``max_replication_lag`` 0, ...).
     """
 
-    kind = "recovered"
+    kind = WatchKind.RECOVERED
     template_fields: Sequence[str] = (
         "kafka_config_id",
         "active_kafka_config_id",

@@ -47,7 +47,7 @@ def _read(
     decoded: list[Decoded] = []
     undecodable: list[str] = []
     tombstones = 0
-    for message in hook.read_topic_to_end(topic, timeout=timeout):
+    for message in hook.read_topic_to_end(topic, timeout_seconds=timeout):
         if message.key is None or message.value is None:
             tombstones += 1
             continue

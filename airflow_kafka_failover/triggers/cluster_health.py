@@ -9,17 +9,38 @@ again (a triggerer restart) continues from what the sensor already saw.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from enum import StrEnum
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.evidence import ProbeResult, describe_exception
 from airflow_kafka_failover.health.verdict import HealthThresholds
 
-KINDS = ("down", "recovered")
+
+class WatchKind(StrEnum):
+    """What a health sensor or trigger waits for: the watched cluster is down, or it has recovered."""
+
+    DOWN = "down"
+    RECOVERED = "recovered"
 
 
-def build_watch(kind: str, watch_kwargs: dict[str, Any], thresholds: dict[str, Any], state: dict[str, Any]):
+def watch_kind(kind: WatchKind | str) -> WatchKind:
+    """Return ``kind`` as a :class:`WatchKind`, refusing anything else by name.
+
+    :param kind: ``down`` or ``recovered``.
+    :raises ValueError: naming the bad kind and the choices.
+    """
+    try:
+        return WatchKind(kind)
+    except ValueError:
+        choices = ", ".join(repr(str(choice)) for choice in WatchKind)
+        raise ValueError(f"unknown watch kind {kind!r}: use one of {choices}") from None
+
+
+def build_watch(
+    kind: WatchKind | str, watch_kwargs: dict[str, Any], thresholds: dict[str, Any], state: dict[str, Any]
+):
     """Build the watch a sensor or trigger drives, from plain (serializable) arguments.
 
     :param kind: ``down`` or ``recovered``.
@@ -29,25 +50,31 @@ def build_watch(kind: str, watch_kwargs: dict[str, Any], thresholds: dict[str, A
     """
     from airflow_kafka_failover.health.watch import DownWatch, RecoveryWatch
 
-    if kind not in KINDS:
-        raise ValueError(f"unknown watch kind {kind!r}: use 'down' or 'recovered'")
-    history = [ProbeResult.from_dict(probe) for probe in state.get("history", [])]
+    kind = watch_kind(kind)
+    history = [ProbeResult.model_validate(probe) for probe in state.get("history", [])]
     limits = HealthThresholds.from_dict(thresholds)
-    if kind == "down":
+    if kind is WatchKind.DOWN:
         looks = [(float(at), int(newest)) for at, newest in state.get("heartbeat_looks", [])]
         return DownWatch(thresholds=limits, history=history, heartbeat_looks=looks, **watch_kwargs)
     return RecoveryWatch(thresholds=limits, history=history, **watch_kwargs)
 
 
-def decision_event(kind: str, watch, decision, *, timed_out: bool = False) -> dict[str, Any]:
-    """Turn a watch's decision into the one event payload a sensor resumes with."""
+def decision_event(kind: WatchKind | str, watch, decision, *, timed_out: bool = False) -> dict[str, Any]:
+    """Turn a watch's decision into the one event payload a sensor resumes with.
+
+    :param kind: ``down`` or ``recovered``.
+    :param watch: the watch that decided.
+    :param decision: its decision.
+    :param timed_out: the deadline passed: an inconclusive decision becomes a ``timeout`` event.
+    """
+    kind = watch_kind(kind)
     payload = {
-        "kind": kind,
-        "decision": decision.to_dict(),
+        "kind": kind.value,
+        "decision": decision.model_dump(mode="json"),
         "state": watch.state(),
         "message": decision.reason,
     }
-    if kind == "recovered" and getattr(decision, "data_loss", None):
+    if kind is WatchKind.RECOVERED and getattr(decision, "data_loss", None):
         payload.update(status="error", message=str(decision.data_loss_error()))
     elif watch.conclusive(decision):
         payload["status"] = "success"
@@ -62,7 +89,9 @@ class ClusterHealthTrigger(BaseTrigger):
     """Probe a cluster on a fixed cadence until a down or recovered decision, or a deadline.
 
     Yields exactly one event: ``{"status": "success" | "error" | "timeout", "message": ..., "decision":
-    ..., "state": {"history": [...]}}``.
+    ..., "state": {"history": [...]}}``. An exception while watching becomes the event
+    ``{"status": "error", "message": "<ExceptionType>: <text>"}``, so the sensor fails with that message
+    in the task log instead of the trigger dying with it in the triggerer's log only.
 
     :param kind: ``down`` or ``recovered``.
     :param watch_kwargs: arguments of the watch (see ``DownWatch`` and ``RecoveryWatch``).
@@ -73,14 +102,14 @@ class ClusterHealthTrigger(BaseTrigger):
 
     def __init__(
         self,
-        kind: str,
+        kind: WatchKind | str,
         watch_kwargs: dict[str, Any],
         thresholds: dict[str, Any],
         deadline: float | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self.kind = kind
+        self.kind = watch_kind(kind)
         self.watch_kwargs = watch_kwargs
         self.thresholds = thresholds
         self.deadline = deadline
@@ -90,7 +119,7 @@ class ClusterHealthTrigger(BaseTrigger):
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
-                "kind": self.kind,
+                "kind": self.kind.value,
                 "watch_kwargs": self.watch_kwargs,
                 "thresholds": self.thresholds,
                 "deadline": self.deadline,
@@ -99,18 +128,25 @@ class ClusterHealthTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            payload = await self._watch_until_decided()
+        except Exception as exc:  # the sensor must fail with this message in its task log
+            self.log.exception("The %s watch failed", self.kind.value)
+            payload = {"status": "error", "message": describe_exception(exc)}
+        yield TriggerEvent(payload)
+
+    async def _watch_until_decided(self) -> dict[str, Any]:
         from asgiref.sync import sync_to_async
 
         from airflow_kafka_failover.health.watch import observe_until
 
+        # The watch and its clients are built here, never in __init__: nothing live crosses serialize().
         watch = await sync_to_async(build_watch, thread_sensitive=False)(
             self.kind, self.watch_kwargs, self.thresholds, self.state
         )
 
         def log_decision(decision) -> None:
-            self.log.info("%s watch of %s: %s", self.kind, watch.cluster, decision.reason)
+            self.log.info("%s watch of %s: %s", self.kind.value, watch.cluster, decision.reason)
 
         decision = await observe_until(watch, self.deadline, log_decision)
-        yield TriggerEvent(
-            decision_event(self.kind, watch, decision, timed_out=not watch.conclusive(decision))
-        )
+        return decision_event(self.kind, watch, decision, timed_out=not watch.conclusive(decision))

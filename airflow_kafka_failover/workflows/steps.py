@@ -109,9 +109,9 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
 def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
-    hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout=timeout)
+    hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout_seconds=timeout)
     try:
-        hook.describe_cluster(timeout=timeout)
+        hook.describe_cluster(timeout_seconds=timeout)
     except Exception as exc:  # noqa: BLE001 - a dead cluster is expected during a failover
         log.info("cluster %s does not answer (%s); planning without it", cluster, exc)
         return None

@@ -18,7 +18,7 @@ BASE_TS = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def hook_a(sandbox) -> KafkaClusterHook:
-    return KafkaClusterHook(register_connections(sandbox, "hooktest")["A"], timeout=5.0)
+    return KafkaClusterHook(register_connections(sandbox, "hooktest")["A"], timeout_seconds=5.0)
 
 
 def test_metadata_watermarks_and_times(sandbox, hook_a, unique_topic):
@@ -68,10 +68,10 @@ def test_read_compacted_topic_to_end(sandbox, hook_a, unique_topic):
 def test_probe_evidence_with_a_canary(sandbox, hook_a, unique_topic):
     canary = unique_topic("canary")
     create_topic(sandbox.bootstrap("A"), canary, 1)
-    result = probe_cluster(hook_a, "A", [canary], timeout=5.0, canary_topic=canary)
+    result = probe_cluster(hook_a, "A", [canary], timeout_seconds=5.0, canary_topic=canary)
     assert result.ok and result.reachable and result.broker_count == 1
     assert result.canary_ok is True and result.latency_s is not None
-    missing = probe_cluster(hook_a, "A", ["no-such-topic"], timeout=5.0)
+    missing = probe_cluster(hook_a, "A", ["no-such-topic"], timeout_seconds=5.0)
     assert missing.degraded and missing.leaderless_partitions == ("no-such-topic (topic missing)",)
 
 

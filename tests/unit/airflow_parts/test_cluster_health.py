@@ -109,6 +109,65 @@ def test_trigger_deadline_yields_timeout(dead_cluster_conn):
     assert event.payload["message"].startswith("gave up waiting")
 
 
+def test_an_exception_in_the_trigger_becomes_one_error_event_and_the_sensor_raises_its_message(
+    dead_cluster_conn,
+):
+    # A history of another cluster makes the watch's first decision raise inside the trigger's loop.
+    state = _trigger().state
+    state["history"][0]["cluster"] = "B"
+    event = asyncio.run(asyncio.wait_for(anext(_trigger(state=state).run()), timeout=30))
+    assert event.payload == {
+        "status": "error",
+        "message": "ValueError: probe history mixes clusters ['A', 'B']; judge one cluster at a time",
+    }
+    sensor = KafkaClusterDownSensor(
+        task_id="d", kafka_config_id="x", cluster_alias="A", require_corroboration=False
+    )
+    with pytest.raises(RuntimeError, match=r"down health watch failed: ValueError: probe history mixes"):
+        sensor.execute_complete({}, event.payload)
+
+
+def test_an_exception_without_text_is_named_by_its_type_in_the_error_event(monkeypatch):
+    async def fails_silently(self):
+        raise TimeoutError()
+
+    monkeypatch.setattr(ClusterHealthTrigger, "_watch_until_decided", fails_silently)
+    event = asyncio.run(asyncio.wait_for(anext(_trigger().run()), timeout=30))
+    assert event.payload == {"status": "error", "message": "TimeoutError"}
+
+
+def test_the_sensor_checks_once_then_defers_a_trigger_that_holds_only_json(dead_cluster_conn):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+
+    sensor = KafkaClusterDownSensor(
+        task_id="down",
+        kafka_config_id=dead_cluster_conn,
+        cluster_alias="A",
+        require_corroboration=False,
+        deferrable=True,
+        timeout=60,
+    )
+    started = time.time()
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute(context={})
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, ClusterHealthTrigger) and deferred.value.method_name == "execute_complete"
+    _, kwargs = trigger.serialize()
+    json.dumps(kwargs)
+    assert kwargs["kind"] == "down" and started + 60 <= kwargs["deadline"] <= time.time() + 60
+    # The one check before deferring: a single refused probe, carried to the trigger.
+    [probe] = kwargs["state"]["history"]
+    assert probe["reachable"] is False and "connection refused" in probe["error"]
+    assert not any(isinstance(value, KafkaClusterHook) for value in vars(trigger).values())
+
+
+def test_an_unknown_watch_kind_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown watch kind 'up': use one of 'down', 'recovered'"):
+        _trigger(kind="up")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

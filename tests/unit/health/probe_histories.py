@@ -24,10 +24,24 @@ SLOW_PROBES = HealthThresholds(probe_timeout=5.0, heartbeat_stale_seconds=10.0)
 def probe(at: float, outcome: str = "ok", cluster: str = "A") -> ProbeResult:
     """Build a probe of one of the three outcomes at ``BASE + at``."""
     if outcome == "fail":
-        return ProbeResult(cluster, BASE + at, False, None, 0, error="Local: Broker transport failure")
+        return ProbeResult(
+            cluster=cluster,
+            at=BASE + at,
+            reachable=False,
+            latency_s=None,
+            broker_count=0,
+            error="Local: Broker transport failure",
+        )
     if outcome == "degraded":
-        return ProbeResult(cluster, BASE + at, True, 0.02, 3, leaderless_partitions=("orders-0",))
-    return ProbeResult(cluster, BASE + at, True, 0.01, 3)
+        return ProbeResult(
+            cluster=cluster,
+            at=BASE + at,
+            reachable=True,
+            latency_s=0.02,
+            broker_count=3,
+            leaderless_partitions=("orders-0",),
+        )
+    return ProbeResult(cluster=cluster, at=BASE + at, reachable=True, latency_s=0.01, broker_count=3)
 
 
 def every(start: float, stop: float, outcome: str = "ok", step: float = 2.0) -> list[ProbeResult]:

@@ -13,17 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_kafka_failover.exceptions import DataLossError
-from airflow_kafka_failover.health.decisions import (
-    DownDecision,
-    RecoveryDecision,
-    decide_down,
-    decide_recovered,
-    find_data_loss,
-    lag_by_timestamps,
-    replication_lag,
-)
+from airflow_kafka_failover.health.data_loss import find_data_loss
+from airflow_kafka_failover.health.down_decision import DownDecision, decide_down
 from airflow_kafka_failover.health.evidence import ProbeResult
 from airflow_kafka_failover.health.heartbeats import HeartbeatMeasure, HeartbeatState, HeartbeatTrail
+from airflow_kafka_failover.health.recovery_decision import RecoveryDecision, decide_recovered
+from airflow_kafka_failover.health.replication_lag import lag_by_timestamps, replication_lag
 from airflow_kafka_failover.health.verdict import HealthThresholds
 from tests.unit.health.probe_histories import (
     BASE,
@@ -199,7 +194,8 @@ def test_recovered_waits_on_lag_and_names_each_partition() -> None:
     assert not decision.is_recovered
     assert decision.waiting_on[0] == "replication lag A.orders-1: 7 records behind (at most 0 allowed)"
     assert decision.waiting_on[1].startswith(
-        "replication lag A.orders-2: unknown (no usable MirrorMaker 2 offset sync while the source has records"
+        "replication lag A.orders-2: unknown (no usable MirrorMaker 2 offset sync "
+        "while the source has records"
     )
     assert "MM2 is restarted" in decision.waiting_on[1] and len(decision.waiting_on) == 2
     assert decide_recovered(
@@ -289,13 +285,16 @@ def test_decisions_survive_a_json_trip(
     history, now = case
     trail = data.draw(st.none() | advancing_trails(now, t) | st.just(stopped_heartbeats(now - BASE)))
     down = decide_down(history, trail, t, now, require)
-    assert DownDecision.from_dict(json.loads(json.dumps(down.to_dict()))) == down
+    assert DownDecision.model_validate(json.loads(json.dumps(down.model_dump(mode="json")))) == down
     loss = data.draw(st.dictionaries(st.sampled_from(["orders-0", "orders-1"]), st.integers(0, 5)))
     lags = data.draw(
         st.dictionaries(st.sampled_from(["orders-0", "orders-1"]), st.none() | st.integers(0, 5))
     )
     recovered = decide_recovered(history, t, now, lags, loss)
-    assert RecoveryDecision.from_dict(json.loads(json.dumps(recovered.to_dict()))) == recovered
+    assert (
+        RecoveryDecision.model_validate(json.loads(json.dumps(recovered.model_dump(mode="json"))))
+        == recovered
+    )
 
 
 @pytest.mark.parametrize(
@@ -310,3 +309,21 @@ def test_decisions_survive_a_json_trip(
 )
 def test_lag_by_timestamps_is_zero_only_when_the_replica_holds_the_newest_record(source, replica, lag):
     assert lag_by_timestamps(source, replica) == lag
+
+
+def test_decision_payloads_keep_their_json_shape() -> None:
+    down = decide_down(every(0, 10, "fail"), stopped_heartbeats(10), DEFAULTS, BASE + 10)
+    payload = down.model_dump(mode="json")
+    assert list(payload) == ["kind", "is_down", "split_suspected", "reason", "verdict", "heartbeats"]
+    assert (payload["kind"], payload["is_down"], payload["heartbeats"]) == ("down", True, "stopped")
+    assert payload["verdict"]["state"] == "down" and payload["verdict"]["failing_since"] == BASE
+    recovered = decide_recovered([], DEFAULTS, BASE, {"orders-0": None}, {"orders-1": 2})
+    assert list(recovered.model_dump(mode="json")) == [
+        "kind",
+        "is_recovered",
+        "reason",
+        "waiting_on",
+        "data_loss",
+        "verdict",
+    ]
+    assert recovered.model_dump(mode="json")["data_loss"] == {"orders-1": 2}

@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.health.evidence import ProbeResult, format_clock, format_probe_table
+from airflow_kafka_failover.health.evidence import (
+    ProbeResult,
+    describe_exception,
+    format_clock,
+    format_probe_table,
+)
 
 # 2023-11-14 22:13:20 UTC
 BASE = 1_700_000_000.0
@@ -37,29 +42,59 @@ def test_every_probe_is_exactly_one_of_ok_degraded_failed(probe: ProbeResult) ->
 
 
 @given(probes)
-def test_to_dict_is_json_and_round_trips(probe: ProbeResult) -> None:
-    data = json.loads(json.dumps(probe.to_dict()))
-    assert ProbeResult.from_dict(data) == probe
+def test_json_payload_round_trips(probe: ProbeResult) -> None:
+    data = json.loads(json.dumps(probe.model_dump(mode="json")))
+    assert ProbeResult.model_validate(data) == probe
+
+
+def _probe(
+    reachable: bool = True, latency_s: float | None = 0.01, broker_count: int = 3, **rest
+) -> ProbeResult:
+    return ProbeResult(
+        cluster="A", at=BASE, reachable=reachable, latency_s=latency_s, broker_count=broker_count, **rest
+    )
 
 
 def test_an_unreachable_cluster_failed_and_a_leaderless_one_is_degraded() -> None:
-    assert ProbeResult("A", BASE, False, None, 0, error="timeout").failed
-    assert ProbeResult("A", BASE, True, 0.01, 0).failed  # an answer listing no broker serves nothing
-    leaderless = ProbeResult("A", BASE, True, 0.01, 3, leaderless_partitions=("orders-0",))
+    assert _probe(reachable=False, latency_s=None, broker_count=0, error="timeout").failed
+    assert _probe(broker_count=0).failed  # an answer listing no broker serves nothing
+    leaderless = _probe(leaderless_partitions=("orders-0",))
     assert leaderless.degraded and not leaderless.failed
-    assert ProbeResult("A", BASE, True, 0.01, 3, under_min_isr_partitions=("orders-1",)).degraded
-    assert ProbeResult("A", BASE, True, 0.01, 3, canary_ok=False).degraded
-    assert ProbeResult("A", BASE, True, 0.01, 3, canary_ok=True).ok
-    assert ProbeResult("A", BASE, True, 0.01, 3).ok
+    assert _probe(under_min_isr_partitions=("orders-1",)).degraded
+    assert _probe(canary_ok=False).degraded
+    assert _probe(canary_ok=True).ok
+    assert _probe().ok
 
 
-def test_from_dict_names_unknown_and_missing_keys() -> None:
-    data = ProbeResult("A", BASE, True, 0.01, 3).to_dict()
+def test_validation_names_unknown_and_missing_keys() -> None:
+    data = _probe().model_dump(mode="json")
     with pytest.raises(ValueError, match="brokers"):
-        ProbeResult.from_dict({**data, "brokers": 3})
+        ProbeResult.model_validate({**data, "brokers": 3})
     del data["broker_count"]
     with pytest.raises(ValueError, match="broker_count"):
-        ProbeResult.from_dict(data)
+        ProbeResult.model_validate(data)
+
+
+def test_the_payload_keeps_its_json_shape() -> None:
+    assert _probe(leaderless_partitions=("orders-0",)).model_dump(mode="json") == {
+        "cluster": "A",
+        "at": BASE,
+        "reachable": True,
+        "latency_s": 0.01,
+        "broker_count": 3,
+        "leaderless_partitions": ["orders-0"],
+        "under_min_isr_partitions": [],
+        "canary_ok": None,
+        "error": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("exc", "text"),
+    [(TimeoutError(), "TimeoutError"), (ValueError("bad offset"), "ValueError: bad offset")],
+)
+def test_an_exception_is_named_by_its_type_even_without_text(exc: BaseException, text: str) -> None:
+    assert describe_exception(exc) == text
 
 
 def test_format_clock_is_utc_with_tenths() -> None:
@@ -74,11 +109,22 @@ def _error_column(table: str) -> int:
 def test_table_has_one_aligned_row_per_probe_oldest_first() -> None:
     history = [
         ProbeResult(
-            "A", BASE + 4, False, None, 0, error="KafkaError{code=_TRANSPORT}\nsecond line " + "x" * 80
+            cluster="A",
+            at=BASE + 4,
+            reachable=False,
+            latency_s=None,
+            broker_count=0,
+            error="KafkaError{code=_TRANSPORT}\nsecond line " + "x" * 80,
         ),
-        ProbeResult("A", BASE, True, 0.0123, 3),
+        ProbeResult(cluster="A", at=BASE, reachable=True, latency_s=0.0123, broker_count=3),
         ProbeResult(
-            "A", BASE + 2, True, 0.5, 3, leaderless_partitions=("orders-0", "orders-1"), canary_ok=False
+            cluster="A",
+            at=BASE + 2,
+            reachable=True,
+            latency_s=0.5,
+            broker_count=3,
+            leaderless_partitions=("orders-0", "orders-1"),
+            canary_ok=False,
         ),
     ]
     table = format_probe_table(history)

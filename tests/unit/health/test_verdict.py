@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.health.decisions import decide_down, decide_recovered
+from airflow_kafka_failover.health.down_decision import decide_down
 from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.recovery_decision import decide_recovered
 from airflow_kafka_failover.health.verdict import (
     SPAN_TOLERANCE_S,
     HealthState,

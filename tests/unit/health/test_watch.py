@@ -1,0 +1,33 @@
+"""The recovery watch reports a failed lag measurement by the exception's type, even when it has no text."""
+
+from __future__ import annotations
+
+import time
+
+from airflow_kafka_failover.health.evidence import ProbeResult
+from airflow_kafka_failover.health.verdict import HealthThresholds
+from airflow_kafka_failover.health.watch import RecoveryWatch
+
+
+def test_a_measurement_failing_without_text_names_the_exception_type(monkeypatch):
+    watch = RecoveryWatch(
+        cluster="A",
+        kafka_config_id="kafka_a",
+        topics=[],
+        thresholds=HealthThresholds(),
+        active_kafka_config_id="kafka_b",
+        replicated_topics={"orders": "B.orders"},
+        offset_syncs_topic="mm2-offset-syncs.A.internal",
+    )
+    answered = ProbeResult(cluster="A", at=time.time(), reachable=True, latency_s=0.01, broker_count=1)
+    monkeypatch.setattr(watch, "probe", lambda at=None: answered)
+
+    def times_out():
+        raise TimeoutError()
+
+    monkeypatch.setattr(watch, "_measure", times_out)
+    watch.observe()
+    assert watch.measure_problem == "could not measure replication lag: TimeoutError"
+    decision = watch.decide()
+    assert not decision.is_recovered
+    assert "replication lag could not measure replication lag: TimeoutError: unknown" in decision.reason
