@@ -364,7 +364,7 @@ class StubbedCluster:
             def offsets_for_times(self, timestamps_ms, timeout=None):
                 return {tp: None for tp in timestamps_ms}
 
-            def read_topic_to_end(self, topic, timeout=None):
+            def read_topic_to_end(self, topic, timeout_seconds=None):
                 self.partition_counts([topic])
                 for offset, (key, value) in enumerate(cluster.records[self.kafka_config_id][topic]):
                     yield CompactedRecord(0, offset, key, value, 1700000000000)

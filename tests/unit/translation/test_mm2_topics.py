@@ -14,8 +14,8 @@ class TopicHook:
         self.records = [CompactedRecord(0, offset, k, v, 0) for offset, (k, v) in enumerate(records)]
         self.timeouts: list[float | None] = []
 
-    def read_topic_to_end(self, topic: str, timeout: float | None = None):
-        self.timeouts.append(timeout)
+    def read_topic_to_end(self, topic: str, timeout_seconds: float | None = None):
+        self.timeouts.append(timeout_seconds)
         return iter(self.records)
 
 
