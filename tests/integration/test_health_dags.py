@@ -1,4 +1,4 @@
-"""The health sensors inside real DAG runs (``dag.test()``), including the deferrable path through the trigger."""
+"""The health sensors inside real DAG runs (``dag.test()``), the deferrable path through the trigger too."""
 
 from __future__ import annotations
 

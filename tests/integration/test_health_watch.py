@@ -1,4 +1,4 @@
-"""Down and recovered decisions against real faults of the sandbox (the logic both sensors and the trigger drive).
+"""Down and recovered decisions against real faults of the sandbox (what both sensors and the trigger drive).
 
 Runs in file order on a sandbox of its own: crash, hang, a 2 s blip, recovery after a crash, recovery
 waiting for replication, and wipe (data loss) last.

@@ -58,7 +58,7 @@ def produce_with_aborts(bootstrap: str, topic: str, ids: list[str], partitions: 
 def read_ids(
     bootstrap: str, topic: str, start: dict[int, int] | None = None
 ) -> dict[int, list[tuple[int, str, int]]]:
-    """Return, per partition, the committed records ``(offset, id, timestamp ms)`` from ``start`` to the end."""
+    """Return, per partition, the committed records ``(offset, id, timestamp ms)`` from ``start`` on."""
     ends = end_offsets(bootstrap, topic)
     assert ends is not None, f"{topic} not found on {bootstrap}"
     consumer = Consumer(
