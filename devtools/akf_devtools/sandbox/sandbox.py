@@ -246,7 +246,7 @@ class Sandbox:
             try:
                 broker.start()
                 broker.wait_ready(timeout)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below in the calling thread
+            except BaseException as exc:  # re-raised below in the calling thread
                 errors.append(exc)
 
         threads = [threading.Thread(target=start, args=(broker,)) for broker in brokers]
