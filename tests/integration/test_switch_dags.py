@@ -160,6 +160,17 @@ STEPS: list[Callable[..., None]] = [
 ]
 
 
+STEP_TIMEOUT_S = 600
+"""pytest-timeout's limit per step (the project's default per test): a test may have to run every step
+before its own when it runs alone, so its limit grows with its place in the chain. Each step's waits are
+bounded on their own (a DAG run 420 s), so this only catches a hang."""
+
+
+def chain_timeout(step: Callable[..., None]) -> pytest.MarkDecorator:
+    """The timeout marker of the test of ``step``: one step's limit for it and each step before it."""
+    return pytest.mark.timeout(STEP_TIMEOUT_S * (STEPS.index(step) + 1))
+
+
 @pytest.fixture(scope="module")
 def steps_run() -> dict[str, str]:
     """The steps already run on the module's story: name -> "passed" or "failed"."""
@@ -184,33 +195,41 @@ def run_through(story, outcomes: dict[str, str], step: Callable[..., None]) -> N
         outcomes[name] = "passed"
 
 
+@chain_timeout(step_start_runs_the_job_on_the_primary)
 def test_start_runs_the_job_on_the_primary(story, steps_run):
     run_through(story, steps_run, step_start_runs_the_job_on_the_primary)
 
 
+@chain_timeout(step_crash_of_a_fails_over_to_b)
 def test_crash_of_a_fails_over_to_b(story, steps_run):
     run_through(story, steps_run, step_crash_of_a_fails_over_to_b)
 
 
+@chain_timeout(step_restart_of_a_fails_back_without_loss)
 def test_restart_of_a_fails_back_without_loss(story, steps_run):
     run_through(story, steps_run, step_restart_of_a_fails_back_without_loss)
 
 
+@chain_timeout(step_hang_of_a_fails_over_to_b)
 def test_hang_of_a_fails_over_to_b(story, steps_run):
     run_through(story, steps_run, step_hang_of_a_fails_over_to_b)
 
 
+@chain_timeout(step_resume_of_a_fails_back_without_loss)
 def test_resume_of_a_fails_back_without_loss(story, steps_run):
     run_through(story, steps_run, step_resume_of_a_fails_back_without_loss)
 
 
+@chain_timeout(step_dry_run_changes_nothing)
 def test_dry_run_changes_nothing(story, steps_run):
     run_through(story, steps_run, step_dry_run_changes_nothing)
 
 
+@chain_timeout(step_forced_failover_of_a_healthy_primary_loses_nothing)
 def test_forced_failover_of_a_healthy_primary_loses_nothing(story, steps_run):
     run_through(story, steps_run, step_forced_failover_of_a_healthy_primary_loses_nothing)
 
 
+@chain_timeout(step_failback_to_a_wiped_primary_is_refused)
 def test_failback_to_a_wiped_primary_is_refused(story, steps_run):
     run_through(story, steps_run, step_failback_to_a_wiped_primary_is_refused)
