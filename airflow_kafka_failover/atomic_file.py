@@ -61,18 +61,23 @@ def write_atomically(path: str | os.PathLike[str], content: str | bytes, mode: i
 
 
 def write_json_atomically(
-    path: str | os.PathLike[str], data: Any, mode: int = READABLE_BY_ALL, indent: int | None = None
+    path: str | os.PathLike[str],
+    data: Any,
+    mode: int = READABLE_BY_ALL,
+    indent: int | None = None,
+    sort_keys: bool = True,
 ) -> Path:
-    """Replace ``path`` with ``data`` as JSON (keys sorted); see :func:`write_atomically`.
+    """Replace ``path`` with ``data`` as JSON; see :func:`write_atomically`.
 
     :param path: the file to replace.
     :param data: a JSON-serialisable value; serialised before the file is touched, so an unserialisable
         value leaves the old file as it was.
     :param mode: the new file's permission bits.
     :param indent: indentation for a file people read (None: one line).
+    :param sort_keys: sort the keys of every object (False where their order means something).
     :return: ``path`` as a :class:`~pathlib.Path`.
     """
-    return write_atomically(path, json.dumps(data, indent=indent, sort_keys=True), mode)
+    return write_atomically(path, json.dumps(data, indent=indent, sort_keys=sort_keys), mode)
 
 
 def remove_stale_temporaries(

@@ -66,6 +66,8 @@ def test_json_is_sorted_and_readable_back(tmp_path):
     assert json.loads(target.read_text()) == {"a": [1, 2], "b": 1}
     assert target.read_text().index('"a"') < target.read_text().index('"b"')
     assert mode_of(target) == OWNER_ONLY
+    write_json_atomically(target, {"B": 1, "A": 2}, sort_keys=False)
+    assert list(json.loads(target.read_text())) == ["B", "A"]
 
 
 def test_stale_temporaries_of_a_crashed_writer_are_removed_fresh_ones_and_others_kept(tmp_path):

@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from airflow_kafka_failover.atomic_file import write_json_atomically
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import KafkaBroker, new_cluster_id
 from akf_devtools.sandbox.jars import kafka_classpath
@@ -115,9 +116,8 @@ class Sandbox:
             "replication": asdict(self.settings),
             "security": self.security,
         }
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_file)
+        # Unsorted: the order of the clusters is the order of the sandbox's cluster names.
+        write_json_atomically(self.state_file, state, indent=1, sort_keys=False)
 
     @property
     def mirrormaker(self) -> MirrorMaker:
