@@ -22,8 +22,9 @@ from tests.integration.job_support import JobWorld, register_spark_connection
 def world(sandbox, tmp_path, monkeypatch):
     conn_ids = [f"badjob_{name.lower()}" for name in sandbox.cluster_names] + ["spark_badjob"]
     for conn_id in conn_ids:
-        # Touched before the registry writes os.environ, so monkeypatch restores the original at teardown.
-        monkeypatch.delenv(f"AIRFLOW_CONN_{conn_id.upper()}", raising=False)
+        # Set through monkeypatch before the registry overwrites it, so that monkeypatch records the
+        # original (or its absence: delenv would record nothing then) and restores it at teardown.
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", "")
     conns = register_connections(sandbox, "badjob")
     spark = register_spark_connection("spark_badjob", "local[2]")
     assert sorted([*conns.values(), spark]) == sorted(conn_ids), "the registry names connections otherwise"
