@@ -661,7 +661,7 @@ def clean_up(bench: Bench, sandbox: Sandbox) -> None:
     for process in bench.processes:
         try:
             process.stop(timeout=10)
-        except Exception as exc:  # noqa: BLE001 - stop the rest regardless
+        except Exception as exc:  # stop the rest regardless
             say(f"could not stop {process.name} in {process.run_dir}: {exc}")
     sandbox.down()
     say("sandbox down")

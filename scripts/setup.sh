@@ -42,11 +42,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 stamp=.venv/.akf-installed
-want=$(cat pyproject.toml devtools/pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml devtools/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing the provider and the development tools into .venv (a few minutes the first time)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]' -e './devtools[demo]'
+  # constraints.txt pins every package to the versions last tested (refreshed by 'make constraints').
+  .venv/bin/python -m pip install -q -c constraints.txt -e '.[test]' -e './devtools[demo]'
   .venv/bin/python -c 'import pyspark' \
     || { echo "error: 'import pyspark' fails in .venv (two packages writing the pyspark folder?); remove .venv and run 'make setup' again" >&2; exit 1; }
   echo "$want" > "$stamp"

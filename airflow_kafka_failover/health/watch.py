@@ -130,7 +130,7 @@ class DownWatch(ClusterWatch):
             newest = self.peer.newest_record_timestamp(
                 self.heartbeats_topic, 0, self.thresholds.probe_timeout
             )
-        except Exception as exc:  # noqa: BLE001 - the peer's trouble is reported, not raised
+        except Exception as exc:  # the peer's trouble is reported, not raised
             with self._lock:
                 self.heartbeat_problem = f"cannot read {self.heartbeats_topic} on the peer cluster: {exc!r}"
             return
@@ -195,7 +195,7 @@ class RecoveryWatch(ClusterWatch):
             return
         try:
             lags, loss = self._measure()
-        except Exception as exc:  # noqa: BLE001 - reported as "not caught up yet", with the reason
+        except Exception as exc:  # reported as "not caught up yet", with the reason
             with self._lock:
                 self.measure_problem = f"could not measure replication lag: {describe_exception(exc)}"
                 self.lags = {}
@@ -260,7 +260,7 @@ class RecoveryWatch(ClusterWatch):
                 self.active.newest_record_timestamp(source.topic, source.partition, timeout),
                 self.hook.newest_record_timestamp(replica.topic, replica.partition, timeout),
             )
-        except Exception:  # noqa: BLE001 - a transaction marker at the end, or a slow read: stay unknown
+        except Exception:  # a transaction marker at the end, or a slow read: stay unknown
             return None
 
     def _data_loss(self, timeout: float) -> dict[str, int]:

@@ -25,6 +25,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.hooks import spark_submit_compat
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status, stop_request_file
 from airflow_kafka_failover.jobs.settings import JobSettings
@@ -184,7 +185,7 @@ class StreamingJobHook(BaseHook):
                 f"(the packaged one is {JOB_APPLICATION})"
             )
         probe = self.spark_submit_hook("probe", [], self.conf)
-        master, deploy_mode = probe._connection["master"], probe._connection["deploy_mode"]
+        master, deploy_mode = spark_submit_compat.master_and_deploy_mode(probe)
         mode = self.deploy_mode_of(master, deploy_mode)
         handle = JobHandle(
             pair=settings.pair,
@@ -208,7 +209,7 @@ class StreamingJobHook(BaseHook):
         submit_hook = self.spark_submit_hook(
             name, ["--settings", str(settings_path)], self._conf_for(master, mode)
         )
-        command = submit_hook._build_spark_submit_command(str(application))
+        command = spark_submit_compat.spark_submit_command(submit_hook, str(application))
         child_env = self._child_env(env)
         if mode == "cluster":
             return self._submit_to_cluster(submit_hook, application, handle, child_env)
@@ -237,15 +238,10 @@ class StreamingJobHook(BaseHook):
         self, submit_hook: Any, application: Path, handle: JobHandle, env: dict[str, str]
     ) -> JobHandle:
         try:
-            submit_hook.submit(str(application), env=env)
+            returned_driver_id = submit_hook.submit(str(application), env=env)
         except Exception as exc:
             raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
-        driver = submit_hook._driver_id or (
-            f"{submit_hook._connection.get('namespace') or 'default'}:{submit_hook._kubernetes_driver_pod}"
-            if submit_hook._kubernetes_driver_pod
-            else None
-        )
-        app_id = submit_hook._yarn_application_id
+        driver, app_id = spark_submit_compat.submitted_ids(submit_hook, returned_driver_id)
         if not driver and not app_id:
             raise JobStartError(
                 f"spark-submit to {handle.master} returned without an application id or driver; "

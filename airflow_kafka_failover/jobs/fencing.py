@@ -7,24 +7,24 @@ in which an old job that could not be reached (its cluster manager gone) keeps c
 one: it stops at its next read of the marker.
 
 Format: JSON ``{"pair": "orders", "epoch": 3, "cluster": "B", "written_at": "..."}``, replaced atomically
-(write to a temporary file, then rename) so a reader never sees half a marker. Mode 0644: it holds no
-secret, and a job running as another user (a cluster's driver) must be able to read it.
+(``atomic_file``: a temporary file renamed over it) so a reader never sees half a marker. Mode 0644: it
+holds no secret, and a job running as another user (a cluster's driver) must be able to read it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_failover.atomic_file import READABLE_BY_ALL, write_json_atomically
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 
-MARKER_MODE = 0o644
+MARKER_MODE = READABLE_BY_ALL
 
 
 class FencedError(FailoverError):
@@ -70,17 +70,8 @@ class FencingMarker:
 
     def write(self, epoch: int, cluster: str) -> FenceState:
         """Replace the marker atomically with ``epoch`` (no check; see :meth:`advance`)."""
-        path = Path(self.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         state = FenceState(self.pair, epoch, cluster, datetime.now(UTC).isoformat(timespec="seconds"))
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, MARKER_MODE)
-        with os.fdopen(descriptor, "w") as handle:
-            json.dump(state.__dict__, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, MARKER_MODE)
-        os.replace(temporary, path)
+        write_json_atomically(self.path, state.__dict__, MARKER_MODE)
         return state
 
     def advance(self, expected_epoch: int | None, new_epoch: int, cluster: str) -> FenceState:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.exceptions import CheckpointError
 
 OWNER_FILE = "_owner.json"
@@ -73,16 +74,6 @@ def read_status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def write_json_atomically(path: Path, data: dict[str, Any], mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old or the new file, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(descriptor, "w") as handle:
-        json.dump(data, handle, sort_keys=True)
-    os.replace(temporary, path)
 
 
 def claim_checkpoint(

@@ -146,16 +146,9 @@ class JobSettings:
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the settings to ``path`` readable by the owner only (it may hold secrets)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.unlink(missing_ok=True)  # a stale file would keep its old, wider mode
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            json.dump(self.to_dict(), handle, indent=1, sort_keys=True)
-        os.replace(temporary, path)
-        return path
+        from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_json_atomically
+
+        return write_json_atomically(path, self.to_dict(), OWNER_ONLY, indent=1)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "job settings") -> JobSettings:

@@ -37,13 +37,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import (
     claim_checkpoint,
     status_file,
     stop_request_file,
-    write_json_atomically,
 )
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
 from airflow_kafka_failover.jobs.settings import JobSettings

@@ -101,7 +101,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
             metadata = watch.hook.describe_cluster(
                 watch.topics, timeout_seconds=watch.thresholds.probe_timeout
             )
-        except Exception:  # noqa: BLE001 - unreachable now: nothing to validate against; probing decides
+        except Exception:  # unreachable now: nothing to validate against; probing decides
             self.log.info(
                 "Cluster %s is not reachable now; topic names are checked once it answers", watch.cluster
             )

@@ -105,7 +105,7 @@ def _read_syncs(hook: KafkaClusterHook | None, topic: str, wanted: set[str], whe
         return []
     try:
         reading = read_offset_syncs(hook, topic, where, topics=wanted)
-    except Exception as exc:  # noqa: BLE001 - missing syncs only remove a method; the plan says so
+    except Exception as exc:  # missing syncs only remove a method; the plan says so
         log.warning(
             "Cannot read offset syncs %s on %s (%s): no offset_sync translation from it",
             topic,
@@ -122,7 +122,7 @@ def _read_syncs(hook: KafkaClusterHook | None, topic: str, wanted: set[str], whe
 def _read_checkpoints(hook: KafkaClusterHook, topic: str, group: str, where: str) -> list[Checkpoint]:
     try:
         reading = read_checkpoints(hook, topic, where, group)
-    except Exception as exc:  # noqa: BLE001 - missing checkpoints only remove a method; the plan says so
+    except Exception as exc:  # missing checkpoints only remove a method; the plan says so
         log.warning(
             "Cannot read checkpoints %s on %s (%s): no checkpoint translation",
             topic,
@@ -230,7 +230,7 @@ def _target_topics(
     wanted = list(dict.fromkeys([*pair.topics_on(target), *sorted(required)]))
     try:
         metadata = hook.describe_cluster(wanted)
-    except Exception as exc:  # noqa: BLE001 - any failure to answer: the plan cannot be made
+    except Exception as exc:  # any failure to answer: the plan cannot be made
         raise TranslationError(
             f"the target cluster {target} ({hook.bootstrap_servers}, connection "
             f"{hook.kafka_config_id!r}) did not answer within {hook.timeout:g} s: {exc}; "
@@ -261,7 +261,7 @@ def _check_partition_counts(position, routes, target_counts, source_hook, source
     if source_hook is not None:
         try:
             source_counts = source_hook.partition_counts([route.source_topic for route in routes])
-        except Exception as exc:  # noqa: BLE001 - the source may be down: fall back to the position
+        except Exception as exc:  # the source may be down: fall back to the position
             log.info("Source %s not reachable for partition counts (%s); using the position's", source, exc)
     for route in routes:
         on_source = source_counts.get(route.source_topic)

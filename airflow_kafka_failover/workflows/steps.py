@@ -20,7 +20,7 @@ from airflow_kafka_failover.record_store import fencing_marker
 
 log = logging.getLogger(__name__)
 
-FAILOVER, FAILBACK = "failover", "failback"
+FAILOVER = "failover"
 FORCED_STOP_TIMEOUT_S = 5.0
 """How long a failover waits for the old job's graceful stop: its cluster is usually gone, and the fence
 already keeps it from committing another batch."""
@@ -96,7 +96,7 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
     )
     try:
         outcome = StreamingJobHook(pair.job.spark_connection).stop(record.job, timeout)
-    except Exception as exc:  # noqa: BLE001 - best effort: the fence stops it when it can read the marker
+    except Exception as exc:  # best effort: the fence stops it when it can read the marker
         log.warning(
             "could not stop the old job (%s); the fence at epoch %s stops it at its next check",
             exc,
@@ -112,7 +112,7 @@ def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
     hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout_seconds=timeout)
     try:
         hook.describe_cluster(timeout_seconds=timeout)
-    except Exception as exc:  # noqa: BLE001 - a dead cluster is expected during a failover
+    except Exception as exc:  # a dead cluster is expected during a failover
         log.info("cluster %s does not answer (%s); planning without it", cluster, exc)
         return None
     return hook
@@ -223,7 +223,7 @@ def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -
         for tp, wm in hook.watermarks(partitions).items():
             key = f"{tp.topic}-{tp.partition}"
             marks[key] = max(wm.high, marks.get(key, 0))
-    except Exception as exc:  # noqa: BLE001 - the position alone is still a valid lower bound
+    except Exception as exc:  # the position alone is still a valid lower bound
         log.info("could not read the watermarks of %s (%s); recording the job's position only", source, exc)
     return marks
 

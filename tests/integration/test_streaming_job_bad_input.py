@@ -19,9 +19,15 @@ from tests.integration.job_support import JobWorld, register_spark_connection
 
 
 @pytest.fixture
-def world(sandbox, tmp_path):
+def world(sandbox, tmp_path, monkeypatch):
+    conn_ids = [f"badjob_{name.lower()}" for name in sandbox.cluster_names] + ["spark_badjob"]
+    for conn_id in conn_ids:
+        # Set through monkeypatch before the registry overwrites it, so that monkeypatch records the
+        # original (or its absence: delenv would record nothing then) and restores it at teardown.
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", "")
     conns = register_connections(sandbox, "badjob")
     spark = register_spark_connection("spark_badjob", "local[2]")
+    assert sorted([*conns.values(), spark]) == sorted(conn_ids), "the registry names connections otherwise"
     return JobWorld(tmp_path, "bad", conns, spark)
 
 
@@ -63,10 +69,11 @@ def test_unknown_topic(world):
     refused(world, "do not exist", topics=["no-such-topic-anywhere"])
 
 
-def test_unreachable_bootstrap_fails_fast(world, topic):
+def test_unreachable_bootstrap_fails_fast(world, topic, monkeypatch):
     port = free_ports(1)[0]
-    os.environ["AIRFLOW_CONN_BADJOB_DEAD"] = json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BADJOB_DEAD",
+        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}}),
     )
     error = refused(world, "cannot reach", topics=[topic], kafka_conn_id="badjob_dead", check_timeout=3)
     assert f"127.0.0.1:{port}" in str(error)
@@ -96,3 +103,10 @@ def test_malformed_start_maps(world, topic, starting):
 
 def test_bad_epoch(world, topic):
     refused(world, "epoch must be an integer", topics=[topic], epoch="one")
+
+
+# Last in the file: the tests above ran in this process before it.
+def test_no_connection_of_this_file_outlives_its_test():
+    prefixes = ("AIRFLOW_CONN_BADJOB_", "AIRFLOW_CONN_SPARK_BADJOB")
+    leaked = sorted(name for name in os.environ if name.startswith(prefixes))
+    assert not leaked, f"connections left in os.environ by the tests above: {leaked}"

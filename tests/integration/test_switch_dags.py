@@ -1,9 +1,14 @@
 """End to end: the start, failover and failback DAGs move a running job between real clusters.
 
-A steady producer writes records with unique ids; the job runs on A. Steps share one sandbox and run in
-order: crash A -> failover; restart A -> failback; hang A -> failover; resume -> failback; a dry run; a
-forced failover; wipe A -> failback refused. After each switch no acknowledged id may be missing from
-the deduplicated sink.
+A steady producer writes records with unique ids; the job runs on A. The steps share one sandbox and
+form one chain (STEPS): start; crash A -> failover; restart A -> failback; hang A -> failover; resume ->
+failback; a dry run; a forced failover; wipe A -> failback refused. After each switch no acknowledged id
+may be missing from the deduplicated sink.
+
+Each test stands alone: it first runs, in order, the steps of the chain before its own that have not run
+yet (``-k hang`` runs start, crash and restart, then hang). A step runs once per module and holds its
+own assertions, so in file order every test runs only its own step, and a test whose step already ran
+as another test's prerequisite passes on that run's assertions.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,7 +40,7 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
     )
 
 
-def test_start_runs_the_job_on_the_primary(story):
+def step_start_runs_the_job_on_the_primary(story) -> None:
     state, output = story.run("start")
     assert state == "success", output[-4000:]
     record = story.record()
@@ -42,14 +48,14 @@ def test_start_runs_the_job_on_the_primary(story):
     assert story.job().is_alive()
 
 
-def test_crash_of_a_fails_over_to_b(story):
+def step_crash_of_a_fails_over_to_b(story) -> None:
     record, fault_at, output = switch_after_fault(story, "failover", "crash", "B")
     assert (record["active"], record["epoch"], record["job"]["cluster"]) == ("B", 1, "B")
     assert record["history"][-1]["kind"] == "failover" and record["history"][-1]["gap_records"] == 0
     timed(story, "failover after crash", fault_at, "B", 1, output)
 
 
-def test_restart_of_a_fails_back_without_loss(story):
+def step_restart_of_a_fails_back_without_loss(story) -> None:
     record, fault_at, output = switch_after_fault(story, "failback", "restart", None)
     story.active_for_producer = "A"
     assert (record["active"], record["epoch"]) == ("A", 2)
@@ -93,13 +99,13 @@ def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) ->
     return story.record(), fault_at, output
 
 
-def test_hang_of_a_fails_over_to_b(story):
+def step_hang_of_a_fails_over_to_b(story) -> None:
     record, fault_at, output = switch_after_fault(story, "failover", "hang", "B")
     assert (record["active"], record["epoch"]) == ("B", 3)
     timed(story, "failover after hang", fault_at, "B", 3, output)
 
 
-def test_resume_of_a_fails_back_without_loss(story):
+def step_resume_of_a_fails_back_without_loss(story) -> None:
     record, fault_at, output = switch_after_fault(story, "failback", "resume", None)
     story.active_for_producer = "A"
     assert (record["active"], record["epoch"]) == ("A", 4)
@@ -107,7 +113,7 @@ def test_resume_of_a_fails_back_without_loss(story):
     check_counts(story, record)
 
 
-def test_dry_run_changes_nothing(story):
+def step_dry_run_changes_nothing(story) -> None:
     before, fence, job = story.record(), story.fence(), story.job()
     state, output = story.run("failover", dry_run=True, reason="what would happen?")
     assert state == "success", output[-6000:]
@@ -116,7 +122,7 @@ def test_dry_run_changes_nothing(story):
     assert story.job().is_alive() and story.job().process.pid() == job.process.pid()
 
 
-def test_forced_failover_of_a_healthy_primary_loses_nothing(story):
+def step_forced_failover_of_a_healthy_primary_loses_nothing(story) -> None:
     state, output = story.run("failover", force=True, reason="planned maintenance of A")
     assert state == "success", output[-6000:]
     story.active_for_producer = "B"
@@ -128,7 +134,7 @@ def test_forced_failover_of_a_healthy_primary_loses_nothing(story):
     check_counts(story, record)
 
 
-def test_failback_to_a_wiped_primary_is_refused(story):
+def step_failback_to_a_wiped_primary_is_refused(story) -> None:
     before, fence = story.record(), story.fence()
     running = story.start_run("failback")
     running.wait_for_text("Pausing task as DEFERRED", 120)
@@ -139,3 +145,91 @@ def test_failback_to_a_wiped_primary_is_refused(story):
     assert story.record() == before and story.fence() == fence
     assert story.job().is_alive() and story.job().cluster == "B"
     check_counts(story, before)
+
+
+# The chain, in order: each step expects the state the steps before it leave.
+STEPS: list[Callable[..., None]] = [
+    step_start_runs_the_job_on_the_primary,
+    step_crash_of_a_fails_over_to_b,
+    step_restart_of_a_fails_back_without_loss,
+    step_hang_of_a_fails_over_to_b,
+    step_resume_of_a_fails_back_without_loss,
+    step_dry_run_changes_nothing,
+    step_forced_failover_of_a_healthy_primary_loses_nothing,
+    step_failback_to_a_wiped_primary_is_refused,
+]
+
+
+STEP_TIMEOUT_S = 600
+"""pytest-timeout's limit per step (the project's default per test): a test may have to run every step
+before its own when it runs alone, so its limit grows with its place in the chain. Each step's waits are
+bounded on their own (a DAG run 420 s), so this only catches a hang."""
+
+
+def chain_timeout(step: Callable[..., None]) -> pytest.MarkDecorator:
+    """The timeout marker of the test of ``step``: one step's limit for it and each step before it."""
+    return pytest.mark.timeout(STEP_TIMEOUT_S * (STEPS.index(step) + 1))
+
+
+@pytest.fixture(scope="module")
+def steps_run() -> dict[str, str]:
+    """The steps already run on the module's story: name -> "passed" or "failed"."""
+    return {}
+
+
+def run_through(story, outcomes: dict[str, str], step: Callable[..., None]) -> None:
+    """Run every step of the chain up to and including ``step`` that has not run yet on this story.
+
+    :param story: the module's pair story.
+    :param outcomes: the ``steps_run`` fixture, updated as the steps run.
+    :param step: the last step to run.
+    """
+    for earlier in STEPS[: STEPS.index(step) + 1]:
+        name = earlier.__name__
+        if outcomes.get(name) == "failed":
+            pytest.fail(f"{name} failed earlier on this sandbox; the later steps cannot run (see its test)")
+        if name in outcomes:
+            continue
+        outcomes[name] = "failed"
+        earlier(story)
+        outcomes[name] = "passed"
+
+
+@chain_timeout(step_start_runs_the_job_on_the_primary)
+def test_start_runs_the_job_on_the_primary(story, steps_run):
+    run_through(story, steps_run, step_start_runs_the_job_on_the_primary)
+
+
+@chain_timeout(step_crash_of_a_fails_over_to_b)
+def test_crash_of_a_fails_over_to_b(story, steps_run):
+    run_through(story, steps_run, step_crash_of_a_fails_over_to_b)
+
+
+@chain_timeout(step_restart_of_a_fails_back_without_loss)
+def test_restart_of_a_fails_back_without_loss(story, steps_run):
+    run_through(story, steps_run, step_restart_of_a_fails_back_without_loss)
+
+
+@chain_timeout(step_hang_of_a_fails_over_to_b)
+def test_hang_of_a_fails_over_to_b(story, steps_run):
+    run_through(story, steps_run, step_hang_of_a_fails_over_to_b)
+
+
+@chain_timeout(step_resume_of_a_fails_back_without_loss)
+def test_resume_of_a_fails_back_without_loss(story, steps_run):
+    run_through(story, steps_run, step_resume_of_a_fails_back_without_loss)
+
+
+@chain_timeout(step_dry_run_changes_nothing)
+def test_dry_run_changes_nothing(story, steps_run):
+    run_through(story, steps_run, step_dry_run_changes_nothing)
+
+
+@chain_timeout(step_forced_failover_of_a_healthy_primary_loses_nothing)
+def test_forced_failover_of_a_healthy_primary_loses_nothing(story, steps_run):
+    run_through(story, steps_run, step_forced_failover_of_a_healthy_primary_loses_nothing)
+
+
+@chain_timeout(step_failback_to_a_wiped_primary_is_refused)
+def test_failback_to_a_wiped_primary_is_refused(story, steps_run):
+    run_through(story, steps_run, step_failback_to_a_wiped_primary_is_refused)

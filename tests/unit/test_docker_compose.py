@@ -2,7 +2,9 @@
 
 No Docker engine runs here, so the file is checked as data: services, images, mounts and ports, and every
 setting that must agree with the sandbox (MirrorMaker 2), the pair config (docker/pairs.yaml) and the
-versions the project resolves (pyspark, the poms, the Airflow pin).
+versions the project resolves (pyspark, the poms, the Airflow pin); its syntax is validated against the
+compose-spec JSON Schema (check-jsonschema of the test extra ships it), and by ``docker compose config``
+where a docker client is installed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -382,6 +385,62 @@ def test_the_producer_entry_point_rejects_bad_arguments(capsys):
             main(argv)
         assert exit_info.value.code == 2
         assert message in capsys.readouterr().err
+
+
+# ---- the compose specification ---------------------------------------------------------------------------
+
+
+def compose_spec_errors(*paths: Path) -> str | None:
+    """check-jsonschema's findings for ``paths`` against the compose-spec schema; None when all are valid.
+
+    :param paths: compose files, checked in one run (each finding starts with its file's path).
+    """
+    result = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
+        + [str(path) for path in paths],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode in (0, 1), f"check-jsonschema did not run: {result.stderr or result.stdout}"
+    return None if result.returncode == 0 else result.stdout + result.stderr
+
+
+def test_docker_compose_file_follows_the_compose_spec():
+    errors = compose_spec_errors(REPO / "docker-compose.yml")
+    assert errors is None, errors
+
+
+INVALID_SERVICES = {
+    "misspelt-key": ({"image": "nginx:1.27", "prots": ["80:80"]}, "'prots' was unexpected"),
+    "unknown-condition": (
+        {"image": "nginx:1.27", "depends_on": {"db": {"condition": "service_ready"}}},
+        "service_ready",
+    ),
+    "ports-not-a-list": (
+        {"image": "nginx:1.27", "ports": {"80": 80}},
+        "web.ports: {'80': 80} is not of type 'array'",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def invalid_findings(tmp_path_factory) -> dict[str, list[str]]:
+    """Each invalid file's findings, from one run of the checker over all of them."""
+    folder = tmp_path_factory.mktemp("invalid-compose")
+    paths = {}
+    for name, (service, _) in INVALID_SERVICES.items():
+        paths[name] = folder / f"{name}.yml"
+        paths[name].write_text(yaml.safe_dump({"services": {"web": service, "db": {"image": "postgres:16"}}}))
+    errors = compose_spec_errors(*paths.values()) or ""
+    return {name: [line for line in errors.splitlines() if str(path) in line] for name, path in paths.items()}
+
+
+@pytest.mark.parametrize("name", sorted(INVALID_SERVICES))
+def test_the_compose_spec_check_refuses_an_invalid_file(invalid_findings, name):
+    finding = INVALID_SERVICES[name][1]
+    assert any(finding in line for line in invalid_findings[name]), invalid_findings[name]
 
 
 # ---- the real parser, where there is one -----------------------------------------------------------------

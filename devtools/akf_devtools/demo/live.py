@@ -54,5 +54,5 @@ class LiveStatus:
         while not self._stop.wait(self.every):
             try:
                 self.say(self.line())
-            except Exception as exc:  # noqa: BLE001 - a status line must never end the demo
+            except Exception as exc:  # a status line must never end the demo
                 self.say(f"  (status unavailable: {exc})")

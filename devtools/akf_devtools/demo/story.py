@@ -188,7 +188,7 @@ class Story:
         )
         env = airflow_env(self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path), **(env or {}))
         log_path = self.root / f"run-{self.runs}-{kind}.log"
-        log_handle = open(log_path, "w")  # noqa: SIM115 - closed by RunningDag.wait/kill
+        log_handle = open(log_path, "w")  # closed by RunningDag.wait/kill
         process = subprocess.Popen(
             [sys.executable, str(path)], env=env, stdout=log_handle, stderr=subprocess.STDOUT
         )

@@ -252,7 +252,7 @@ class KafkaBroker:
         )
         try:
             return admin.list_topics(timeout=timeout)
-        except Exception:  # noqa: BLE001 - any failure means "does not answer"
+        except Exception:  # any failure means "does not answer"
             return None
 
     def answers_metadata(self, timeout: float = 2.0) -> bool:

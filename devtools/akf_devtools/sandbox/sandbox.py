@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from airflow_kafka_failover.atomic_file import write_json_atomically
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import KafkaBroker, new_cluster_id
 from akf_devtools.sandbox.jars import kafka_classpath
@@ -115,9 +116,8 @@ class Sandbox:
             "replication": asdict(self.settings),
             "security": self.security,
         }
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_file)
+        # Unsorted: the order of the clusters is the order of the sandbox's cluster names.
+        write_json_atomically(self.state_file, state, indent=1, sort_keys=False)
 
     @property
     def mirrormaker(self) -> MirrorMaker:
@@ -246,7 +246,7 @@ class Sandbox:
             try:
                 broker.start()
                 broker.wait_ready(timeout)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below in the calling thread
+            except BaseException as exc:  # re-raised below in the calling thread
                 errors.append(exc)
 
         threads = [threading.Thread(target=start, args=(broker,)) for broker in brokers]

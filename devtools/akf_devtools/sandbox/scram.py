@@ -8,35 +8,27 @@ a command line: ``ps`` shows every process's arguments to every user of the mach
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_atomically
 from akf_devtools.errors import SandboxError
 
 MECHANISM = "SCRAM-SHA-512"
 PROTOCOL = "SASL_PLAINTEXT"
 LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 CREDENTIALS_FILE = "scram-credentials.json"
-PRIVATE_MODE = 0o600
 
 
 def write_private(path: Path, text: str) -> Path:
     """Replace ``path`` with ``text``, readable and writable by the owner only (it may hold a secret).
 
-    The file is created 0600 and renamed into place, so no reader ever sees it with a wider mode.
+    :param path: the file to replace.
+    :param text: its new content.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.unlink(missing_ok=True)  # a stale file would keep its old, wider mode
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
-    with os.fdopen(descriptor, "w") as handle:
-        os.fchmod(handle.fileno(), PRIVATE_MODE)
-        handle.write(text)
-    os.replace(temporary, path)
-    return path
+    return write_atomically(path, text, OWNER_ONLY)
 
 
 def _jaas_quote(value: str) -> str:

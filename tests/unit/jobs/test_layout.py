@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.exceptions import CheckpointError
 from airflow_kafka_failover.jobs.layout import (
     OWNER_FILE,
@@ -13,7 +14,6 @@ from airflow_kafka_failover.jobs.layout import (
     read_status,
     status_file,
     stop_request_file,
-    write_json_atomically,
 )
 
 OWNER = {"pair": "orders", "cluster": "A", "epoch": 2}

@@ -184,7 +184,7 @@ class FakeUdfs:
     def __init__(self, error: Exception | None = None) -> None:
         self.error, self.registered = error, []
 
-    def registerJavaFunction(self, name, class_name, return_type):  # noqa: N802 - the PySpark name
+    def registerJavaFunction(self, name, class_name, return_type):  # the PySpark name
         if self.error:
             raise self.error
         self.registered.append((name, class_name))

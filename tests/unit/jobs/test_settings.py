@@ -395,6 +395,7 @@ def test_write_narrows_a_stale_temporary_file(tmp_path):
     stale = tmp_path / f".settings.json.{os.getpid()}.tmp"
     stale.write_text("old")
     stale.chmod(0o644)
+    os.utime(stale, (0, 0))  # left by a writer that crashed long ago
     make(topics=("orders",)).write(target)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert not stale.exists()

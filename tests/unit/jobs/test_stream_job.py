@@ -36,7 +36,7 @@ class FakeAdmin:
         self.calls = calls
         calls.append(("create", dict(props)))
 
-    def alterConsumerGroupOffsets(self, group, offsets):  # noqa: N802 - the Java name
+    def alterConsumerGroupOffsets(self, group, offsets):  # the Java name
         self.calls.append(("commit", group, dict(offsets)))
         return SimpleNamespace(all=lambda: SimpleNamespace(get=lambda timeout, unit: None))
 
@@ -68,7 +68,7 @@ class FluentStream:
         self._query = query
 
     @property
-    def writeStream(self) -> FluentStream:  # noqa: N802 - the PySpark name
+    def writeStream(self) -> FluentStream:  # the PySpark name
         return self
 
     def start(self) -> SimpleNamespace:
