@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -99,7 +100,7 @@ class FencingMarker:
             return self.write(new_epoch, cluster)
 
     @contextmanager
-    def locked(self):
+    def locked(self) -> Iterator[None]:
         """Hold the marker's lock (an exclusive ``flock`` on ``<marker>.lock`` beside it).
 
         :meth:`advance` holds it while it compares and writes; the active record's commit holds it too, so a

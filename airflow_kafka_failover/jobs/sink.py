@@ -55,7 +55,7 @@ def staging_dir(sink_root: str | os.PathLike[str], epoch: int, batch_id: int, to
 def batch_dirs(sink_root: str | os.PathLike[str]) -> list[tuple[int, int, Path]]:
     """Every complete batch directory as (epoch, batch_id, path), in order."""
     root = Path(sink_root)
-    found = []
+    found: list[tuple[int, int, Path]] = []
     if not root.is_dir():
         return found
     for epoch_dir in root.iterdir():
@@ -96,7 +96,7 @@ class SinkContents:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     duplicates: int = 0
     without_id: int = 0
-    rows_by_cluster: Counter = field(default_factory=Counter)
+    rows_by_cluster: Counter[str] = field(default_factory=Counter)
 
     @property
     def record_ids(self) -> set[str]:
