@@ -25,7 +25,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.verdict import HealthThresholds
@@ -150,6 +158,17 @@ def _flows(value: Any) -> Any:
     return tuple(dict.fromkeys(item if isinstance(item, tuple) else _parse_flow(item) for item in value))
 
 
+_FLOWS_IN_A_FILE = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "array", "items": {"type": "string", "pattern": "^.+->.+$"}, "minItems": 1},
+            {"type": "null"},
+        ]
+    }
+)
+"""How a file gives the flows: ``"A->B"`` strings (the model holds them as pairs)."""
+
+
 class ReplicationSpec(Schema):
     """How the pair replicates (``replication``)."""
 
@@ -160,7 +179,7 @@ class ReplicationSpec(Schema):
     separator: Text = Field(
         ".", description="The replication policy's separator (`replication.policy.separator`)."
     )
-    flows: Annotated[tuple[tuple[str, str], ...] | None, BeforeValidator(_flows)] = Field(
+    flows: Annotated[tuple[tuple[str, str], ...] | None, BeforeValidator(_flows), _FLOWS_IN_A_FILE] = Field(
         None,
         description="Enabled flows, e.g. `['A->B', 'B->A']`; null: both ways (`default` policy) or the "
         "first-listed cluster to the second (`identity`).",

@@ -17,7 +17,15 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _E = TypeVar("_E", bound=StrEnum)
@@ -36,10 +44,19 @@ class FieldProblem(ValueError):
         self.problem = problem
 
 
+def _without_excluded_fields(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """Drop fields filled from the enclosing key (``exclude=True``) from the JSON Schema of a file."""
+    for name, info in model.model_fields.items():
+        if info.exclude:
+            schema.get("properties", {}).pop(name, None)
+            if name in schema.get("required", []):
+                schema["required"].remove(name)
+
+
 class Schema(BaseModel):
     """A typed section of a file: frozen, unknown keys refused by name, ``null`` read as an empty section."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_without_excluded_fields)
 
     @classmethod
     def known_keys(cls) -> list[str]:
@@ -157,19 +174,23 @@ def choice(enum: type[_E]) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-Seconds = Annotated[float, BeforeValidator(_number(0.0)), Field(ge=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False), BeforeValidator(_number(0.0))]
 """A finite number of seconds >= 0."""
-JobSeconds = Annotated[float, BeforeValidator(_number(0.1)), Field(ge=0.1, allow_inf_nan=False)]
+JobSeconds = Annotated[float, Field(ge=0.1, allow_inf_nan=False), BeforeValidator(_number(0.1))]
 """A finite number of seconds >= 0.1 (a wait or an interval of the job)."""
-LongSeconds = Annotated[float, BeforeValidator(_number(1.0)), Field(ge=1, allow_inf_nan=False)]
+LongSeconds = Annotated[float, Field(ge=1, allow_inf_nan=False), BeforeValidator(_number(1.0))]
 """A finite number of seconds >= 1."""
-Text = Annotated[str, BeforeValidator(_text), Field(min_length=1)]
+Text = Annotated[str, Field(min_length=1), BeforeValidator(_text)]
 """A non-empty string."""
-Count = Annotated[int, BeforeValidator(_count), Field(ge=1)]
+Count = Annotated[int, Field(ge=1), BeforeValidator(_count)]
 """An integer >= 1."""
 Flag = Annotated[bool, BeforeValidator(_flag)]
 """``true`` or ``false`` (not ``"yes"``, not 1)."""
 Options = Annotated[dict[str, str], BeforeValidator(_options)]
 """Option names to string values; YAML booleans and numbers are refused (quote them)."""
-LocalPath = Annotated[str, BeforeValidator(_local_path), Field(min_length=1)]
+LocalPath = Annotated[
+    str,
+    BeforeValidator(_local_path),
+    WithJsonSchema({"type": "string", "minLength": 1, "pattern": "^(?![A-Za-z][A-Za-z0-9+.-]*://)"}),
+]
 """A local file system path; ``scheme://`` URLs are refused until remote storage is supported."""

@@ -62,9 +62,9 @@ def _positive_seconds(value: Any, info: ValidationInfo) -> Any:
     return float(value)
 
 
-_Whole = Annotated[int, BeforeValidator(_whole(1)), Field(ge=1)]
-_WholeOrZero = Annotated[int, BeforeValidator(_whole(0)), Field(ge=0)]
-_PositiveSeconds = Annotated[float, BeforeValidator(_positive_seconds), Field(gt=0, allow_inf_nan=False)]
+_Whole = Annotated[int, Field(ge=1), BeforeValidator(_whole(1))]
+_WholeOrZero = Annotated[int, Field(ge=0), BeforeValidator(_whole(0))]
+_PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False), BeforeValidator(_positive_seconds)]
 
 
 class HealthThresholds(Schema):

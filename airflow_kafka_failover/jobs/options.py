@@ -36,11 +36,14 @@ class StreamOptions(Schema):
 
     record_id_field: Text = Field(
         "id",
-        description="JSON field of the record's value that holds the record id, or `key` for the Kafka key.",
+        description="JSON field of the record's value that holds its id, or `key` for the Kafka key. A plain "
+        "top-level name (letters, digits, `_`, `-`) is read by the record-id jar's reader when the jar is "
+        "among the job's jars, with `get_json_object` for whatever it leaves; anything else is a JSON path "
+        "for `get_json_object` (`order.id`). The ids are the same either way; the job's log says which.",
     )
     trigger_interval_seconds: JobSeconds = Field(5.0, description="Micro-batch trigger interval (seconds).")
     max_offsets_per_trigger: Count | None = Field(
-        None, description="Cap on records per micro-batch; null for no cap."
+        None, description="Cap on records per micro-batch (Spark's `maxOffsetsPerTrigger`); null for no cap."
     )
     kafka_options: Options = Field(
         default_factory=dict,
@@ -56,14 +59,18 @@ class JobOptions(StreamOptions):
     relative paths are relative to the pair config file. ``scheme://`` URLs are refused.
     """
 
-    spark_connection: Text = Field("spark_default", description="The Airflow `spark` connection id.")
+    spark_connection: Text = Field(
+        "spark_default",
+        description="The Airflow `spark` connection (master `local[*]`, `spark://host:port`, `yarn`, "
+        "`k8s://...`; its deploy mode).",
+    )
     sink_root: LocalPath | None = Field(
         None, description="Parquet sink root (default `$AIRFLOW_HOME/kafka-failover/sink/<pair>`)."
     )
     checkpoint_root: LocalPath | None = Field(
         None,
-        description="Root of the per-(cluster, epoch) checkpoints (default `$AIRFLOW_HOME/kafka-failover/"
-        "checkpoints`).",
+        description="Root of the per-(pair, cluster, epoch) checkpoints (default "
+        "`$AIRFLOW_HOME/kafka-failover/checkpoints`).",
     )
     run_root: LocalPath | None = Field(
         None,
@@ -72,14 +79,17 @@ class JobOptions(StreamOptions):
     )
     fencing_marker: LocalPath | None = Field(
         None,
-        description="The pair's fencing marker file (default "
+        description="The pair's fencing marker file; each pair needs its own (default "
         "`$AIRFLOW_HOME/kafka-failover/fencing/<pair>.json`).",
     )
     spark_conf: Options = Field(
         default_factory=dict, description="Spark configuration (`--conf`); values are strings."
     )
     jars: Text | None = Field(
-        None, description="`--jars` (null: the `[kafka_failover] job_jars` Airflow option)."
+        None,
+        description="`--jars`; null: the Airflow option `[kafka_failover] job_jars` (`make setup` fills it "
+        "with the Kafka source jars and the record-id jar); add `.jars/record-id/akf-record-id.jar` to a "
+        "list of your own.",
     )
     packages: Text | None = Field(None, description="`--packages` instead of `jars`.")
     driver_memory: Text | None = Field(None, description="`--driver-memory`, e.g. `2g`.")
@@ -89,17 +99,23 @@ class JobOptions(StreamOptions):
         None, description="`client` or `cluster`; null: the spark connection's deploy mode."
     )
     application: Text | None = Field(
-        None, description="The job file spark-submit runs (null: the packaged `stream_job.py`)."
+        None, description="The job file spark-submit runs (null: the packaged `jobs/stream_job.py`)."
     )
     startup_timeout_seconds: JobSeconds = Field(
-        180.0, description="Time the job has to report running (client deploy mode)."
+        180.0,
+        description="Time the job has to report `running` (local and client deploy mode; in cluster mode "
+        "the submit step does not wait).",
     )
     stop_timeout_seconds: JobSeconds = Field(
-        60.0, description="Time a stopped job has to finish its batch before it is stopped by force."
+        60.0,
+        description="Time a stopped job has to finish its batch before it is stopped by force (a failover "
+        "waits at most 5 s).",
     )
     first_batch_timeout_seconds: JobSeconds = Field(
-        300.0, description="Time the new job of a switch has to commit its first batch."
+        300.0,
+        description="Time the new job of a switch has to commit its first batch (timeout of "
+        "`wait_first_batch`).",
     )
     check_timeout_seconds: JobSeconds = Field(
-        10.0, description="Time the checks against the Kafka cluster before submission may take."
+        10.0, description="Time the checks against the Kafka cluster (topics, partitions) may take."
     )

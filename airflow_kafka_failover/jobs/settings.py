@@ -84,7 +84,7 @@ class JobSettings(StreamOptions):
     )
     pair: Text = Field(description="The pair's name.")
     cluster: Text = Field(description="The cluster the job reads (a name of the pair).")
-    epoch: Annotated[int, BeforeValidator(_epoch), Field(ge=0)] = Field(
+    epoch: Annotated[int, Field(ge=0), BeforeValidator(_epoch)] = Field(
         description="The epoch of this run; the job stops when the fencing marker moves past it."
     )
     bootstrap_servers: Text = Field(description="The cluster's bootstrap addresses.")
