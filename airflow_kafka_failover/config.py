@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     BeforeValidator,
@@ -125,8 +125,9 @@ class ClusterSpec(Schema):
 
     name: str = Field(exclude=True, description="The cluster's name in the pair (the key of `clusters`).")
     connection: Text = Field(description="The Airflow `kafka` connection id of the cluster.")
-    alias: Text | None = Field(
+    alias: Text = Field(  # type: ignore[assignment]
         None,
+        json_schema_extra={"x-default": "the cluster's name"},
         description="The cluster's MirrorMaker 2 alias (`clusters` in mm2.properties): letters, digits, "
         "`_`, `-`, without the replication separator; null: the cluster's name.",
     )
@@ -137,10 +138,7 @@ class ClusterSpec(Schema):
             object.__setattr__(self, "alias", self.name)  # frozen: filled once, while it is being built
         return self
 
-    @property
-    def mm2_alias(self) -> str:
-        """The MirrorMaker 2 alias (``alias``, or the name when left out)."""
-        return self.alias or self.name
+    _null_means_default: ClassVar[tuple[str, ...]] = ("alias",)
 
 
 def _parse_flow(item: Any) -> tuple[str, str]:
@@ -179,8 +177,10 @@ class ReplicationSpec(Schema):
     separator: Text = Field(
         ".", description="The replication policy's separator (`replication.policy.separator`)."
     )
-    flows: Annotated[tuple[tuple[str, str], ...] | None, BeforeValidator(_flows), _FLOWS_IN_A_FILE] = Field(
-        None,
+    # Left out, the flows (and the methods below) are derived by the pair from its other sections.
+    flows: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_flows), _FLOWS_IN_A_FILE] = Field(
+        None,  # type: ignore[arg-type]
+        json_schema_extra={"x-default": "both ways (`default`); first cluster to second (`identity`)"},
         description="Enabled flows, e.g. `['A->B', 'B->A']`; null: both ways (`default` policy) or the "
         "first-listed cluster to the second (`identity`).",
     )
@@ -197,7 +197,9 @@ class ReplicationSpec(Schema):
 
     def has_flow(self, source: str, target: str) -> bool:
         """Whether records replicate from ``source`` to ``target``."""
-        return (source, target) in (self.flows or ())
+        return (source, target) in self.flows
+
+    _null_means_default: ClassVar[tuple[str, ...]] = ("flows",)
 
 
 def _methods(value: Any) -> Any:
@@ -215,8 +217,9 @@ def _methods(value: Any) -> Any:
 class TranslationSpec(Schema):
     """How positions are translated between the clusters (``translation``)."""
 
-    methods: Annotated[tuple[TranslationMethod, ...] | None, BeforeValidator(_methods)] = Field(
-        None,
+    methods: Annotated[tuple[TranslationMethod, ...], BeforeValidator(_methods)] = Field(
+        None,  # type: ignore[arg-type]
+        json_schema_extra={"x-default": "see the meaning"},
         description="Methods to try, most preferred first; null: `[identity]` with an offset-preserving "
         "replicator, else `[checkpoint, offset_sync, offset_sync_reverse, timestamp]`.",
     )
@@ -231,6 +234,8 @@ class TranslationSpec(Schema):
         StartPosition.EARLIEST,
         description="Where the job starts when it has no committed batch: `earliest` or `latest`.",
     )
+
+    _null_means_default: ClassVar[tuple[str, ...]] = ("methods",)
 
 
 class SwitchSpec(Schema):
@@ -273,7 +278,7 @@ def _clusters(value: Any) -> Any:
         raise ValueError(f"must be a mapping, got {type(value).__name__} {value!r}")
     if len(value) != 2:
         raise ValueError(f"a pair has exactly two clusters, got {len(value)}: {sorted(map(str, value))}")
-    clusters = {}
+    clusters: dict[Any, Any] = {}
     for name, spec in value.items():
         if isinstance(spec, ClusterSpec):
             clusters[name] = spec
@@ -307,10 +312,15 @@ class PairConfig(Schema):
     topics: Annotated[tuple[str, ...], BeforeValidator(_topics)] = Field(
         description="Topics the job reads, by their names on their origin cluster."
     )
-    replication: ReplicationSpec = Field(default_factory=ReplicationSpec, description="Replication settings.")
-    translation: TranslationSpec = Field(default_factory=TranslationSpec, description="Translation settings.")
-    bookkeeping_group: Text | None = Field(
+    replication: ReplicationSpec = Field(
+        default_factory=lambda: ReplicationSpec.model_validate({}), description="Replication settings."
+    )
+    translation: TranslationSpec = Field(
+        default_factory=lambda: TranslationSpec.model_validate({}), description="Translation settings."
+    )
+    bookkeeping_group: Text = Field(  # type: ignore[assignment]
         None,
+        json_schema_extra={"x-default": "`airflow-kafka-failover.<pair>`"},
         description="Consumer group the job commits its position to, so that MirrorMaker 2 checkpoints it "
         "(null: `airflow-kafka-failover.<pair>`).",
     )
@@ -318,9 +328,13 @@ class PairConfig(Schema):
         default_factory=HealthThresholds,
         description="Health thresholds of the failover and failback sensors.",
     )
-    job: JobOptions = Field(default_factory=JobOptions, description="The streaming job and its file roots.")
+    job: JobOptions = Field(
+        default_factory=lambda: JobOptions.model_validate({}),
+        description="The streaming job and its file roots.",
+    )
     switch: SwitchSpec = Field(
-        default_factory=SwitchSpec, description="How the failover and failback DAGs behave."
+        default_factory=lambda: SwitchSpec.model_validate({}),
+        description="How the failover and failback DAGs behave.",
     )
 
     @model_validator(mode="before")
@@ -359,14 +373,14 @@ class PairConfig(Schema):
                 f"both clusters use connection {connections[0]!r}; the same cluster twice "
                 "cannot fail over to itself",
             )
-        aliases = [c.mm2_alias for c in self.clusters.values()]
+        aliases = [c.alias for c in self.clusters.values()]
         if len(set(aliases)) == 1:
             raise FieldProblem(
                 "clusters", f"both clusters have MirrorMaker 2 alias {aliases[0]!r}; aliases must differ"
             )
         separator = self.replication.separator
         for name, cluster in self.clusters.items():
-            alias = cluster.mm2_alias
+            alias = cluster.alias
             # MirrorMaker 2 reads the alias back out of remote topic names (A.orders) and config prefixes
             # (A.bootstrap.servers): an alias holding the separator would be split in the wrong place.
             if not _MM2_ALIAS.match(alias) or separator in alias:
@@ -383,7 +397,7 @@ class PairConfig(Schema):
             first, second = names
             both = ((first, second), (second, first))
             flows = both[:1] if replication.policy == ReplicationPolicy.IDENTITY else both
-            object.__setattr__(replication, "flows", flows)
+            object.__setattr__(self, "replication", replication.model_copy(update={"flows": flows}))
             return
         for source, target in replication.flows:
             if source not in self.clusters or target not in self.clusters:
@@ -400,7 +414,7 @@ class PairConfig(Schema):
         translation, preserving = self.translation, self.replication.offset_preserving
         if translation.methods is None:
             methods = (TranslationMethod.IDENTITY,) if preserving else DEFAULT_METHODS
-            object.__setattr__(translation, "methods", methods)
+            object.__setattr__(self, "translation", translation.model_copy(update={"methods": methods}))
         elif TranslationMethod.IDENTITY in translation.methods and not preserving:
             raise FieldProblem(
                 "translation.methods",
@@ -434,7 +448,7 @@ class PairConfig(Schema):
         other = self.other(cluster)
         names = list(self.topics)
         if self.replication.policy == ReplicationPolicy.DEFAULT and self.replication.has_flow(other, cluster):
-            names += [policy.remote_topic(self.cluster(other).mm2_alias, topic) for topic in self.topics]
+            names += [policy.remote_topic(self.cluster(other).alias, topic) for topic in self.topics]
         return names
 
 

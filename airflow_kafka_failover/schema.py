@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -54,7 +54,13 @@ def _without_excluded_fields(schema: dict[str, Any], model: type[BaseModel]) -> 
 
 
 class Schema(BaseModel):
-    """A typed section of a file: frozen, unknown keys refused by name, ``null`` read as an empty section."""
+    """A typed section of a file: frozen, unknown keys refused by name, ``null`` read as an empty section.
+
+    Fields named in ``_null_means_default`` have a default derived from other fields (filled in by a
+    validator); an explicit ``null`` in the file means that default.
+    """
+
+    _null_means_default: ClassVar[tuple[str, ...]] = ()
 
     model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_without_excluded_fields)
 
@@ -77,7 +83,8 @@ class Schema(BaseModel):
         unknown = sorted(str(key) for key in data if key not in cls.model_fields)
         if unknown:
             raise ValueError(f"unknown key(s) {unknown}; known keys are {known}")
-        return data
+        derived = cls._null_means_default
+        return {key: value for key, value in data.items() if not (key in derived and value is None)}
 
 
 def problem_of(error: ValidationError) -> tuple[str, str]:

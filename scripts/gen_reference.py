@@ -105,6 +105,9 @@ def _type_of(schema: dict[str, Any], defs: dict[str, Any]) -> str:
 
 
 def _default_of(info: Any) -> str:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if "x-default" in extra:
+        return str(extra["x-default"])
     if info.default_factory is not None:
         value = info.default_factory()
     elif info.default is PydanticUndefined:

@@ -49,7 +49,7 @@ def _require_positive_seconds(name: str, value: Any) -> None:
         raise ConfigError(f"health threshold {name} must be a positive number of seconds, got {value!r}")
 
 
-def _whole(minimum: int) -> Callable[[Any], Any]:
+def _whole(minimum: int) -> Callable[[Any, ValidationInfo], Any]:
     def check(value: Any, info: ValidationInfo) -> Any:
         _require_int(str(info.field_name), value, minimum=minimum)
         return value
@@ -133,6 +133,9 @@ class HealthThresholds(Schema):
 
     @model_validator(mode="after")
     def _gaps_are_covered(self) -> HealthThresholds:
+        return self._check_gaps()
+
+    def _check_gaps(self) -> HealthThresholds:
         gap = self.max_probe_gap
         for name in ("stability_window", "heartbeat_stale_seconds"):
             if getattr(self, name) < gap:
@@ -176,7 +179,7 @@ class HealthThresholds(Schema):
             "heartbeat_stale_seconds",
         ):
             _require_positive_seconds(name, getattr(self, name))
-        return self._gaps_are_covered()
+        return self._check_gaps()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HealthThresholds:

@@ -11,7 +11,7 @@ Pure module: pydantic only, no Airflow, no pyspark.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -55,30 +55,41 @@ class StreamOptions(Schema):
 class JobOptions(StreamOptions):
     """The streaming job of a pair: what it reads with, how it is submitted, where its files go.
 
-    Paths left out default (in the pair config) to folders under ``$AIRFLOW_HOME/kafka-failover/``;
-    relative paths are relative to the pair config file. ``scheme://`` URLs are refused.
+    The four paths ``sink_root``, ``checkpoint_root``, ``run_root`` and ``fencing_marker`` default (in the
+    pair config) to folders under ``$AIRFLOW_HOME/kafka-failover/`` (``~/airflow`` when ``AIRFLOW_HOME`` is
+    unset); in them ``~`` is expanded and a relative path is relative to the config file's folder. A URL
+    (``s3://...``, any ``scheme://``) is refused: remote storage is not supported yet. ``application`` and
+    ``jars`` are used as written: a relative path there is relative to the working directory of the
+    Airflow worker that submits the job. Seconds must be finite and >= 0.1.
     """
+
+    _null_means_default: ClassVar[tuple[str, ...]] = PATH_OPTIONS
 
     spark_connection: Text = Field(
         "spark_default",
         description="The Airflow `spark` connection (master `local[*]`, `spark://host:port`, `yarn`, "
         "`k8s://...`; its deploy mode).",
     )
-    sink_root: LocalPath | None = Field(
-        None, description="Parquet sink root (default `$AIRFLOW_HOME/kafka-failover/sink/<pair>`)."
-    )
-    checkpoint_root: LocalPath | None = Field(
+    sink_root: LocalPath = Field(  # type: ignore[assignment]
         None,
+        json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/sink/<pair>`"},
+        description="Parquet sink root (default `$AIRFLOW_HOME/kafka-failover/sink/<pair>`).",
+    )
+    checkpoint_root: LocalPath = Field(  # type: ignore[assignment]
+        None,
+        json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/checkpoints`"},
         description="Root of the per-(pair, cluster, epoch) checkpoints (default "
         "`$AIRFLOW_HOME/kafka-failover/checkpoints`).",
     )
-    run_root: LocalPath | None = Field(
+    run_root: LocalPath = Field(  # type: ignore[assignment]
         None,
+        json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/runs`"},
         description="Root of the run folders: settings, status, stop request, log (default "
         "`$AIRFLOW_HOME/kafka-failover/runs`).",
     )
-    fencing_marker: LocalPath | None = Field(
+    fencing_marker: LocalPath = Field(  # type: ignore[assignment]
         None,
+        json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/fencing/<pair>.json`"},
         description="The pair's fencing marker file; each pair needs its own (default "
         "`$AIRFLOW_HOME/kafka-failover/fencing/<pair>.json`).",
     )
