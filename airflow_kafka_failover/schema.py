@@ -44,13 +44,28 @@ class FieldProblem(ValueError):
         self.problem = problem
 
 
-def _without_excluded_fields(schema: dict[str, Any], model: type[BaseModel]) -> None:
-    """Drop fields filled from the enclosing key (``exclude=True``) from the JSON Schema of a file."""
+_ANNOTATIONS = ("title", "description", "default", "x-default")
+
+
+def _as_a_file_gives_it(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """The JSON Schema of a section as a file gives it.
+
+    Fields filled from the enclosing key (``exclude=True``) are dropped; fields with a derived default
+    (``_null_means_default``) also accept ``null``.
+    """
+    properties = schema.get("properties", {})
     for name, info in model.model_fields.items():
         if info.exclude:
-            schema.get("properties", {}).pop(name, None)
+            properties.pop(name, None)
             if name in schema.get("required", []):
                 schema["required"].remove(name)
+    for name in getattr(model, "_null_means_default", ()):
+        field = properties.get(name)
+        if field is None or {"type": "null"} in field.get("anyOf", []):
+            continue
+        value = {key: item for key, item in field.items() if key not in _ANNOTATIONS}
+        notes = {key: item for key, item in field.items() if key in _ANNOTATIONS}
+        properties[name] = {"anyOf": [value, {"type": "null"}], **notes}
 
 
 class Schema(BaseModel):
@@ -62,7 +77,7 @@ class Schema(BaseModel):
 
     _null_means_default: ClassVar[tuple[str, ...]] = ()
 
-    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_without_excluded_fields)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_as_a_file_gives_it)
 
     @classmethod
     def known_keys(cls) -> list[str]:
