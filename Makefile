@@ -34,6 +34,12 @@ airflow: setup
 clean:
 	rm -rf .run .airflow results
 
+# The option tables of docs/reference.md and the JSON Schemas of the pair config and the job settings file,
+# generated from the models; a unit test fails when the committed ones differ.
+.PHONY: reference
+reference:
+	.venv/bin/python scripts/gen_reference.py
+
 # Every benchmark, one after the other (sandboxes and Spark; long on 2 cores): a table of the figures and
 # results/benchmarks.json with the machine. BENCH_ARGS="--quick" for a smoke run, "--only rto,redelivery" for some.
 .PHONY: bench

@@ -391,7 +391,7 @@ class Bench:
             starting_offsets="earliest",
             record_id_field="id",
             max_offsets_per_trigger=self.args.max_offsets_per_trigger,
-            trigger_interval_s=self.args.trigger_interval,
+            trigger_interval_seconds=self.args.trigger_interval,
         )
         return settings, layout
 

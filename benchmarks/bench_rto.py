@@ -37,7 +37,6 @@ import shutil
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +135,7 @@ def summarize(
 
 
 def health_settings(name: str) -> dict[str, Any]:
-    return dict(QUICK_HEALTH) if name == "quick" else asdict(HealthThresholds())
+    return dict(QUICK_HEALTH) if name == "quick" else HealthThresholds().model_dump()
 
 
 def make_story(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> Story:

@@ -16,113 +16,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.evidence import ProbeResult, format_clock, in_time_order, list_partitions
+from airflow_kafka_failover.schema import Schema, problem_of
 
 SPAN_TOLERANCE_S = 0.001
 """A failed run spans ``min_down_seconds`` when it is short by at most this much: probe start times sit on a
 fixed cadence, and floating-point noise must not cost a whole probe interval."""
-
-
-@dataclass(frozen=True)
-class HealthThresholds:
-    """How much evidence the health sensors need before they act.
-
-    Constraints between fields (checked by :meth:`validate`):
-
-    - ``stability_window >= max_probe_gap``: a window shorter than the largest tolerated gap between
-      probes could be "covered" by two probes on its edges and would prove nothing about stability.
-    - ``heartbeat_stale_seconds >= max_probe_gap``: heartbeats are observed once per probe; a staleness
-      limit shorter than the gap between two looks would call live heartbeats stopped merely because
-      nobody looked, which would turn a network split into a false "down".
-
-    Both imply ``probe_timeout`` is below ``stability_window`` and ``heartbeat_stale_seconds``.
-    ``min_down_seconds`` and ``failure_threshold`` are independent: whichever needs longer wins.
-
-    :param failure_threshold: consecutive failed probes needed for "down".
-    :param min_down_seconds: the failed run must span at least this long, first to newest failure.
-    :param probe_interval: seconds between the starts of two probes when all goes well.
-    :param stability_window: seconds of uninterrupted healthy probes needed for "recovered".
-    :param max_replication_lag: records a replicated partition may still lag for "recovered".
-    :param probe_timeout: seconds a probe may wait for the cluster before counting as failed. A healthy
-        cluster answers a metadata request in milliseconds; 2 s tolerates a long GC pause, and a single
-        slow answer never decides anything because "down" needs several failures in a row. The timeout
-        bounds how fast a hung (not crashed) cluster is detected: about min_down_seconds + timeout.
-    :param heartbeat_stale_seconds: a replicated MM2 heartbeat older than this no longer proves the
-        watched cluster alive. MM2 writes one per second (``emit.heartbeats.interval.seconds``); 6 s
-        leaves room for replication latency, clock skew between MM2 workers and Airflow, and one
-        missed look (it must be at least ``max_probe_gap``). It bounds crash detection from below.
-    """
-
-    failure_threshold: int = 3
-    min_down_seconds: float = 6.0
-    probe_interval: float = 2.0
-    stability_window: float = 30.0
-    max_replication_lag: int = 0
-    probe_timeout: float = 2.0
-    heartbeat_stale_seconds: float = 6.0
-
-    @property
-    def max_probe_gap(self) -> float:
-        """The largest gap between two probes that still counts as continuous observation.
-
-        A probe starts every ``probe_interval`` and may take ``probe_timeout``; one late or lost poke
-        (scheduler or triggerer jitter) is tolerated. A longer gap is not evidence of anything: it
-        restarts both a run of failures and a stability window.
-        """
-        return 2 * self.probe_interval + self.probe_timeout
-
-    @property
-    def history_horizon(self) -> float:
-        """Seconds of probe history that :func:`recent_history` keeps so that no decision changes."""
-        longest = max(self.stability_window, self.min_down_seconds, 2 * self.heartbeat_stale_seconds)
-        return longest + 2 * self.max_probe_gap
-
-    def validate(self) -> HealthThresholds:
-        """Check every field and the constraints between them; return self for chaining.
-
-        :raises ConfigError: naming the field and the bad value.
-        """
-        _require_int("failure_threshold", self.failure_threshold, minimum=1)
-        _require_int("max_replication_lag", self.max_replication_lag, minimum=0)
-        for name in (
-            "min_down_seconds",
-            "probe_interval",
-            "stability_window",
-            "probe_timeout",
-            "heartbeat_stale_seconds",
-        ):
-            _require_positive_seconds(name, getattr(self, name))
-        gap = self.max_probe_gap
-        for name in ("stability_window", "heartbeat_stale_seconds"):
-            if getattr(self, name) < gap:
-                raise ConfigError(
-                    f"health threshold {name}={getattr(self, name)!r} is shorter than the largest "
-                    f"tolerated gap between probes, 2 x probe_interval + probe_timeout = {gap!r} s; "
-                    f"raise {name} to at least {gap!r} or lower probe_interval/probe_timeout"
-                )
-        return self
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HealthThresholds:
-        """Build validated thresholds from a config mapping; absent keys keep their defaults.
-
-        :param data: e.g. the ``health`` section of the pair config.
-        :raises ConfigError: for unknown keys (named) or bad values.
-        """
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"health thresholds must be a mapping, got {type(data).__name__}: {data!r}")
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(str(key) for key in data if key not in known)
-        if unknown:
-            raise ConfigError(f"unknown health threshold key(s) {unknown}; known keys are {known}")
-        return cls(**data).validate()
 
 
 def _require_int(name: str, value: Any, *, minimum: int) -> None:
@@ -140,6 +54,156 @@ def _require_positive_seconds(name: str, value: Any) -> None:
         or value <= 0
     ):
         raise ConfigError(f"health threshold {name} must be a positive number of seconds, got {value!r}")
+
+
+def _whole(minimum: int) -> Callable[[Any, ValidationInfo], Any]:
+    def check(value: Any, info: ValidationInfo) -> Any:
+        _require_int(str(info.field_name), value, minimum=minimum)
+        return value
+
+    return check
+
+
+def _positive_seconds(value: Any, info: ValidationInfo) -> Any:
+    _require_positive_seconds(str(info.field_name), value)
+    return float(value)
+
+
+_Whole = Annotated[int, Field(ge=1), BeforeValidator(_whole(1))]
+_WholeOrZero = Annotated[int, Field(ge=0), BeforeValidator(_whole(0))]
+_PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False), BeforeValidator(_positive_seconds)]
+
+
+class HealthThresholds(Schema):
+    """How much evidence the health sensors need before they act (the ``health`` section of a pair).
+
+    Constraints between fields (checked when built, and again by :meth:`validate`):
+
+    - ``stability_window >= max_probe_gap``: a window shorter than the largest tolerated gap between
+      probes could be "covered" by two probes on its edges and would prove nothing about stability.
+    - ``heartbeat_stale_seconds >= max_probe_gap``: heartbeats are observed once per probe; a staleness
+      limit shorter than the gap between two looks would call live heartbeats stopped merely because
+      nobody looked, which would turn a network split into a false "down".
+
+    Both imply ``probe_timeout`` is below ``stability_window`` and ``heartbeat_stale_seconds``.
+    ``min_down_seconds`` and ``failure_threshold`` are independent: whichever needs longer wins.
+    A bad value raises :class:`ConfigError` naming the threshold and the value.
+
+    :param failure_threshold: consecutive failed probes needed for "down".
+    :param min_down_seconds: the failed run must span at least this long, first to newest failure.
+    :param probe_interval: seconds between the starts of two probes when all goes well.
+    :param stability_window: seconds of uninterrupted healthy probes needed for "recovered".
+    :param max_replication_lag: records a replicated partition may still lag for "recovered".
+    :param probe_timeout: seconds a probe may wait for the cluster before counting as failed. A healthy
+        cluster answers a metadata request in milliseconds; 2 s tolerates a long GC pause, and a single
+        slow answer never decides anything because "down" needs several failures in a row. The timeout
+        bounds how fast a hung (not crashed) cluster is detected: about min_down_seconds + timeout.
+    :param heartbeat_stale_seconds: a replicated MM2 heartbeat older than this no longer proves the
+        watched cluster alive. MM2 writes one per second (``emit.heartbeats.interval.seconds``); 6 s
+        leaves room for replication latency, clock skew between MM2 workers and Airflow, and one
+        missed look (it must be at least ``max_probe_gap``). It bounds crash detection from below.
+    """
+
+    failure_threshold: _Whole = Field(3, description='Consecutive failed probes needed for "down".')
+    min_down_seconds: _PositiveSeconds = Field(
+        6.0, description="The failed run must span at least this long, first to newest failure (seconds)."
+    )
+    probe_interval: _PositiveSeconds = Field(
+        2.0, description="Seconds between the starts of two probes when all goes well."
+    )
+    stability_window: _PositiveSeconds = Field(
+        30.0,
+        description='Seconds of uninterrupted healthy probes needed for "recovered"; at least '
+        "2 x probe_interval + probe_timeout.",
+    )
+    max_replication_lag: _WholeOrZero = Field(
+        0, description='Records a replicated partition may still lag for "recovered".'
+    )
+    probe_timeout: _PositiveSeconds = Field(
+        2.0, description="Seconds a probe may wait for the cluster before it counts as failed."
+    )
+    heartbeat_stale_seconds: _PositiveSeconds = Field(
+        6.0,
+        description="A replicated MirrorMaker 2 heartbeat older than this no longer proves the watched "
+        "cluster alive (seconds); at least 2 x probe_interval + probe_timeout.",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            cause = (exc.errors(include_url=False)[0].get("ctx") or {}).get("error")
+            if isinstance(cause, ConfigError):
+                raise cause from None
+            where, problem = problem_of(exc)
+            raise ConfigError(f"health thresholds: {where}: {problem}") from None
+
+    @model_validator(mode="after")
+    def _gaps_are_covered(self) -> HealthThresholds:
+        return self._check_gaps()
+
+    def _check_gaps(self) -> HealthThresholds:
+        gap = self.max_probe_gap
+        for name in ("stability_window", "heartbeat_stale_seconds"):
+            if getattr(self, name) < gap:
+                raise ConfigError(
+                    f"health threshold {name}={getattr(self, name)!r} is shorter than the largest "
+                    f"tolerated gap between probes, 2 x probe_interval + probe_timeout = {gap!r} s; "
+                    f"raise {name} to at least {gap!r} or lower probe_interval/probe_timeout"
+                )
+        return self
+
+    @property
+    def max_probe_gap(self) -> float:
+        """The largest gap between two probes that still counts as continuous observation.
+
+        A probe starts every ``probe_interval`` and may take ``probe_timeout``; one late or lost poke
+        (scheduler or triggerer jitter) is tolerated. A longer gap is not evidence of anything: it
+        restarts both a run of failures and a stability window.
+        """
+        return 2 * self.probe_interval + self.probe_timeout
+
+    @property
+    def history_horizon(self) -> float:
+        """Seconds of probe history that :func:`recent_history` keeps so that no decision changes."""
+        longest = max(self.stability_window, self.min_down_seconds, 2 * self.heartbeat_stale_seconds)
+        return longest + 2 * self.max_probe_gap
+
+    def validate(self) -> HealthThresholds:  # type: ignore[override]
+        """Check every field and the constraints between them; return self for chaining.
+
+        Built thresholds are already valid; this re-checks after ``model_construct``.
+
+        :raises ConfigError: naming the field and the bad value.
+        """
+        _require_int("failure_threshold", self.failure_threshold, minimum=1)
+        _require_int("max_replication_lag", self.max_replication_lag, minimum=0)
+        for name in (
+            "min_down_seconds",
+            "probe_interval",
+            "stability_window",
+            "probe_timeout",
+            "heartbeat_stale_seconds",
+        ):
+            _require_positive_seconds(name, getattr(self, name))
+        return self._check_gaps()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HealthThresholds:
+        """Build validated thresholds from a config mapping; absent keys keep their defaults.
+
+        :param data: e.g. the ``health`` section of the pair config.
+        :raises ConfigError: for unknown keys (named) or bad values.
+        """
+        if isinstance(data, HealthThresholds):
+            return data
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"health thresholds must be a mapping, got {type(data).__name__}: {data!r}")
+        known = cls.known_keys()
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            raise ConfigError(f"unknown health threshold key(s) {unknown}; known keys are {known}")
+        return cls(**data)
 
 
 class HealthState(StrEnum):

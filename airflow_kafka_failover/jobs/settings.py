@@ -12,124 +12,125 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.options import RECORD_ID_FROM_KEY, StreamOptions
+from airflow_kafka_failover.schema import JobSeconds, Text, problem_of
 
-SETTINGS_VERSION = 1
-RECORD_ID_FROM_KEY = "key"
-"""``record_id_field`` value meaning: the record id is the Kafka key (as UTF-8 text)."""
+__all__ = ["RECORD_ID_FROM_KEY", "SETTINGS_SCHEMA_VERSION", "JobSettings", "check_starting_offsets"]
+
+SETTINGS_SCHEMA_VERSION = "2.0"
+"""The settings file's schema, ``MAJOR.MINOR``: a new minor only adds optional settings (an older job
+ignores them); a new major changes their meaning, and a job refuses a file of another major."""
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 _PARTITION = re.compile(r"[0-9]+")
 
 
-@dataclass(frozen=True)
-class JobSettings:
-    """Everything one run of the streaming job needs.
+def schema_major_minor(version: Any, where: str) -> tuple[int, int]:
+    """``(major, minor)`` of a ``schema_version``: ``"MAJOR.MINOR"`` or an integer major.
 
-    :param pair: the pair's name.
-    :param cluster: the cluster the job reads (a name of the pair).
-    :param epoch: the epoch this run belongs to; the job stops when the fencing marker moves past it.
-    :param bootstrap_servers: the cluster's bootstrap addresses.
-    :param topics: topics to subscribe to (names on this cluster, e.g. ``orders`` and ``A.orders``);
-        empty when ``topic_pattern`` is used.
-    :param topic_pattern: a Java regex of topics to subscribe to instead of ``topics``.
-    :param starting_offsets: Spark ``startingOffsets``: ``earliest``, ``latest`` or a map
-        ``{topic: {"partition": offset}}`` naming every partition (-2 earliest, -1 latest).
-    :param checkpoint: the checkpoint directory of this (cluster, epoch); never shared with another run.
-    :param sink_root: where the Parquet output goes (one directory per epoch and batch).
-    :param bookkeeping_group: consumer group the job commits each batch's end offsets to.
-    :param fencing_marker: file holding the pair's current epoch.
-    :param run_dir: folder of this run's status file and stop request.
-    :param record_id_field: JSON field of the value that holds the record id, or ``key``.
-    :param kafka_options: Java Kafka client options (``security.protocol``, ``sasl.jaas.config``, ...),
-        without the ``kafka.`` prefix. May hold secrets: the file is written owner-only.
-    :param max_offsets_per_trigger: cap on records per micro-batch; None for no cap.
-    :param trigger_interval_s: processing-time trigger interval.
-    :param poll_interval_s: how often the driver checks the stop request and the fencing marker.
+    :param version: the file's value.
+    :param where: the file, for messages.
+    """
+    text = str(version) if isinstance(version, int) and not isinstance(version, bool) else version
+    match = re.fullmatch(r"([0-9]+)(?:\.([0-9]+))?", text) if isinstance(text, str) else None
+    if match is None:
+        raise ConfigError(
+            f"{where}: schema_version {version!r} is not 'MAJOR.MINOR' (this job reads "
+            f"{SETTINGS_SCHEMA_VERSION}); the file was not written by this provider"
+        )
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+def _epoch(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _topics(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValueError(f"must be a list of topic names, got {value!r}")
+    for topic in value:
+        if not isinstance(topic, str) or not _TOPIC.match(topic):
+            raise ValueError(f"has an invalid topic name {topic!r}")
+    return tuple(value)
+
+
+def _starting_offsets(value: Any) -> Any:
+    check_starting_offsets(value)
+    return value
+
+
+class JobSettings(StreamOptions):
+    """Everything one run of the streaming job needs: the file the operator writes and the job reads.
+
+    Its stream options (``record_id_field``, ``trigger_interval_seconds``, ``max_offsets_per_trigger``,
+    ``kafka_options``) are those of :class:`~airflow_kafka_failover.jobs.options.StreamOptions`;
+    ``kafka_options`` here are the connection's options merged with the pair's, and may hold secrets:
+    the file is written owner-only. A bad value raises :class:`ConfigError` naming the setting.
     """
 
-    pair: str
-    cluster: str
-    epoch: int
-    bootstrap_servers: str
-    checkpoint: str
-    sink_root: str
-    bookkeeping_group: str
-    fencing_marker: str
-    run_dir: str
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    starting_offsets: Any = "earliest"
-    record_id_field: str = "id"
-    kafka_options: dict[str, str] = field(default_factory=dict)
-    max_offsets_per_trigger: int | None = None
-    trigger_interval_s: float = 5.0
-    poll_interval_s: float = 1.0
+    schema_version: str = Field(
+        SETTINGS_SCHEMA_VERSION,
+        description="The file's schema, MAJOR.MINOR; a job refuses a file of a major it does not know.",
+    )
+    pair: Text = Field(description="The pair's name.")
+    cluster: Text = Field(description="The cluster the job reads (a name of the pair).")
+    epoch: Annotated[int, Field(ge=0), BeforeValidator(_epoch)] = Field(
+        description="The epoch of this run; the job stops when the fencing marker moves past it."
+    )
+    bootstrap_servers: Text = Field(description="The cluster's bootstrap addresses.")
+    checkpoint: Text = Field(
+        description="The checkpoint directory of this (cluster, epoch); never shared with another run."
+    )
+    sink_root: Text = Field(description="Where the Parquet output goes (one directory per epoch and batch).")
+    bookkeeping_group: Text = Field(description="Consumer group the job commits each batch's end offsets to.")
+    fencing_marker: Text = Field(description="File holding the pair's current epoch.")
+    run_dir: Text = Field(description="Folder of this run's status file and stop request.")
+    topics: Annotated[tuple[str, ...], BeforeValidator(_topics)] = Field(
+        (),
+        description="Topics to subscribe to (names on this cluster, e.g. `orders` and `A.orders`); empty "
+        "when `topic_pattern` is used.",
+    )
+    topic_pattern: str | None = Field(
+        None, description="A Java regex of topics to subscribe to instead of `topics`."
+    )
+    starting_offsets: Annotated[Any, BeforeValidator(_starting_offsets)] = Field(
+        "earliest",
+        description='Spark `startingOffsets`: `earliest`, `latest` or `{topic: {"partition": offset}}` '
+        "naming every partition (-2 earliest, -1 latest).",
+    )
+    poll_interval_seconds: JobSeconds = Field(
+        1.0, description="How often the driver checks the stop request and the fencing marker (seconds)."
+    )
 
-    def __post_init__(self) -> None:
-        self.validate()
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise _settings_error(exc, "job settings") from None
 
-    def validate(self) -> None:
-        """Raise ConfigError naming the first bad setting."""
-        for name in (
-            "pair",
-            "cluster",
-            "bootstrap_servers",
-            "checkpoint",
-            "sink_root",
-            "bookkeeping_group",
-            "fencing_marker",
-            "run_dir",
-            "record_id_field",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"job setting {name!r} must be a non-empty string, got {value!r}")
-        if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
-            raise ConfigError(f"job setting 'epoch' must be an integer >= 0, got {self.epoch!r}")
-        self._validate_subscription()
-        check_starting_offsets(self.starting_offsets)
-        self._validate_numbers()
-        if not isinstance(self.kafka_options, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in self.kafka_options.items()
-        ):
-            raise ConfigError("job setting 'kafka_options' must map option names to string values")
-
-    def _validate_subscription(self) -> None:
-        if isinstance(self.topics, str):
-            raise ConfigError(
-                f"job setting 'topics' must be a list of topic names, got the string {self.topics!r}"
-            )
+    @model_validator(mode="after")
+    def _one_subscription(self) -> JobSettings:
         if bool(self.topics) == bool(self.topic_pattern):
-            raise ConfigError(
+            raise ValueError(
                 f"job settings name topics={list(self.topics)!r} and topic_pattern={self.topic_pattern!r}: "
                 "give exactly one of them"
             )
-        for topic in self.topics:
-            if not isinstance(topic, str) or not _TOPIC.match(topic):
-                raise ConfigError(f"job setting 'topics' has an invalid topic name {topic!r}")
         if self.topic_pattern is not None:
             try:
                 re.compile(self.topic_pattern)
             except re.error as exc:
-                raise ConfigError(
-                    f"job setting 'topic_pattern' {self.topic_pattern!r} is not a regex: {exc}"
-                ) from None
-
-    def _validate_numbers(self) -> None:
-        cap = self.max_offsets_per_trigger
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-            raise ConfigError(
-                f"job setting 'max_offsets_per_trigger' must be an integer >= 1 or null, got {cap!r}"
-            )
-        for name in ("trigger_interval_s", "poll_interval_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"job setting {name!r} must be a number of seconds > 0, got {value!r}")
+                raise ValueError(f"topic_pattern {self.topic_pattern!r} is not a regex: {exc}") from None
+        return self
 
     @property
     def starting_offsets_option(self) -> str:
@@ -138,39 +139,43 @@ class JobSettings:
             return self.starting_offsets
         return json.dumps(self.starting_offsets, sort_keys=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["topics"] = list(self.topics)
-        data["version"] = SETTINGS_VERSION
-        return data
-
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the settings to ``path`` readable by the owner only (it may hold secrets)."""
         from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_json_atomically
 
-        return write_json_atomically(path, self.to_dict(), OWNER_ONLY, indent=1)
+        return write_json_atomically(path, self.model_dump(mode="json"), OWNER_ONLY, indent=1)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "job settings") -> JobSettings:
+    def parse(cls, data: Any, where: str = "job settings") -> JobSettings:
+        """Validate a settings file's content.
+
+        A file of another major schema version is refused; settings added by a newer minor are ignored.
+
+        :param data: the decoded JSON.
+        :param where: the file, for messages.
+        """
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        version = data.get("version", SETTINGS_VERSION)
-        if version != SETTINGS_VERSION:
+        if "schema_version" not in data:
             raise ConfigError(
-                f"{where}: settings version {version!r} is not {SETTINGS_VERSION}; the job and the provider "
-                "come from different releases"
+                f"{where}: has no schema_version; it was written by an older provider release (this job "
+                f"reads {SETTINGS_SCHEMA_VERSION}): submit the job again from this release"
             )
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known - {"version"})
-        if unknown:
-            raise ConfigError(f"{where}: unknown setting(s) {unknown}")
-        values = {k: v for k, v in data.items() if k in known}
-        topics = values.get("topics") or ()
-        values["topics"] = topics if isinstance(topics, str) else tuple(topics)
+        major, minor = schema_major_minor(data["schema_version"], where)
+        supported_major, supported_minor = schema_major_minor(SETTINGS_SCHEMA_VERSION, "this job")
+        if major != supported_major:
+            age = "a newer" if major > supported_major else "an older"
+            raise ConfigError(
+                f"{where}: schema_version {data['schema_version']!r} comes from {age} provider release; "
+                f"this job reads {SETTINGS_SCHEMA_VERSION} (major {supported_major}): run the job from the "
+                "same provider release as the operator that wrote the file"
+            )
+        if minor > supported_minor:
+            data = {key: value for key, value in data.items() if key in cls.known_keys()}
         try:
-            return cls(**values)
-        except TypeError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            return cls(**{**data, "schema_version": SETTINGS_SCHEMA_VERSION})
+        except _SettingsError as exc:
+            raise ConfigError(f"{where}: {exc.problem}") from None
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> JobSettings:
@@ -181,7 +186,20 @@ class JobSettings:
             raise ConfigError(f"cannot read job settings {path}: {exc.strerror}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"job settings {path} are not valid JSON: {exc}") from None
-        return cls.from_dict(data, str(path))
+        return cls.parse(data, str(path))
+
+
+class _SettingsError(ConfigError):
+    """A bad setting; ``problem`` names it without the file, so that :meth:`JobSettings.parse` adds it."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.problem = problem
+
+
+def _settings_error(error: ValidationError, where: str) -> _SettingsError:
+    field, problem = problem_of(error)
+    return _SettingsError(where, f"{field}: {problem}" if field else problem)
 
 
 def check_starting_offsets(value: Any) -> None:
@@ -215,7 +233,7 @@ def check_starting_offsets(value: Any) -> None:
 
 
 def parse_starting_offsets(value: Any) -> Any:
-    """Accept a map, a JSON text of one (e.g. a plan's ``to_spark_starting_offsets()``), or earliest/latest."""
+    """Accept a map, a JSON text of one (a plan's ``to_spark_starting_offsets()``), or earliest/latest."""
     if isinstance(value, str) and value.strip() not in ("earliest", "latest"):
         try:
             value = json.loads(value)

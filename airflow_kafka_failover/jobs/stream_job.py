@@ -16,7 +16,8 @@ Per micro-batch (``foreachBatch``, on the driver), in this order:
    checkpoints the job's position to the other cluster.
 
 Spark then marks the batch committed. Between batches the driver polls the stop request and the fencing
-marker every ``poll_interval_s``: a stop request or a newer epoch ends the query after the batch in flight.
+marker every ``poll_interval_seconds``: a stop request or a newer epoch ends the query after the batch in
+flight.
 
 Exit codes: 0 stopped on request or fenced, 2 bad settings or checkpoint, 1 anything else.
 Setting ``AKF_JOB_FAULT=exit-after-sink:<batch>`` makes the run die right after writing that batch's output
@@ -290,7 +291,7 @@ class StreamRun:
                 self.reader()
                 .writeStream.foreachBatch(self.process_batch)
                 .option("checkpointLocation", settings.checkpoint)
-                .trigger(processingTime=f"{settings.trigger_interval_s} seconds")
+                .trigger(processingTime=f"{settings.trigger_interval_seconds} seconds")
                 .queryName(f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}")
                 .start()
             )
@@ -330,7 +331,7 @@ class StreamRun:
 
         while True:
             try:
-                if query.awaitTermination(self.settings.poll_interval_s):
+                if query.awaitTermination(self.settings.poll_interval_seconds):
                     break
             except StreamingQueryException as exc:
                 if self.stop_reason is not None:

@@ -15,15 +15,21 @@ start-up fails it with the job's log tail.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from pydantic import ValidationError
 
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
-from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
+from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.jobs.request import JobRequest, parse_epoch
+from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.options import JobOptions
+from airflow_kafka_failover.operators.job_request import JobRequest, parse_epoch
+from airflow_kafka_failover.schema import problem_of
 
 
 def fail_on_bad_input(func):
@@ -41,8 +47,40 @@ def fail_on_bad_input(func):
     return wrapper
 
 
+_RENAMED = {
+    "trigger_interval_s": "trigger_interval_seconds",
+    "startup_timeout": "startup_timeout_seconds",
+    "check_timeout": "check_timeout_seconds",
+}
+"""Old argument names of the submit operator and the names that replace them."""
+
+
+def _job_options_from(arguments: dict[str, Any], task: str) -> dict[str, Any]:
+    """Take the job options out of an operator's keyword arguments (old names with a warning)."""
+    for old, new in _RENAMED.items():
+        if old in arguments:
+            warnings.warn(
+                f"{task}: the argument {old!r} of SubmitStreamingJobOperator is deprecated; use {new!r}",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            if new in arguments:
+                raise TypeError(f"{task}: give {new!r} only, not also the deprecated {old!r}")
+            arguments[new] = arguments.pop(old)
+    return {name: arguments.pop(name) for name in list(arguments) if name in JobOptions.model_fields}
+
+
 class SubmitStreamingJobOperator(BaseOperator):
     """Submit the streaming job on one cluster, detached; return its handle (a dict) to XCom.
+
+    Besides the arguments below it takes every job option of
+    :class:`~airflow_kafka_failover.jobs.options.JobOptions` by its name (the pair config's ``job``
+    section): ``sink_root``, ``checkpoint_root``, ``run_root`` and ``fencing_marker`` are required;
+    ``record_id_field``, ``kafka_options``, ``max_offsets_per_trigger``, ``trigger_interval_seconds``,
+    ``jars``, ``packages``, ``driver_memory``, ``executor_memory``, ``total_executor_cores``,
+    ``deploy_mode``, ``application``, ``startup_timeout_seconds`` and ``check_timeout_seconds`` are optional.
+    The old names ``trigger_interval_s``, ``startup_timeout`` and ``check_timeout`` still work, with a
+    DeprecationWarning.
 
     :param pair: the pair's name.
     :param cluster: the cluster the job will read (a name of the pair).
@@ -53,26 +91,9 @@ class SubmitStreamingJobOperator(BaseOperator):
     :param topic_pattern: a regex of topics instead of ``topics``.
     :param starting_offsets: ``earliest``, ``latest``, or a start map naming every partition, as a dict or
         JSON (a translation plan's ``to_spark_starting_offsets()``). Used only with a new checkpoint.
-    :param sink_root: the Parquet sink root.
-    :param checkpoint_root: root of the checkpoints; this run uses ``<root>/<pair>/<cluster>/epoch-<n>``.
-    :param run_root: root of the run folders (settings, status, stop request, log).
-    :param fencing_marker: the pair's fencing marker file.
     :param bookkeeping_group: consumer group the job commits its position to.
-    :param record_id_field: JSON field of the value holding the record id, or ``key``.
-    :param kafka_options: Java Kafka client options that override those derived from the connection.
-    :param max_offsets_per_trigger: cap on records per micro-batch (None: no cap).
-    :param trigger_interval_s: micro-batch trigger interval.
-    :param spark_conn_id: the ``spark`` connection.
-    :param conf: Spark configuration.
-    :param jars: ``--jars`` (default: the Kafka source jars resolved by ``make setup``).
-    :param packages: ``--packages`` instead of ``jars``.
-    :param driver_memory: ``--driver-memory``.
-    :param executor_memory: ``--executor-memory``.
-    :param total_executor_cores: ``--total-executor-cores``.
-    :param deploy_mode: overrides the connection's deploy mode.
-    :param application: the job file (default: the packaged ``stream_job.py``).
-    :param startup_timeout: seconds the job has to report running before the task fails.
-    :param check_timeout: seconds for the Kafka checks before submission.
+    :param spark_conn_id: the ``spark`` connection (the job option ``spark_connection``).
+    :param conf: Spark configuration (the job option ``spark_conf``).
     """
 
     template_fields: Sequence[str] = (
@@ -95,56 +116,48 @@ class SubmitStreamingJobOperator(BaseOperator):
         cluster: str,
         epoch: int | str,
         kafka_conn_id: str,
-        sink_root: str,
-        checkpoint_root: str,
-        run_root: str,
-        fencing_marker: str,
         topics: Sequence[str] = (),
         topic_pattern: str | None = None,
         starting_offsets: Any = "earliest",
         bookkeeping_group: str | None = None,
-        record_id_field: str = "id",
-        kafka_options: Mapping[str, str] | None = None,
-        max_offsets_per_trigger: int | None = None,
-        trigger_interval_s: float = 5.0,
         spark_conn_id: str = "spark_default",
         conf: Mapping[str, Any] | None = None,
-        jars: str | None = None,
-        packages: str | None = None,
-        driver_memory: str | None = None,
-        executor_memory: str | None = None,
-        total_executor_cores: int | None = None,
-        deploy_mode: str | None = None,
-        application: str | None = None,
-        startup_timeout: float = 180.0,
-        check_timeout: float = 10.0,
         **kwargs: Any,
     ) -> None:
+        options = _job_options_from(kwargs, str(kwargs.get("task_id")))
         super().__init__(**kwargs)
         self.pair, self.cluster, self.epoch = pair, cluster, epoch
         self.kafka_conn_id = kafka_conn_id
-        self.sink_root, self.checkpoint_root, self.run_root = sink_root, checkpoint_root, run_root
-        self.fencing_marker = fencing_marker
         self.topics, self.topic_pattern = list(topics), topic_pattern
         self.starting_offsets = starting_offsets
         self.bookkeeping_group = bookkeeping_group or f"airflow-kafka-failover.{pair}"
-        self.record_id_field = record_id_field
-        self.kafka_options = dict(kafka_options or {})
-        self.max_offsets_per_trigger = max_offsets_per_trigger
-        self.trigger_interval_s = trigger_interval_s
         self.spark_conn_id = spark_conn_id
-        self.spark_options = {
-            "conf": dict(conf or {}),
-            "jars": jars,
-            "packages": packages,
-            "driver_memory": driver_memory,
-            "executor_memory": executor_memory,
-            "total_executor_cores": total_executor_cores,
-            "deploy_mode": deploy_mode,
+        self.conf = dict(conf or {})
+        # The paths are templated fields of their own; the other options are stored as given and
+        # validated in execute().
+        self.sink_root = options.pop("sink_root", None)
+        self.checkpoint_root = options.pop("checkpoint_root", None)
+        self.run_root = options.pop("run_root", None)
+        self.fencing_marker = options.pop("fencing_marker", None)
+        self.job_options = options
+        self._starting: JobRequest | None = None
+
+    def options(self) -> JobOptions:
+        """The (rendered) job options, validated; a bad one raises ConfigError naming it."""
+        values = {
+            **self.job_options,
+            "sink_root": self.sink_root,
+            "checkpoint_root": self.checkpoint_root,
+            "run_root": self.run_root,
+            "fencing_marker": self.fencing_marker,
+            "spark_connection": self.spark_conn_id,
+            "spark_conf": {str(k): str(v) for k, v in self.conf.items()},
         }
-        self.application = application or str(JOB_APPLICATION)
-        self.startup_timeout = startup_timeout
-        self.check_timeout = check_timeout
+        try:
+            return JobOptions.model_validate(values)
+        except ValidationError as exc:
+            field, problem = problem_of(exc)
+            raise ConfigError(f"task {self.task_id}: {field}: {problem}") from None
 
     def request(self) -> JobRequest:
         """The operator's (rendered) parameters as a job request."""
@@ -153,29 +166,71 @@ class SubmitStreamingJobOperator(BaseOperator):
             cluster=self.cluster,
             epoch=parse_epoch(self.epoch),
             kafka_conn_id=self.kafka_conn_id,
-            sink_root=self.sink_root,
-            checkpoint_root=self.checkpoint_root,
-            run_root=self.run_root,
-            fencing_marker=self.fencing_marker,
+            options=self.options(),
             topics=tuple(self.topics),
             topic_pattern=self.topic_pattern,
             starting_offsets=self.starting_offsets,
             bookkeeping_group=self.bookkeeping_group,
-            record_id_field=self.record_id_field,
-            kafka_options=self.kafka_options,
-            max_offsets_per_trigger=self.max_offsets_per_trigger,
-            trigger_interval_s=self.trigger_interval_s,
-            application=self.application,
-            startup_timeout=self.startup_timeout,
-            check_timeout=self.check_timeout,
         )
+
+    @cached_property
+    def hook(self) -> StreamingJobHook:
+        """The hook that submits and stops the job."""
+        return streaming_job_hook(self.options())
 
     @fail_on_bad_input
     def execute(self, context: Any) -> dict[str, Any]:
-        hook = StreamingJobHook(self.spark_conn_id, **self.spark_options)
-        handle = self.request().submit(hook)
+        request = self.request()
+        self._starting = request
+        try:
+            handle = request.submit(self.hook)
+        finally:
+            self._starting = None
         self.log.info("job handle: %s", handle.to_dict())
         return handle.to_dict()
+
+    def on_kill(self) -> None:
+        """Stop the job this task is still starting (a job already handed to XCom is left running)."""
+        request = self._starting
+        if request is None:
+            return
+        self.log.info(
+            "task killed while starting the job of %s on %s: stopping it", request.pair, request.cluster
+        )
+        outcome = self.hook.stop(
+            starting_handle(request, self.spark_conn_id), request.options.stop_timeout_seconds
+        )
+        self.log.info("stop outcome: %s", outcome)
+
+
+def starting_handle(request: JobRequest, spark_conn_id: str) -> JobHandle:
+    """The handle of a run that spark-submit is still starting: the stop path needs its run folder only."""
+    layout = request.layout
+    return JobHandle(
+        pair=request.pair,
+        cluster=request.cluster,
+        epoch=request.epoch,
+        deploy_mode="client",
+        master="(starting)",
+        run_dir=str(layout.run_dir),
+        checkpoint=str(layout.checkpoint),
+        sink_root=request.sink_root,
+        spark_conn_id=spark_conn_id,
+    )
+
+
+def streaming_job_hook(options: JobOptions) -> StreamingJobHook:
+    """The hook that submits a job with these options."""
+    return StreamingJobHook(
+        options.spark_connection,
+        conf=dict(options.spark_conf),
+        jars=options.jars,
+        packages=options.packages,
+        driver_memory=options.driver_memory,
+        executor_memory=options.executor_memory,
+        total_executor_cores=options.total_executor_cores,
+        deploy_mode=None if options.deploy_mode is None else str(options.deploy_mode),
+    )
 
 
 class StopStreamingJobOperator(BaseOperator):

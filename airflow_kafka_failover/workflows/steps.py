@@ -229,44 +229,24 @@ def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -
 
 
 def job_request(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any):
-    from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
-    from airflow_kafka_failover.jobs.request import JobRequest
+    from airflow_kafka_failover.operators.job_request import JobRequest
 
-    job = pair.job
     return JobRequest(
         pair=pair.name,
         cluster=cluster,
         epoch=epoch,
         kafka_conn_id=pair.cluster(cluster).connection,
-        sink_root=job.sink_root,
-        checkpoint_root=job.checkpoint_root,
-        run_root=job.run_root,
-        fencing_marker=job.fencing_marker,
-        application=job.application or str(JOB_APPLICATION),
+        options=pair.job,
         topics=tuple(pair.topics_on(cluster)),
         starting_offsets=starting_offsets,
-        bookkeeping_group=pair.bookkeeping_group,
-        record_id_field=job.record_id_field,
-        kafka_options=dict(job.kafka_options),
-        max_offsets_per_trigger=job.max_offsets_per_trigger,
-        trigger_interval_s=job.trigger_interval_seconds,
-        startup_timeout=job.startup_timeout_seconds,
+        bookkeeping_group=pair.bookkeeping_group or "",
     )
 
 
 def job_hook(pair: PairConfig):
-    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+    from airflow_kafka_failover.operators.streaming_job import streaming_job_hook
 
-    job = pair.job
-    return StreamingJobHook(
-        job.spark_connection,
-        conf=dict(job.spark_conf),
-        jars=job.jars,
-        packages=job.packages,
-        driver_memory=job.driver_memory,
-        executor_memory=job.executor_memory,
-        total_executor_cores=job.total_executor_cores,
-    )
+    return streaming_job_hook(pair.job)
 
 
 def submit(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) -> dict[str, Any]:

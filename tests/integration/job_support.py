@@ -52,10 +52,10 @@ class JobWorld:
             run_root=str(self.root / "runs"),
             fencing_marker=str(self.fence),
             bookkeeping_group=self.group or f"bk-{self.pair}",
-            trigger_interval_s=1.0,
+            trigger_interval_seconds=1.0,
             spark_conn_id=self.spark_conn,
             conf=TEST_SPARK_CONF,
-            startup_timeout=240,
+            startup_timeout_seconds=240,
         )
         options.update(overrides)
         return SubmitStreamingJobOperator(**options)

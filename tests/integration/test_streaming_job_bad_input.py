@@ -75,7 +75,9 @@ def test_unreachable_bootstrap_fails_fast(world, topic, monkeypatch):
         "AIRFLOW_CONN_BADJOB_DEAD",
         json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{port}"}}),
     )
-    error = refused(world, "cannot reach", topics=[topic], kafka_conn_id="badjob_dead", check_timeout=3)
+    error = refused(
+        world, "cannot reach", topics=[topic], kafka_conn_id="badjob_dead", check_timeout_seconds=3
+    )
     assert f"127.0.0.1:{port}" in str(error)
 
 

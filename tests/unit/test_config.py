@@ -126,3 +126,135 @@ def test_routes_forward_and_reverse():
     assert [(r.target_topic, r.direction) for r in route_topics(identity, "B", "A", ["orders"])] == [
         ("orders", "reverse")
     ]
+
+
+# ---------------------------------------------------------------- what the audit of issue 13 added
+
+
+def _refusal(**overrides) -> str:
+    with pytest.raises(ConfigError) as excinfo:
+        parse_pair("orders", _pair(**overrides), "pairs.yaml")
+    message = str(excinfo.value)
+    assert message.startswith("pairs.yaml: pair 'orders': ")
+    return message
+
+
+def test_unknown_top_level_keys_of_the_file_are_refused(tmp_path):
+    path = tmp_path / "pairs.yaml"
+    path.write_text("pairs:\n  orders: {clusters: {}}\norders:\n  primary: A\n")
+    with pytest.raises(ConfigError) as excinfo:
+        load_pairs(path)
+    assert str(excinfo.value) == (
+        f"{path}: unknown top-level key(s) ['orders']; the file has one top-level key, 'pairs' "
+        "(indent a pair's settings under its name)"
+    )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [
+        ("job", "startup_timeout_seconds"),
+        ("job", "trigger_interval_seconds"),
+        ("switch", "gap_wait_seconds"),
+        ("switch", "watch_timeout_seconds"),
+        ("translation", "timestamp_margin_seconds"),
+    ],
+)
+def test_nan_and_infinite_seconds_are_refused(section, key, bad):
+    message = _refusal(**{section: {key: bad}})
+    assert f"{section}.{key}: must be a" in message and repr(bad) in message
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nan_and_infinite_health_seconds_are_refused(bad):
+    message = _refusal(health={"probe_timeout": bad})
+    assert (
+        f"health: health threshold probe_timeout must be a positive number of seconds, got {bad!r}" in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("alias", "separator"),
+    [("A.east", "."), ("A east", "."), ("A/B", "."), ("a_b", "_"), ("A-1", "-"), ("Ä", ".")],
+)
+def test_an_alias_outside_mirrormaker_2s_naming_rule_is_refused(alias, separator):
+    message = _refusal(
+        clusters={"A": {"connection": "a", "alias": alias}, "B": {"connection": "b"}},
+        replication={"separator": separator},
+    )
+    assert f"clusters.A.alias: {alias!r} is not a valid MirrorMaker 2 alias" in message
+    assert f"without the replication separator {separator!r}" in message
+
+
+def test_a_cluster_name_that_breaks_the_alias_rule_needs_an_alias():
+    message = _refusal(clusters={"east.1": {"connection": "a"}, "B": {"connection": "b"}}, primary="B")
+    assert "clusters.east.1.alias: 'east.1' is not a valid MirrorMaker 2 alias" in message
+    good = parse_pair(
+        "orders",
+        _pair(
+            clusters={"east.1": {"connection": "a", "alias": "east_1"}, "B": {"connection": "b"}}, primary="B"
+        ),
+    )
+    assert good.cluster("east.1").alias == "east_1"
+    assert good.topics_on("B") == ["orders", "east_1.orders"]
+
+
+@pytest.mark.parametrize("alias", ["east_1", "A-2", "dc1"])
+def test_aliases_of_letters_digits_underscore_and_dash_are_accepted(alias):
+    pair = parse_pair(
+        "p", _pair(clusters={"A": {"connection": "a", "alias": alias}, "B": {"connection": "b"}})
+    )
+    assert pair.cluster("A").alias == alias and pair.cluster("B").alias == "B"
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "quoted"),
+    [
+        ("kafka_options", {"enable.idempotence": True}, 'enable.idempotence: "true"'),
+        ("kafka_options", {"max.poll.records": 500}, 'max.poll.records: "500"'),
+        ("spark_conf", {"spark.sql.adaptive.enabled": False}, 'spark.sql.adaptive.enabled: "false"'),
+        ("spark_conf", {"spark.executor.cores": 2.5}, 'spark.executor.cores: "2.5"'),
+    ],
+)
+def test_yaml_booleans_and_numbers_in_client_options_are_refused_with_the_quoted_form(section, value, quoted):
+    message = _refusal(job={section: value})
+    assert f"job.{section}: option " in message and "not a string; quote it" in message and quoted in message
+
+
+def test_quoted_client_options_are_kept_as_written():
+    job = parse_pair("p", _pair(job={"kafka_options": {"enable.idempotence": "true"}})).job
+    assert job.kafka_options == {"enable.idempotence": "true"}
+
+
+@pytest.mark.parametrize("key", ["sink_root", "checkpoint_root", "run_root", "fencing_marker"])
+@pytest.mark.parametrize("url", ["s3://bucket/x", "hdfs://nn:8020/data", "file:///tmp/x", "gs://b"])
+def test_a_url_is_refused_for_every_job_path_never_made_local(key, url):
+    message = _refusal(job={key: url})
+    assert f"job.{key}: {url!r} is a URL (" in message
+    assert "remote storage is not supported yet: give a local path" in message
+
+
+def test_relative_paths_still_resolve_against_the_file(tmp_path):
+    path = tmp_path / "pairs.yaml"
+    path.write_text(
+        "pairs:\n  orders:\n    clusters: {A: {connection: a}, B: {connection: b}}\n    primary: A\n"
+        "    topics: [orders]\n    job: {sink_root: out/s3:/bucket}\n"
+    )
+    assert load_pair(path, "orders").job.sink_root == str(tmp_path / "out" / "s3:" / "bucket")
+
+
+def test_choices_are_enums_that_still_compare_as_the_yaml_strings():
+    from airflow_kafka_failover.config import GapAction, ReplicationPolicy, TranslationMethod
+
+    pair = parse_pair("p", _pair(switch={"on_gap": "proceed"}))
+    assert pair.switch.on_gap is GapAction.PROCEED and pair.switch.on_gap == "proceed"
+    assert pair.replication.policy is ReplicationPolicy.DEFAULT
+    assert pair.translation.methods[0] is TranslationMethod.CHECKPOINT
+    assert _refusal(switch={"on_gap": True}).endswith("switch.on_gap: True is not one of ['wait', 'proceed']")
+
+
+def test_a_name_given_inside_a_pair_or_cluster_is_refused():
+    assert "pair: unknown key(s) ['name']" in _refusal(name="other")
+    clusters = {"A": {"connection": "a", "name": "Z"}, "B": {"connection": "b"}}
+    assert "clusters.A: unknown key(s) ['name']" in _refusal(clusters=clusters)

@@ -138,3 +138,159 @@ def test_a_bad_handle_fails_the_stop_task_naming_it():
 
     with pytest.raises(AirflowFailException, match="lacks"):
         StopStreamingJobOperator(task_id="stop", handle={"pair": "p"}).execute({})
+
+
+# ---------------------------------------------------------------- the submit operator's options and on_kill
+
+
+def _submit_operator(tmp_path, **overrides):
+    from airflow_kafka_failover.operators.streaming_job import SubmitStreamingJobOperator
+
+    arguments = dict(
+        task_id="submit",
+        pair="orders",
+        cluster="B",
+        epoch=1,
+        kafka_conn_id="kafka_b",
+        topics=["orders"],
+        sink_root=str(tmp_path / "sink"),
+        checkpoint_root=str(tmp_path / "ckpt"),
+        run_root=str(tmp_path / "runs"),
+        fencing_marker=str(tmp_path / "fence.json"),
+    )
+    arguments.update(overrides)
+    return SubmitStreamingJobOperator(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value"),
+    [
+        ("trigger_interval_s", "trigger_interval_seconds", 2.0),
+        ("startup_timeout", "startup_timeout_seconds", 30.0),
+        ("check_timeout", "check_timeout_seconds", 4.0),
+    ],
+)
+def test_old_argument_names_still_work_with_a_warning_naming_the_new_one(tmp_path, old, new, value):
+    with pytest.warns(DeprecationWarning, match=rf"the argument '{old}' .* is deprecated; use '{new}'"):
+        operator = _submit_operator(tmp_path, **{old: value})
+    assert getattr(operator.options(), new) == value
+
+
+def test_the_operator_takes_the_job_options_by_their_names(tmp_path):
+    operator = _submit_operator(
+        tmp_path,
+        trigger_interval_seconds=1.5,
+        record_id_field="key",
+        kafka_options={"acks": "all"},
+        conf={"a": 1},
+    )
+    options = operator.options()
+    assert (options.trigger_interval_seconds, options.record_id_field) == (1.5, "key")
+    assert options.kafka_options == {"acks": "all"} and options.spark_conf == {"a": "1"}
+    assert options.sink_root == str(tmp_path / "sink")
+    request = operator.request()
+    assert request.options == options and request.layout.run_dir.parent.parent.parent == tmp_path / "runs"
+
+
+def test_a_bad_job_option_fails_the_task_naming_it(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    operator = _submit_operator(tmp_path, sink_root="s3://bucket/sink", kafka_conn_id="kafka_nowhere")
+    with pytest.raises(
+        AirflowFailException, match=r"task submit: sink_root: 's3://bucket/sink' is a URL \(s3://\)"
+    ):
+        operator.execute({})
+
+
+def test_giving_both_an_old_and_a_new_name_is_refused(tmp_path):
+    with (
+        pytest.raises(TypeError, match="give 'startup_timeout_seconds' only"),
+        pytest.warns(DeprecationWarning),
+    ):
+        _submit_operator(tmp_path, startup_timeout=1.0, startup_timeout_seconds=2.0)
+
+
+class FakeJobHook:
+    """Stands in for StreamingJobHook: records stops; ``during_submit`` runs while the job is starting."""
+
+    def __init__(self, during_submit=None) -> None:
+        self.during_submit = during_submit
+        self.stops: list[tuple[JobHandle, float]] = []
+        self.submitted: list[JobSettings] = []
+
+    def submit(self, settings, layout, application, startup_timeout):
+        self.submitted.append(settings)
+        if self.during_submit:
+            self.during_submit()
+        return JobHandle(
+            pair=settings.pair,
+            cluster=settings.cluster,
+            epoch=settings.epoch,
+            deploy_mode="client",
+            master="local[1]",
+            run_dir=str(layout.run_dir),
+            checkpoint=settings.checkpoint,
+            sink_root=settings.sink_root,
+        )
+
+    def stop(self, handle, timeout):
+        self.stops.append((JobHandle.from_dict(handle), timeout))
+        return "stopped"
+
+
+@pytest.fixture
+def checked_without_kafka(monkeypatch, tmp_path):
+    """The request's Kafka checks replaced by settings built here (the fake hook needs no cluster)."""
+    from airflow_kafka_failover.operators.job_request import JobRequest
+
+    def settings(request):
+        layout = request.layout
+        return JobSettings(
+            pair=request.pair,
+            cluster=request.cluster,
+            epoch=request.epoch,
+            bootstrap_servers="b:9092",
+            checkpoint=str(layout.checkpoint),
+            sink_root=request.sink_root,
+            bookkeeping_group="g",
+            fencing_marker=request.fencing_marker,
+            run_dir=str(layout.run_dir),
+            topics=request.topics,
+        )
+
+    monkeypatch.setattr(JobRequest, "settings", settings)
+
+
+def test_on_kill_stops_a_job_that_is_still_starting(tmp_path, checked_without_kafka):
+    operator = _submit_operator(tmp_path, stop_timeout_seconds=7.0)
+
+    class Killed(Exception):
+        pass
+
+    def killed_while_starting():
+        operator.on_kill()
+        raise Killed
+
+    operator.hook = FakeJobHook(during_submit=killed_while_starting)
+    with pytest.raises(Killed):
+        operator.execute({})
+    [(handle, timeout)] = operator.hook.stops
+    run_dir = RunLayout("orders", "B", 1, str(tmp_path / "ckpt"), str(tmp_path / "runs")).run_dir
+    assert (handle.pair, handle.cluster, handle.epoch, handle.run_dir) == ("orders", "B", 1, str(run_dir))
+    assert timeout == 7.0
+
+
+def test_on_kill_leaves_a_started_job_alone(tmp_path, checked_without_kafka):
+    operator = _submit_operator(tmp_path)
+    operator.hook = FakeJobHook()
+    handle = operator.execute({})
+    assert handle["run_dir"].endswith("epoch-1") and operator.hook.submitted
+    operator.on_kill()
+    assert operator.hook.stops == []
+
+
+def test_on_kill_before_execute_does_nothing(tmp_path):
+    operator = _submit_operator(tmp_path)
+    operator.hook = FakeJobHook()
+    operator.on_kill()
+    assert operator.hook.stops == []

@@ -7,8 +7,9 @@ import stat
 import pytest
 
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.options import JobOptions, StreamOptions
 from airflow_kafka_failover.jobs.settings import (
-    SETTINGS_VERSION,
+    SETTINGS_SCHEMA_VERSION,
     JobSettings,
     check_starting_offsets,
     missing_partitions,
@@ -51,8 +52,8 @@ def full() -> JobSettings:
         record_id_field="order_id",
         kafka_options={"security.protocol": "SASL_SSL", "sasl.jaas.config": 'x required password="s3cret";'},
         max_offsets_per_trigger=500,
-        trigger_interval_s=2.5,
-        poll_interval_s=0.5,
+        trigger_interval_seconds=2.5,
+        poll_interval_seconds=0.5,
     )
 
 
@@ -67,7 +68,14 @@ def test_valid_settings_keep_their_values():
     assert settings.record_id_field == "id"
     assert settings.kafka_options == {}
     assert settings.max_offsets_per_trigger is None
-    assert (settings.trigger_interval_s, settings.poll_interval_s) == (5.0, 1.0)
+    assert (settings.trigger_interval_seconds, settings.poll_interval_seconds) == (5.0, 1.0)
+    assert settings.schema_version == SETTINGS_SCHEMA_VERSION
+
+
+def test_the_stream_options_are_those_of_the_one_job_options_model():
+    assert isinstance(make(), StreamOptions)
+    assert set(StreamOptions.model_fields) <= set(JobOptions.model_fields)
+    assert set(StreamOptions.model_fields) <= set(JobSettings.model_fields)
 
 
 @pytest.mark.parametrize("name", STRING_FIELDS)
@@ -75,14 +83,15 @@ def test_valid_settings_keep_their_values():
 def test_every_string_setting_must_be_non_empty(name, bad):
     with pytest.raises(ConfigError) as err:
         make(**{name: bad})
-    assert str(err.value) == f"job setting {name!r} must be a non-empty string, got {bad!r}"
+    expected = "is required" if bad is None else f"must be a non-empty string, got {bad!r}"
+    assert str(err.value) == f"job settings: {name}: {expected}"
 
 
 @pytest.mark.parametrize("bad", [-1, True, "3", 1.0, None])
 def test_epoch_must_be_a_non_negative_integer(bad):
     with pytest.raises(ConfigError) as err:
         make(epoch=bad)
-    assert str(err.value) == f"job setting 'epoch' must be an integer >= 0, got {bad!r}"
+    assert str(err.value) == f"job settings: epoch: must be an integer >= 0, got {bad!r}"
 
 
 def test_epoch_zero_is_valid():
@@ -97,7 +106,8 @@ def test_exactly_one_of_topics_and_pattern(topics, pattern):
     with pytest.raises(ConfigError) as err:
         make(topics=topics, topic_pattern=pattern)
     assert str(err.value) == (
-        f"job settings name topics={list(topics)!r} and topic_pattern={pattern!r}: give exactly one of them"
+        f"job settings: job settings name topics={list(topics)!r} and topic_pattern={pattern!r}: "
+        "give exactly one of them"
     )
 
 
@@ -111,16 +121,16 @@ def test_topic_pattern_alone_is_valid():
 def test_invalid_topic_names_are_refused(bad):
     with pytest.raises(ConfigError) as err:
         make(topics=("orders", bad))
-    assert str(err.value) == f"job setting 'topics' has an invalid topic name {bad!r}"
+    assert str(err.value) == f"job settings: topics: has an invalid topic name {bad!r}"
 
 
 def test_topic_pattern_must_compile():
-    with pytest.raises(ConfigError, match=r"job setting 'topic_pattern' '\(orders' is not a regex: "):
+    with pytest.raises(ConfigError, match=r"topic_pattern '\(orders' is not a regex: "):
         make(topics=(), topic_pattern="(orders")
 
 
 def test_bad_starting_offsets_are_refused_at_construction():
-    with pytest.raises(ConfigError, match=r"starting offset of orders-0 is -3"):
+    with pytest.raises(ConfigError, match=r"starting_offsets: starting offset of orders-0 is -3"):
         make(starting_offsets={"orders": {"0": -3}})
 
 
@@ -129,23 +139,44 @@ def test_max_offsets_per_trigger_must_be_positive_integer(bad):
     with pytest.raises(ConfigError) as err:
         make(max_offsets_per_trigger=bad)
     assert str(err.value) == (
-        f"job setting 'max_offsets_per_trigger' must be an integer >= 1 or null, got {bad!r}"
+        f"job settings: max_offsets_per_trigger: must be an integer >= 1 or left out, got {bad!r}"
     )
 
 
-@pytest.mark.parametrize("name", ["trigger_interval_s", "poll_interval_s"])
+@pytest.mark.parametrize("name", ["trigger_interval_seconds", "poll_interval_seconds"])
 @pytest.mark.parametrize("bad", [0, -1.5, True, "5", None])
 def test_intervals_must_be_positive_numbers(name, bad):
     with pytest.raises(ConfigError) as err:
         make(**{name: bad})
-    assert str(err.value) == f"job setting {name!r} must be a number of seconds > 0, got {bad!r}"
+    assert str(err.value) == f"job settings: {name}: must be a number >= 0.1, got {bad!r}"
 
 
-@pytest.mark.parametrize("bad", [{"security.protocol": 1}, {1: "x"}, [("a", "b")], "a=b"])
-def test_kafka_options_must_map_strings_to_strings(bad):
-    expected = r"^job setting 'kafka_options' must map option names to string values$"
-    with pytest.raises(ConfigError, match=expected):
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_intervals_must_be_finite(bad):
+    with pytest.raises(ConfigError) as err:
+        make(trigger_interval_seconds=bad)
+    assert str(err.value) == (
+        f"job settings: trigger_interval_seconds: must be a finite number >= 0.1 of seconds, got {bad!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ({"security.protocol": 1}, "option 'security.protocol' is the YAML int 1, not a string"),
+        (
+            {"enable.idempotence": True},
+            'quote it so the client receives exactly that text, e.g. enable.idempotence: "true"',
+        ),
+        ({1: "x"}, "option names are strings, got 1"),
+        ([("a", "b")], "must be a mapping, got list"),
+        ("a=b", "must be a mapping, got str 'a=b'"),
+    ],
+)
+def test_kafka_options_must_map_strings_to_strings(bad, problem):
+    with pytest.raises(ConfigError) as err:
         make(kafka_options=bad)
+    assert str(err.value).startswith("job settings: kafka_options: ") and problem in str(err.value)
 
 
 def test_starting_offsets_option():
@@ -157,11 +188,11 @@ def test_starting_offsets_option():
 # ---------------------------------------------------------------- file round trip
 
 
-def test_to_dict_adds_version_and_lists_topics():
-    data = full().to_dict()
-    assert data["version"] == SETTINGS_VERSION
+def test_the_file_carries_its_schema_version_and_lists_topics(tmp_path):
+    data = json.loads(full().write(tmp_path / "settings.json").read_text())
+    assert data["schema_version"] == SETTINGS_SCHEMA_VERSION == "2.0"
     assert data["topics"] == ["orders", "A.orders"]
-    assert set(data) == set(JobSettings.__dataclass_fields__) | {"version"}
+    assert set(data) == set(JobSettings.model_fields)
 
 
 def test_write_is_owner_only_and_load_round_trips(tmp_path):
@@ -196,52 +227,86 @@ def test_load_invalid_json(tmp_path):
         JobSettings.load(path)
 
 
+def file_data(**changes) -> dict:
+    return {**make().model_dump(mode="json"), **changes}
+
+
 def test_load_names_the_file_in_validation_errors(tmp_path):
     path = tmp_path / "settings.json"
-    path.write_text(json.dumps({**make().to_dict(), "colour": "blue"}))
+    path.write_text(json.dumps(file_data(colour="blue")))
     with pytest.raises(ConfigError) as err:
         JobSettings.load(path)
-    assert str(err.value) == f"{path}: unknown setting(s) ['colour']"
+    assert str(err.value).startswith(f"{path}: unknown key(s) ['colour']; known keys are [")
 
 
-def test_from_dict_without_version_is_accepted():
-    data = make().to_dict()
-    del data["version"]
-    assert JobSettings.from_dict(data) == make()
-
-
-@pytest.mark.parametrize("version", [0, 2, "1", None])
-def test_from_dict_refuses_another_version(version):
+def test_a_newer_major_schema_version_is_refused_naming_the_file_and_both_versions(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(file_data(schema_version="3.0")))
     with pytest.raises(ConfigError) as err:
-        JobSettings.from_dict({**make().to_dict(), "version": version})
-    assert str(err.value).startswith(
-        f"job settings: settings version {version!r} is not {SETTINGS_VERSION}; the job and the provider"
+        JobSettings.load(path)
+    assert str(err.value) == (
+        f"{path}: schema_version '3.0' comes from a newer provider release; this job reads 2.0 (major 2): "
+        "run the job from the same provider release as the operator that wrote the file"
     )
 
 
-def test_from_dict_lists_unknown_keys_sorted():
+@pytest.mark.parametrize("version", [3, "3", "3.1"])
+def test_an_integer_major_is_a_version_too(version):
+    with pytest.raises(ConfigError, match=rf"schema_version {re.escape(repr(version))} comes from a newer"):
+        JobSettings.parse(file_data(schema_version=version), "x.json")
+
+
+@pytest.mark.parametrize("version", [1, "1.0"])
+def test_an_older_major_is_refused_too(version):
+    with pytest.raises(ConfigError, match="comes from an older provider release; this job reads 2.0"):
+        JobSettings.parse(file_data(schema_version=version), "x.json")
+
+
+@pytest.mark.parametrize("version", ["2", 2, "2.0"])
+def test_the_same_major_is_read(version):
+    assert JobSettings.parse(file_data(schema_version=version)) == make()
+
+
+def test_a_newer_minor_is_read_and_its_added_settings_ignored():
+    assert JobSettings.parse(file_data(schema_version="2.9", added_later=True)) == make()
+
+
+def test_unknown_settings_of_the_same_minor_are_refused_sorted():
     with pytest.raises(ConfigError) as err:
-        JobSettings.from_dict({**make().to_dict(), "zeta": 1, "alpha": 2}, where="x.json")
-    assert str(err.value) == "x.json: unknown setting(s) ['alpha', 'zeta']"
+        JobSettings.parse(file_data(zeta=1, alpha=2), where="x.json")
+    assert str(err.value).startswith("x.json: unknown key(s) ['alpha', 'zeta']")
+
+
+@pytest.mark.parametrize("version", [None, "two", "2.x", True, [2]])
+def test_a_malformed_schema_version_is_refused(version):
+    with pytest.raises(ConfigError, match=r"x\.json: schema_version .* is not 'MAJOR\.MINOR'"):
+        JobSettings.parse(file_data(schema_version=version), "x.json")
+
+
+def test_a_file_without_schema_version_is_refused_as_older():
+    data = file_data()
+    del data["schema_version"]
+    with pytest.raises(ConfigError, match="x.json: has no schema_version; it was written by an older"):
+        JobSettings.parse(data, "x.json")
 
 
 @pytest.mark.parametrize("data", [["pair"], "pair=orders", None, 3])
-def test_from_dict_needs_an_object(data):
+def test_parse_needs_an_object(data):
     with pytest.raises(ConfigError) as err:
-        JobSettings.from_dict(data)
+        JobSettings.parse(data)
     assert str(err.value) == f"job settings: expected a JSON object, got {type(data).__name__}"
 
 
-def test_from_dict_names_a_missing_required_setting():
-    data = make().to_dict()
+def test_parse_names_a_missing_required_setting():
+    data = file_data()
     del data["bootstrap_servers"]
-    with pytest.raises(ConfigError, match=r"^job settings: .*missing 1 required .*'bootstrap_servers'"):
-        JobSettings.from_dict(data)
+    with pytest.raises(ConfigError, match=r"^job settings: bootstrap_servers: is required$"):
+        JobSettings.parse(data)
 
 
-def test_from_dict_validates_values():
-    with pytest.raises(ConfigError, match=r"job setting 'epoch' must be an integer >= 0, got -1"):
-        JobSettings.from_dict({**make().to_dict(), "epoch": -1})
+def test_parse_validates_values():
+    with pytest.raises(ConfigError, match=r"^x.json: epoch: must be an integer >= 0, got -1$"):
+        JobSettings.parse(file_data(epoch=-1), "x.json")
 
 
 # ---------------------------------------------------------------- starting offsets
@@ -374,12 +439,10 @@ def test_missing_partitions_lists_missing_unknown_and_extra_topics():
 
 
 def test_a_bare_topic_string_is_refused_not_split_into_letters():
-    with pytest.raises(ConfigError, match="must be a list of topic names, got the string 'orders'"):
+    with pytest.raises(ConfigError, match="topics: must be a list of topic names, got 'orders'"):
         make(topics="orders")
-    data = make(topics=("orders",)).to_dict()
-    data["topics"] = "orders"
-    with pytest.raises(ConfigError, match="got the string 'orders'"):
-        JobSettings.from_dict(data)
+    with pytest.raises(ConfigError, match="got 'orders'"):
+        JobSettings.parse(file_data(topics="orders"))
 
 
 @pytest.mark.parametrize("key", ["\u00b2", "\u0663", " 1", "1 "])

@@ -1,13 +1,14 @@
 """One request to run the job: checked against the cluster, the checkpoint and the fence, then submitted.
 
 Shared by ``SubmitStreamingJobOperator`` and the failover/failback DAGs' submit step, so both refuse the
-same bad input with the same messages before anything is started.
+same bad input with the same messages before anything is started. It talks to Kafka through
+``KafkaClusterHook``, so it lives beside the operator, not in the job package (which imports no hooks).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
+from airflow_kafka_failover.jobs.options import PATH_OPTIONS, JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings, missing_partitions, parse_starting_offsets
 
 log = logging.getLogger(__name__)
@@ -33,37 +35,64 @@ def parse_epoch(value: Any) -> int:
 
 @dataclass
 class JobRequest:
-    """What to run where; see ``SubmitStreamingJobOperator`` for every field's meaning."""
+    """What to run where: the job's options plus the run's place (pair, cluster, epoch) and its input.
+
+    :param pair: the pair's name.
+    :param cluster: the cluster the job reads.
+    :param epoch: the epoch of the run.
+    :param kafka_conn_id: the cluster's ``kafka`` connection.
+    :param options: the job's options; its four paths must be given (the pair config resolves them).
+    :param topics: topics to read on this cluster.
+    :param topic_pattern: a regex of topics instead of ``topics``.
+    :param starting_offsets: ``earliest``, ``latest`` or a start map (dict or JSON).
+    :param bookkeeping_group: consumer group the job commits its position to ('' for the pair's default).
+    """
 
     pair: str
     cluster: str
     epoch: int
     kafka_conn_id: str
-    sink_root: str
-    checkpoint_root: str
-    run_root: str
-    fencing_marker: str
-    application: str
+    options: JobOptions
     topics: tuple[str, ...] = ()
     topic_pattern: str | None = None
     starting_offsets: Any = "earliest"
     bookkeeping_group: str = ""
-    record_id_field: str = "id"
-    kafka_options: dict[str, str] = field(default_factory=dict)
-    max_offsets_per_trigger: int | None = None
-    trigger_interval_s: float = 5.0
-    startup_timeout: float = 180.0
-    check_timeout: float = 10.0
+
+    @property
+    def application(self) -> str:
+        """The job file spark-submit runs."""
+        from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
+
+        return self.options.application or str(JOB_APPLICATION)
+
+    def path(self, name: str) -> str:
+        """One of the job's paths, or a ConfigError saying it is required."""
+        value = getattr(self.options, name)
+        if not value:
+            raise ConfigError(f"the job's {name} is required: give {name} (a local path)")
+        return str(value)
+
+    @property
+    def sink_root(self) -> str:
+        return self.path("sink_root")
+
+    @property
+    def fencing_marker(self) -> str:
+        return self.path("fencing_marker")
 
     @property
     def layout(self) -> RunLayout:
-        return RunLayout(self.pair, self.cluster, self.epoch, self.checkpoint_root, self.run_root)
+        return RunLayout(
+            self.pair, self.cluster, self.epoch, self.path("checkpoint_root"), self.path("run_root")
+        )
 
     def settings(self) -> JobSettings:
         """Check the inputs against the cluster; return the job's settings (raises ConfigError)."""
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
         from airflow_kafka_failover.jobs.kafka_options import java_client_options
 
+        for name in PATH_OPTIONS:
+            self.path(name)
         if not Path(self.application).is_file():
             from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
 
@@ -72,10 +101,10 @@ class JobRequest:
                 f"job file (the packaged one is {JOB_APPLICATION})"
             )
         layout = self.layout
-        kafka = KafkaClusterHook(self.kafka_conn_id, timeout=self.check_timeout)
+        kafka = KafkaClusterHook(self.kafka_conn_id, timeout=self.options.check_timeout_seconds)
         options = {
             **java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
-            **self.kafka_options,
+            **self.options.kafka_options,
         }
         starting = parse_starting_offsets(self.starting_offsets)
         settings = JobSettings(
@@ -91,10 +120,10 @@ class JobRequest:
             topics=tuple(self.topics),
             topic_pattern=self.topic_pattern,
             starting_offsets=starting,
-            record_id_field=self.record_id_field,
+            record_id_field=self.options.record_id_field,
             kafka_options=options,
-            max_offsets_per_trigger=self.max_offsets_per_trigger,
-            trigger_interval_s=self.trigger_interval_s,
+            max_offsets_per_trigger=self.options.max_offsets_per_trigger,
+            trigger_interval_seconds=self.options.trigger_interval_seconds,
         )
         if self.topics:
             self._check_start_map(kafka, starting)
@@ -107,20 +136,21 @@ class JobRequest:
             raise
         except Exception as exc:
             raise ConfigError(
-                f"cannot reach the Kafka cluster of connection {self.kafka_conn_id!r} ({kafka.bootstrap_servers}) "
-                f"within {self.check_timeout:.0f} s: {exc}; check the bootstrap servers and that the cluster is up"
+                f"cannot reach the Kafka cluster of connection {self.kafka_conn_id!r} "
+                f"({kafka.bootstrap_servers}) within {self.options.check_timeout_seconds:.0f} s: {exc}; "
+                "check the bootstrap servers and that the cluster is up"
             ) from None
         problems = missing_partitions(starting, counts)
         if problems["missing"]:
             raise ConfigError(
-                f"the start map misses partitions {problems['missing']} of {self.kafka_conn_id!r}; Spark needs an "
-                "offset for every partition (use -2 for earliest): re-plan, or add them"
+                f"the start map misses partitions {problems['missing']} of {self.kafka_conn_id!r}; Spark "
+                "needs an offset for every partition (use -2 for earliest): re-plan, or add them"
             )
         if problems["unknown"] or problems["extra_topics"]:
             raise ConfigError(
                 f"the start map names partitions the cluster does not have: {problems['unknown']} "
-                f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics: re-plan "
-                f"for the topics {list(self.topics)} of {self.kafka_conn_id!r}"
+                f"and topics not subscribed: {problems['extra_topics']}; it was planned for other topics: "
+                f"re-plan for the topics {list(self.topics)} of {self.kafka_conn_id!r}"
             )
 
     def fence_to_create(self) -> FencingMarker | None:
@@ -131,9 +161,9 @@ class JobRequest:
             return marker
         if fence.epoch != self.epoch or fence.cluster != self.cluster:
             raise FencedError(
-                f"fencing marker {self.fencing_marker} is at epoch {fence.epoch} for cluster {fence.cluster!r}, "
-                f"but this job is for epoch {self.epoch} on {self.cluster!r}: advance the fence first (a switch "
-                "does) or submit for the current epoch"
+                f"fencing marker {self.fencing_marker} is at epoch {fence.epoch} for cluster "
+                f"{fence.cluster!r}, but this job is for epoch {self.epoch} on {self.cluster!r}: advance the "
+                "fence first (a switch does) or submit for the current epoch"
             )
         return None
 
@@ -145,7 +175,7 @@ class JobRequest:
             settings.checkpoint, self.pair, self.cluster, self.epoch, settings.bootstrap_servers
         ):
             log.info(
-                "checkpoint %s holds batches of this run: Spark resumes from it and ignores the start offsets",
+                "checkpoint %s holds batches of this run: Spark resumes from it, ignoring the start offsets",
                 settings.checkpoint,
             )
         if new_marker is not None:
@@ -156,4 +186,4 @@ class JobRequest:
                 self.cluster,
             )
             new_marker.advance(None, self.epoch, self.cluster)
-        return hook.submit(settings, self.layout, self.application, self.startup_timeout)
+        return hook.submit(settings, self.layout, self.application, self.options.startup_timeout_seconds)
