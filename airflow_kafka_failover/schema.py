@@ -172,14 +172,14 @@ def _options(value: Any) -> dict[str, str]:
 
 
 def _local_path(value: Any) -> str:
-    value = _text(value)
-    url = _URL.match(value.strip())
+    text: str = _text(value)
+    url = _URL.match(text.strip())
     if url:
         raise ValueError(
-            f"{value!r} is a URL ({url.group(1)}://); remote storage is not supported yet: give a local "
+            f"{text!r} is a URL ({url.group(1)}://); remote storage is not supported yet: give a local "
             "path (a mounted volume works) instead"
         )
-    return value
+    return text
 
 
 def choice(enum: type[_E]) -> BeforeValidator:

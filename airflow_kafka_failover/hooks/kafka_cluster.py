@@ -129,7 +129,8 @@ class KafkaClusterHook(KafkaBaseHook):
             connection = self.get_connection(self.kafka_config_id)
             if connection.conn_type != "kafka":
                 raise ConfigError(
-                    f"Airflow connection {self.kafka_config_id!r} is of type {connection.conn_type!r}, not 'kafka': "
+                    f"Airflow connection {self.kafka_config_id!r} is of type {connection.conn_type!r}, not "
+                    "'kafka': "
                     "point the task at a connection of type 'kafka' (the official Kafka provider's)"
                 )
             self._check_extra(connection.extra)
@@ -151,7 +152,7 @@ class KafkaClusterHook(KafkaBaseHook):
         return config
 
     def _check_extra(self, extra: str | None) -> None:
-        """Refuse an extra that is not a JSON object with a textual bootstrap.servers (Airflow would read it as {})."""
+        """Refuse an extra that is not a JSON object with a textual bootstrap.servers (Airflow reads {})."""
         import json
 
         example = 'e.g. {"bootstrap.servers": "host:9092"}'
@@ -269,7 +270,8 @@ class KafkaClusterHook(KafkaBaseHook):
         if metadata.missing_topics:
             raise ConfigError(
                 f"topics {', '.join(metadata.missing_topics)} do not exist on the cluster of connection "
-                f"{self.kafka_config_id!r} ({self.bootstrap_servers}); create them or fix the configured topics"
+                f"{self.kafka_config_id!r} ({self.bootstrap_servers}); create them or fix the configured "
+                "topics"
             )
         counts: dict[str, int] = {}
         for info in metadata.partitions:

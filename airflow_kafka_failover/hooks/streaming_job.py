@@ -26,7 +26,7 @@ from airflow.sdk import BaseHook
 
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.hooks import spark_submit_compat
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status, stop_request_file
 from airflow_kafka_failover.jobs.settings import JobSettings
 
@@ -110,7 +110,8 @@ class StreamingJobHook(BaseHook):
         if not any(key in self.conf for key in ("spark.jars", "spark.jars.packages")):
             log.warning(
                 "the job gets no --jars: neither job.jars, job.packages nor the Airflow option "
-                "[kafka_failover] job_jars is set, so the Spark installation itself must provide Spark's Kafka "
+                "[kafka_failover] job_jars is set, so the Spark installation itself must provide Spark's "
+                "Kafka "
                 "source (spark-sql-kafka-0-10); set one of them if the job fails with 'Failed to find data "
                 "source: kafka'"
             )
@@ -151,8 +152,10 @@ class StreamingJobHook(BaseHook):
                 conf.setdefault(WAIT_APP_COMPLETION[scheme], "false")
             if deploy_mode == "cluster" and scheme == "spark":
                 raise ConfigError(
-                    f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone master "
-                    f"({master}); Spark standalone does not run Python drivers in cluster mode: use deploy-mode "
+                    f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone "
+                    "master "
+                    f"({master}); Spark standalone does not run Python drivers in cluster mode: use "
+                    "deploy-mode "
                     "client (the driver then runs detached next to Airflow)"
                 )
         return conf
@@ -191,7 +194,7 @@ class StreamingJobHook(BaseHook):
             pair=settings.pair,
             cluster=settings.cluster,
             epoch=settings.epoch,
-            deploy_mode=mode,
+            deploy_mode=DeployMode(mode),
             master=master,
             run_dir=str(layout.run_dir),
             checkpoint=settings.checkpoint,

@@ -101,7 +101,7 @@ class JobRequest:
                 f"job file (the packaged one is {JOB_APPLICATION})"
             )
         layout = self.layout
-        kafka = KafkaClusterHook(self.kafka_conn_id, timeout=self.options.check_timeout_seconds)
+        kafka = KafkaClusterHook(self.kafka_conn_id, timeout_seconds=self.options.check_timeout_seconds)
         options = {
             **java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
             **self.options.kafka_options,

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
 from airflow_kafka_failover.jobs.options import JobOptions
 from airflow_kafka_failover.operators.job_request import JobRequest, parse_epoch
 from airflow_kafka_failover.schema import problem_of
@@ -210,7 +210,7 @@ def starting_handle(request: JobRequest, spark_conn_id: str) -> JobHandle:
         pair=request.pair,
         cluster=request.cluster,
         epoch=request.epoch,
-        deploy_mode="client",
+        deploy_mode=DeployMode.CLIENT,
         master="(starting)",
         run_dir=str(layout.run_dir),
         checkpoint=str(layout.checkpoint),

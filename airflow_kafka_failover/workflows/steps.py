@@ -65,7 +65,8 @@ def gate(pair: PairConfig, kind: str, record: ActiveRecord) -> None:
     source, target = direction(pair, kind)
     if record.active != source:
         raise NotApplicable(
-            f"pair {pair.name!r}: {record.active} is already active at epoch {record.epoch}; a {kind} moves the "
+            f"pair {pair.name!r}: {record.active} is already active at epoch {record.epoch}; a {kind} "
+            "moves the "
             f"job from {source} to {target}, so there is nothing to do"
         )
 
@@ -160,7 +161,8 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
         if waited >= pair.switch.gap_wait_seconds:
             raise TranslationError(
                 f"{target} still lacks {plan.total_gap_records} records of {len(plan.gaps)} partitions after "
-                f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore replication, "
+                f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore "
+                "replication, "
                 "raise switch.gap_wait_seconds, or set on_gap: proceed to start without them (records only "
                 "the source holds are read once it returns)"
             )

@@ -316,7 +316,7 @@ def assert_untouched(world: World, before: dict[str, Any]) -> None:
 
 @dataclass
 class StubbedCluster:
-    """What each connection's cluster answers: its topics (partition counts) and its internal topics' records."""
+    """What each connection's cluster answers: its topics (partition counts), its internal topics' records."""
 
     topics: dict[str, dict[str, int]] = field(
         default_factory=lambda: {CONN_A: {"orders": 2, "B.orders": 2}, CONN_B: {"orders": 2, "A.orders": 2}}
@@ -385,7 +385,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> StubbedCluster:
 
 
 def config_variant(world: World, name: str, edit: Callable[[dict[str, Any]], Any] | str) -> Path:
-    """Write a variant of the pair config: ``edit`` changes the pair's mapping, or is the file's whole text."""
+    """Write a variant of the pair config: ``edit`` changes the pair's mapping or is the file's whole text."""
     path = world.inputs / f"{name}.yaml"
     if isinstance(edit, str):
         path.write_text(edit)
@@ -579,7 +579,8 @@ CASES = [
             w, config_variant(w, "conn-type", with_connection("B", "bad_suite_postgres"))
         ),
         (
-            "failover of pair 'orders' refused: Airflow connection 'bad_suite_postgres' is of type 'postgres', "
+            "failover of pair 'orders' refused: Airflow connection 'bad_suite_postgres' is of type "
+            "'postgres', "
             "not 'kafka'",
             "point the task at a connection",
         ),
@@ -877,8 +878,8 @@ def test_the_suite_covers_every_category_with_enough_cases():
 
 
 def test_the_world_is_valid_so_each_case_fails_only_on_its_bad_input(world, cluster):
-    """Control: with good input the gate passes the record on, the plan step plans and the submit step's checks
-    accept the start map; nothing changes."""
+    """Control: with good input the gate passes the record on, the plan step plans and the submit step's
+    checks accept the start map; nothing changes."""
     from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
     from airflow_kafka_failover.workflows import steps
 
