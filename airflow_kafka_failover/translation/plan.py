@@ -98,11 +98,6 @@ class PartitionTranslation:
         """Whether the method guarantees the offset is not later than the true position."""
         return self.method in PROVEN_METHODS
 
-    @property
-    def has_gap(self) -> bool:
-        """Whether records may be missing on the target for this partition."""
-        return self.gap_records > 0
-
     @model_validator(mode="before")
     @classmethod
     def _from_flat(cls, data: Any) -> Any:

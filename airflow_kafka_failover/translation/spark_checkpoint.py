@@ -303,13 +303,3 @@ def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
     except CheckpointError as err:
         raise CheckpointError(f"{err}; {_DAMAGED_HINT}") from None
     return CheckpointReading(StreamPosition(offsets, batch_id, timestamps))
-
-
-def read_stream_position(path: str | os.PathLike[str]) -> StreamPosition | None:
-    """The committed position of a checkpoint directory; None if no batch was committed.
-
-    :func:`read_checkpoint` also says why there is none.
-
-    :param path: the checkpoint directory.
-    """
-    return read_checkpoint(path).position

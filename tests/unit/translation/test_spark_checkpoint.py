@@ -10,7 +10,6 @@ from airflow_kafka_failover.translation.spark_checkpoint import (
     StreamPosition,
     kafka_offsets_from_json,
     read_checkpoint,
-    read_stream_position,
 )
 from airflow_kafka_failover.types import TopicPartition
 
@@ -56,7 +55,7 @@ def test_last_committed_batch_wins_over_planned(checkpoint):
     write_offsets(checkpoint, 1, '{"orders":{"0":20,"1":9}}')
     write_commit(checkpoint, 1)
     write_offsets(checkpoint, 2, '{"orders":{"0":30,"1":12}}')  # planned, not committed
-    position = read_stream_position(checkpoint)
+    position = read_checkpoint(checkpoint).position
     assert position is not None
     assert position.batch_id == 1
     assert position.offsets == {TopicPartition("orders", 0): 20, TopicPartition("orders", 1): 9}
@@ -71,7 +70,7 @@ def test_several_topics_and_sources_are_merged(checkpoint):
         '{"refunds":{"2":7},"orders":{"1":2}}',
     )
     write_commit(checkpoint, 4)
-    position = read_stream_position(checkpoint)
+    position = read_checkpoint(checkpoint).position
     assert position is not None
     assert position.offsets == {
         TopicPartition("orders", 0): 1,
@@ -86,7 +85,7 @@ def test_same_partition_with_two_offsets_is_an_error(checkpoint):
     path = write_offsets(checkpoint, 0, '{"orders":{"0":1}}', '{"orders":{"0":2}}')
     write_commit(checkpoint, 0)
     with pytest.raises(CheckpointError) as err:
-        read_stream_position(checkpoint)
+        read_checkpoint(checkpoint)
     assert f"{path}:4" in str(err.value) and "line 3 gives 1" in str(err.value)
 
 
@@ -98,7 +97,7 @@ def test_crc_and_temp_files_are_ignored(checkpoint):
     (checkpoint / "offsets" / ".1.3f2a.tmp").write_text("half written")
     (checkpoint / "commits" / ".1.crc").write_bytes(b"\x00")
     (checkpoint / "commits" / "1.tmp").write_text("v1")
-    position = read_stream_position(checkpoint)
+    position = read_checkpoint(checkpoint).position
     assert position is not None and position.batch_id == 0
 
 
@@ -106,13 +105,13 @@ def test_trailing_newline_is_accepted(checkpoint):
     path = write_offsets(checkpoint, 0, '{"orders":{"0":10}}')
     path.write_text(path.read_text() + "\n")
     write_commit(checkpoint, 0)
-    assert read_stream_position(checkpoint).offsets == {TopicPartition("orders", 0): 10}
+    assert read_checkpoint(checkpoint).position.offsets == {TopicPartition("orders", 0): 10}
 
 
 def test_only_dash_sources_give_an_empty_position(checkpoint):
     write_offsets(checkpoint, 0, "-")
     write_commit(checkpoint, 0)
-    position = read_stream_position(checkpoint)
+    position = read_checkpoint(checkpoint).position
     assert position is not None and position.offsets == {}
 
 
@@ -121,7 +120,7 @@ def test_no_committed_batch_returns_a_reason(checkpoint):
     reading = read_checkpoint(checkpoint)
     assert reading.position is None
     assert "no committed batch" in reading.reason and "[0]" in reading.reason
-    assert read_stream_position(checkpoint) is None
+    assert read_checkpoint(checkpoint).position is None
 
 
 def test_fresh_checkpoint_returns_a_reason(checkpoint):
@@ -226,7 +225,7 @@ def test_progress_record_of_committed_batch_gives_timestamps(checkpoint):
             "max_timestamp_ms": {"orders": {"0": 300}},
         },
     )
-    position = read_stream_position(checkpoint)
+    position = read_checkpoint(checkpoint).position
     assert position.max_timestamps_ms == {TopicPartition("orders", 0): 200, TopicPartition("orders", 1): 190}
 
 
@@ -234,7 +233,7 @@ def test_older_progress_record_is_used_when_the_newest_is_missing(checkpoint):
     write_offsets(checkpoint, 5, '{"orders":{"0":50}}')
     write_commit(checkpoint, 5)
     write_progress(checkpoint, {"epoch": 1, "batch_id": 4, "max_timestamp_ms": {"orders": {"0": 40}}})
-    assert read_stream_position(checkpoint).max_timestamps_ms == {TopicPartition("orders", 0): 40}
+    assert read_checkpoint(checkpoint).position.max_timestamps_ms == {TopicPartition("orders", 0): 40}
 
 
 def test_a_partition_idle_in_the_last_batches_keeps_its_newest_timestamp(checkpoint):
@@ -247,7 +246,7 @@ def test_a_partition_idle_in_the_last_batches_keeps_its_newest_timestamp(checkpo
         {"batch_id": 0, "max_timestamp_ms": {"orders": {"0": 100}, "B.orders": {"0": 90}}},
         {"batch_id": 1, "max_timestamp_ms": {"orders": {"0": 200}}},  # B.orders-0 had no new record
     )
-    assert read_stream_position(checkpoint).max_timestamps_ms == {
+    assert read_checkpoint(checkpoint).position.max_timestamps_ms == {
         TopicPartition("orders", 0): 200,
         TopicPartition("B.orders", 0): 90,
     }
@@ -256,7 +255,7 @@ def test_a_partition_idle_in_the_last_batches_keeps_its_newest_timestamp(checkpo
 def test_no_progress_file_means_no_timestamps(checkpoint):
     write_offsets(checkpoint, 0, '{"orders":{"0":10}}')
     write_commit(checkpoint, 0)
-    assert read_stream_position(checkpoint).max_timestamps_ms == {}
+    assert read_checkpoint(checkpoint).position.max_timestamps_ms == {}
 
 
 def test_torn_last_progress_line_is_ignored(checkpoint):
@@ -265,7 +264,7 @@ def test_torn_last_progress_line_is_ignored(checkpoint):
     path = write_progress(checkpoint, {"epoch": 1, "batch_id": 1, "max_timestamp_ms": {"orders": {"0": 7}}})
     with path.open("a") as handle:
         handle.write('{"epoch": 1, "batch_id": 2, "max_ti')
-    assert read_stream_position(checkpoint).max_timestamps_ms == {TopicPartition("orders", 0): 7}
+    assert read_checkpoint(checkpoint).position.max_timestamps_ms == {TopicPartition("orders", 0): 7}
 
 
 def test_corrupt_progress_line_in_the_middle_is_an_error(checkpoint):
