@@ -32,7 +32,7 @@ class ActiveRecordGate(BaseSensorOperator):
         from airflow_kafka_failover.exceptions import ConfigError
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
         from airflow_kafka_failover.record_store import describe, load_record
-        from airflow_kafka_failover.workflows.steps import NotApplicable, SwitchParams, gate
+        from airflow_kafka_failover.switch_gate import NotApplicable, SwitchParams, gate
 
         try:
             params = SwitchParams.from_params(context.get("params"))

@@ -10,65 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from airflow_kafka_failover.config import PairConfig
-from airflow_kafka_failover.exceptions import ConfigError, FailoverError, TranslationError
+from airflow_kafka_failover.exceptions import FailoverError, TranslationError
 from airflow_kafka_failover.record import ActiveRecord
 from airflow_kafka_failover.record_store import fencing_marker
+from airflow_kafka_failover.switch_gate import FAILOVER, SwitchParams, direction
 
 log = logging.getLogger(__name__)
 
-FAILOVER = "failover"
 FORCED_STOP_TIMEOUT_S = 5.0
 """How long a failover waits for the old job's graceful stop: its cluster is usually gone, and the fence
 already keeps it from committing another batch."""
-
-
-class NotApplicable(Exception):
-    """The DAG has nothing to do for the pair's current record (e.g. failover with the standby active)."""
-
-
-@dataclass(frozen=True)
-class SwitchParams:
-    """The manual-trigger parameters, validated.
-
-    :param force: switch without waiting for the down/recovered verdict.
-    :param dry_run: compute and show the plan; change nothing.
-    :param reason: free text stored in the history.
-    """
-
-    force: bool = False
-    dry_run: bool = False
-    reason: str = ""
-
-    @classmethod
-    def from_params(cls, params: Any) -> SwitchParams:
-        params = dict(params or {})
-        for name in ("force", "dry_run"):
-            if not isinstance(params.get(name, False), bool):
-                raise ConfigError(f"param {name!r} must be true or false, got {params.get(name)!r}")
-        reason = params.get("reason") or ""
-        if not isinstance(reason, str):
-            raise ConfigError(f"param 'reason' must be text, got {reason!r}")
-        return cls(params.get("force", False), params.get("dry_run", False), reason.strip())
-
-
-def direction(pair: PairConfig, kind: str) -> tuple[str, str]:
-    """(source, target) of a switch kind."""
-    return (pair.primary, pair.standby) if kind == FAILOVER else (pair.standby, pair.primary)
-
-
-def gate(pair: PairConfig, kind: str, record: ActiveRecord) -> None:
-    """Raise NotApplicable unless the record says this switch is the one to make."""
-    source, target = direction(pair, kind)
-    if record.active != source:
-        raise NotApplicable(
-            f"pair {pair.name!r}: {record.active} is already active at epoch {record.epoch}; a {kind} "
-            "moves the "
-            f"job from {source} to {target}, so there is nothing to do"
-        )
 
 
 def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[str, Any]:
