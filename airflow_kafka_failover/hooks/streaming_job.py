@@ -275,7 +275,7 @@ class StreamingJobHook(BaseHook):
                 handle.process.stop(timeout=10)
                 raise JobStartError(
                     f"{handle.describe()} did not report running within {timeout:.0f} s; it was "
-                    f"stopped. Raise startup_timeout on a slow machine.\n--- log tail ---\n{tail}"
+                    f"stopped. Raise startup_timeout_seconds on a slow machine.\n--- log tail ---\n{tail}"
                 )
             time.sleep(0.5)
 
