@@ -49,7 +49,7 @@ class RecoveryDecision(BaseModel):
 
 
 def _stability_wait(verdict: Verdict, thresholds: HealthThresholds, now: float) -> str | None:
-    window = thresholds.stability_window
+    window = thresholds.stability_window_seconds
     if verdict.state is not HealthState.HEALTHY or verdict.healthy_since is None:
         return f"stability: not healthy now ({verdict.reason})"
     healthy_for = now - verdict.healthy_since
@@ -102,7 +102,7 @@ def decide_recovered(
 ) -> RecoveryDecision:
     """Decide whether a cluster has recovered enough to fail back to it.
 
-    All three must hold: (1) the trailing run of OK probes started at least ``stability_window``
+    All three must hold: (1) the trailing run of OK probes started at least ``stability_window_seconds``
     ago with no failed or degraded probe and no probing gap over ``max_probe_gap`` in it, and the
     newest probe is recent; (2) every given partition's lag is known and at most
     ``max_replication_lag`` (an empty ``lags`` proves nothing and is not caught up); (3) no data lost.

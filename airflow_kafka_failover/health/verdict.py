@@ -15,6 +15,7 @@ The sensor decisions built on the verdict are in :mod:`airflow_kafka_failover.he
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -74,30 +75,57 @@ _WholeOrZero = Annotated[int, Field(ge=0), BeforeValidator(_whole(0))]
 _PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False), BeforeValidator(_positive_seconds)]
 
 
+RENAMED_THRESHOLDS = {
+    "probe_interval": "probe_interval_seconds",
+    "stability_window": "stability_window_seconds",
+    "probe_timeout": "probe_timeout_seconds",
+}
+"""Threshold names of earlier releases, still read with a DeprecationWarning naming the new name."""
+
+
+def _renamed_thresholds(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Map the old threshold names to the ``*_seconds`` ones, warning once per name; refuse both given."""
+    renamed = dict(values)
+    for old, new in RENAMED_THRESHOLDS.items():
+        if old not in renamed:
+            continue
+        if new in renamed:
+            raise ConfigError(
+                f"health thresholds: both {old} and {new} are given; {old} is the old name of {new}: "
+                f"keep {new} only"
+            )
+        warnings.warn(
+            f"health threshold {old} is deprecated: name it {new}", DeprecationWarning, stacklevel=3
+        )
+        renamed[new] = renamed.pop(old)
+    return renamed
+
+
 class HealthThresholds(Schema):
     """How much evidence the health sensors need before they act (the ``health`` section of a pair).
 
     Constraints between fields (checked when built, and again by :meth:`validate`):
 
-    - ``stability_window >= max_probe_gap``: a window shorter than the largest tolerated gap between
+    - ``stability_window_seconds >= max_probe_gap``: a window shorter than the largest tolerated gap between
       probes could be "covered" by two probes on its edges and would prove nothing about stability.
     - ``heartbeat_stale_seconds >= max_probe_gap``: heartbeats are observed once per probe; a staleness
       limit shorter than the gap between two looks would call live heartbeats stopped merely because
       nobody looked, which would turn a network split into a false "down".
 
-    Both imply ``probe_timeout`` is below ``stability_window`` and ``heartbeat_stale_seconds``.
+    Both imply ``probe_timeout_seconds`` is below ``stability_window_seconds`` and
+    ``heartbeat_stale_seconds``.
     ``min_down_seconds`` and ``failure_threshold`` are independent: whichever needs longer wins.
     A bad value raises :class:`ConfigError` naming the threshold and the value.
 
     :param failure_threshold: consecutive failed probes needed for "down".
     :param min_down_seconds: the failed run must span at least this long, first to newest failure.
-    :param probe_interval: seconds between the starts of two probes when all goes well.
-    :param stability_window: seconds of uninterrupted healthy probes needed for "recovered".
+    :param probe_interval_seconds: seconds between the starts of two probes when all goes well.
+    :param stability_window_seconds: seconds of uninterrupted healthy probes needed for "recovered".
     :param max_replication_lag: records a replicated partition may still lag for "recovered".
-    :param probe_timeout: seconds a probe may wait for the cluster before counting as failed. A healthy
-        cluster answers a metadata request in milliseconds; 2 s tolerates a long GC pause, and a single
-        slow answer never decides anything because "down" needs several failures in a row. The timeout
-        bounds how fast a hung (not crashed) cluster is detected: about min_down_seconds + timeout.
+    :param probe_timeout_seconds: seconds a probe may wait for the cluster before counting as failed. A
+        healthy cluster answers a metadata request in milliseconds; 2 s tolerates a long GC pause, and a
+        single slow answer never decides anything because "down" needs several failures in a row. The
+        timeout bounds how fast a hung (not crashed) cluster is detected: about min_down_seconds + timeout.
     :param heartbeat_stale_seconds: a replicated MM2 heartbeat older than this no longer proves the
         watched cluster alive. MM2 writes one per second (``emit.heartbeats.interval.seconds``); 6 s
         leaves room for replication latency, clock skew between MM2 workers and Airflow, and one
@@ -108,24 +136,24 @@ class HealthThresholds(Schema):
     min_down_seconds: _PositiveSeconds = Field(
         6.0, description="The failed run must span at least this long, first to newest failure (seconds)."
     )
-    probe_interval: _PositiveSeconds = Field(
+    probe_interval_seconds: _PositiveSeconds = Field(
         2.0, description="Seconds between the starts of two probes when all goes well."
     )
-    stability_window: _PositiveSeconds = Field(
+    stability_window_seconds: _PositiveSeconds = Field(
         30.0,
         description='Seconds of uninterrupted healthy probes needed for "recovered"; at least '
-        "2 x probe_interval + probe_timeout.",
+        "2 x probe_interval_seconds + probe_timeout_seconds.",
     )
     max_replication_lag: _WholeOrZero = Field(
         0, description='Records a replicated partition may still lag for "recovered".'
     )
-    probe_timeout: _PositiveSeconds = Field(
+    probe_timeout_seconds: _PositiveSeconds = Field(
         2.0, description="Seconds a probe may wait for the cluster before it counts as failed."
     )
     heartbeat_stale_seconds: _PositiveSeconds = Field(
         6.0,
         description="A replicated MirrorMaker 2 heartbeat older than this no longer proves the watched "
-        "cluster alive (seconds); at least 2 x probe_interval + probe_timeout.",
+        "cluster alive (seconds); at least 2 x probe_interval_seconds + probe_timeout_seconds.",
     )
 
     def __init__(self, **values: Any) -> None:
@@ -138,18 +166,24 @@ class HealthThresholds(Schema):
             where, problem = problem_of(exc)
             raise ConfigError(f"health thresholds: {where}: {problem}") from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return _renamed_thresholds(data) if isinstance(data, Mapping) else data
+
     @model_validator(mode="after")
     def _gaps_are_covered(self) -> HealthThresholds:
         return self._check_gaps()
 
     def _check_gaps(self) -> HealthThresholds:
         gap = self.max_probe_gap
-        for name in ("stability_window", "heartbeat_stale_seconds"):
+        for name in ("stability_window_seconds", "heartbeat_stale_seconds"):
             if getattr(self, name) < gap:
                 raise ConfigError(
                     f"health threshold {name}={getattr(self, name)!r} is shorter than the largest "
-                    f"tolerated gap between probes, 2 x probe_interval + probe_timeout = {gap!r} s; "
-                    f"raise {name} to at least {gap!r} or lower probe_interval/probe_timeout"
+                    f"tolerated gap between probes, 2 x probe_interval_seconds + probe_timeout_seconds = "
+                    f"{gap!r} s; "
+                    f"raise {name} to at least {gap!r} or lower probe_interval_seconds/probe_timeout_seconds"
                 )
         return self
 
@@ -157,16 +191,16 @@ class HealthThresholds(Schema):
     def max_probe_gap(self) -> float:
         """The largest gap between two probes that still counts as continuous observation.
 
-        A probe starts every ``probe_interval`` and may take ``probe_timeout``; one late or lost poke
-        (scheduler or triggerer jitter) is tolerated. A longer gap is not evidence of anything: it
+        A probe starts every ``probe_interval_seconds`` and may take ``probe_timeout_seconds``; one late or
+        lost poke (scheduler or triggerer jitter) is tolerated. A longer gap is not evidence of anything: it
         restarts both a run of failures and a stability window.
         """
-        return 2 * self.probe_interval + self.probe_timeout
+        return 2 * self.probe_interval_seconds + self.probe_timeout_seconds
 
     @property
     def history_horizon(self) -> float:
         """Seconds of probe history that :func:`recent_history` keeps so that no decision changes."""
-        longest = max(self.stability_window, self.min_down_seconds, 2 * self.heartbeat_stale_seconds)
+        longest = max(self.stability_window_seconds, self.min_down_seconds, 2 * self.heartbeat_stale_seconds)
         return longest + 2 * self.max_probe_gap
 
     def validate(self) -> HealthThresholds:  # type: ignore[override]
@@ -180,9 +214,9 @@ class HealthThresholds(Schema):
         _require_int("max_replication_lag", self.max_replication_lag, minimum=0)
         for name in (
             "min_down_seconds",
-            "probe_interval",
-            "stability_window",
-            "probe_timeout",
+            "probe_interval_seconds",
+            "stability_window_seconds",
+            "probe_timeout_seconds",
             "heartbeat_stale_seconds",
         ):
             _require_positive_seconds(name, getattr(self, name))
@@ -200,7 +234,7 @@ class HealthThresholds(Schema):
         if not isinstance(data, Mapping):
             raise ConfigError(f"health thresholds must be a mapping, got {type(data).__name__}: {data!r}")
         known = cls.known_keys()
-        unknown = sorted(str(key) for key in data if key not in known)
+        unknown = sorted(str(key) for key in data if key not in known and key not in RENAMED_THRESHOLDS)
         if unknown:
             raise ConfigError(f"unknown health threshold key(s) {unknown}; known keys are {known}")
         return cls(**data)
@@ -355,7 +389,8 @@ def judge(history: Iterable[ProbeResult], thresholds: HealthThresholds, now: flo
             state=HealthState.DEGRADED,
             reason=f"no recent evidence for cluster {newest.cluster}: the newest probe ({newest.outcome}, at "
             f"{format_clock(newest.at)} UTC) is {now - newest.at:.1f} s old, more than the {gap:g} s allowed "
-            f"between probes (2 x probe_interval + probe_timeout); neither healthy nor down can be claimed",
+            f"between probes (2 x probe_interval_seconds + probe_timeout_seconds); neither healthy nor down "
+            "can be claimed",
             consecutive_failures=len(failures.probes),
             failing_since=failures.probes[0].at if failures.probes else None,
             healthy_since=healthy_since,

@@ -51,14 +51,16 @@ class ClusterWatch:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self.hook = KafkaClusterHook(self.kafka_config_id, timeout_seconds=self.thresholds.probe_timeout)
+        self.hook = KafkaClusterHook(
+            self.kafka_config_id, timeout_seconds=self.thresholds.probe_timeout_seconds
+        )
 
     def probe(self, at: float | None = None) -> ProbeResult:
         result = probe_cluster(
             self.hook,
             self.cluster,
             self.topics,
-            self.thresholds.probe_timeout,
+            self.thresholds.probe_timeout_seconds,
             canary_topic=self.canary_topic,
         )
         if at is not None:
@@ -110,7 +112,7 @@ class DownWatch(ClusterWatch):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.peer = (
-            KafkaClusterHook(self.peer_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout)
+            KafkaClusterHook(self.peer_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout_seconds)
             if self.peer_kafka_config_id
             else None
         )
@@ -128,7 +130,7 @@ class DownWatch(ClusterWatch):
         observed_at = time.time()
         try:
             newest = self.peer.newest_record_timestamp(
-                self.heartbeats_topic, 0, self.thresholds.probe_timeout
+                self.heartbeats_topic, 0, self.thresholds.probe_timeout_seconds
             )
         except Exception as exc:  # the peer's trouble is reported, not raised
             with self._lock:
@@ -186,7 +188,7 @@ class RecoveryWatch(ClusterWatch):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.active = KafkaClusterHook(
-            self.active_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout
+            self.active_kafka_config_id, timeout_seconds=self.thresholds.probe_timeout_seconds
         )
 
     def observe(self, at: float | None = None) -> None:
@@ -207,7 +209,7 @@ class RecoveryWatch(ClusterWatch):
         from airflow_kafka_failover.translation.mm2_topics import read_offset_syncs
         from airflow_kafka_failover.types import TopicPartition
 
-        timeout = self.thresholds.probe_timeout
+        timeout = self.thresholds.probe_timeout_seconds
         counts = self.active.partition_counts(self.replicated_topics, timeout)
         sources = [TopicPartition(topic, p) for topic, n in counts.items() for p in range(n)]
         source_marks = self.active.watermarks(sources, timeout)
@@ -302,7 +304,7 @@ async def observe_until(watch: ClusterWatch, deadline: float | None, on_decision
     from asgiref.sync import sync_to_async
 
     observe = sync_to_async(watch.observe, thread_sensitive=False)
-    interval = watch.thresholds.probe_interval
+    interval = watch.thresholds.probe_interval_seconds
     in_flight: set[asyncio.Future] = set()
     next_start = time.monotonic()
     tick = time.time()

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 _THRESHOLD_NAMES = (
     "failure_threshold",
     "min_down_seconds",
-    "probe_interval",
-    "probe_timeout",
-    "stability_window",
+    "probe_interval_seconds",
+    "probe_timeout_seconds",
+    "stability_window_seconds",
     "max_replication_lag",
     "heartbeat_stale_seconds",
 )
@@ -99,7 +99,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
             return
         try:
             metadata = watch.hook.describe_cluster(
-                watch.topics, timeout_seconds=watch.thresholds.probe_timeout
+                watch.topics, timeout_seconds=watch.thresholds.probe_timeout_seconds
             )
         except Exception:  # unreachable now: nothing to validate against; probing decides
             self.log.info(
@@ -204,7 +204,7 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
     :param require_corroboration: never decide "down" without heartbeat evidence (default: True when a
         peer is given).
     :param thresholds: health thresholds (``failure_threshold`` 3, ``min_down_seconds`` 6,
-        ``probe_interval`` 2, ``probe_timeout`` 2, ``heartbeat_stale_seconds`` 6, ...).
+        ``probe_interval_seconds`` 2, ``probe_timeout_seconds`` 2, ``heartbeat_stale_seconds`` 6, ...).
     :param canary_topic: optional topic for a produce/read-back round trip in each probe.
     :param deferrable: wait in the triggerer (default: the ``operators.default_deferrable`` setting).
     """
@@ -271,7 +271,7 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
     :param recorded_high_watermarks: ``"topic-partition"`` -> high watermark the recovering cluster had
         while it was last active; a lower one now is data loss, and the sensor fails.
     :param topics: topics on the recovering cluster whose partitions must have a leader.
-    :param thresholds: health thresholds (``stability_window`` 30, ``max_replication_lag`` 0, ...).
+    :param thresholds: health thresholds (``stability_window_seconds`` 30, ``max_replication_lag`` 0, ...).
     """
 
     kind = WatchKind.RECOVERED
@@ -338,4 +338,4 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
         from airflow_kafka_failover.health.verdict import HealthThresholds
 
         limits = HealthThresholds.from_dict(self.thresholds)
-        return limits.stability_window + 2 * limits.max_probe_gap
+        return limits.stability_window_seconds + 2 * limits.max_probe_gap

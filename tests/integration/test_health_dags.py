@@ -20,7 +20,7 @@ with DAG("{dag_id}", schedule=None, start_date=datetime.datetime(2026, 1, 1)) as
         active_kafka_config_id="{conn_b}",
         active_alias="B",
         replicated_topics=["{topic}"],
-        thresholds={{"stability_window": 6.0}},
+        thresholds={{"stability_window_seconds": 6.0}},
         deferrable={deferrable},
         timeout=120,
     )

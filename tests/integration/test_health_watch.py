@@ -18,7 +18,7 @@ from tests.integration.waiting import wait_for
 
 DEFAULTS = HealthThresholds()
 # A shorter stability window keeps the suite fast; the rule it tests is the same.
-QUICK_RECOVERY = HealthThresholds(stability_window=10.0)
+QUICK_RECOVERY = HealthThresholds(stability_window_seconds=10.0)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_recovered_only_after_the_stability_window(own_sandbox, conns, topic, to
     decisions = []
     decision = watch_until(watch, restarted_at + 60, on_probe=decisions.append)
     assert decision.is_recovered, decision.reason
-    assert time.time() - restarted_at >= QUICK_RECOVERY.stability_window
+    assert time.time() - restarted_at >= QUICK_RECOVERY.stability_window_seconds
     assert not decisions[0].is_recovered and "stability" in decisions[0].reason
 
 
@@ -147,7 +147,7 @@ def test_recovered_waits_until_replication_toward_it_caught_up(own_sandbox, conn
         offset_syncs_topic="mm2-offset-syncs.B.internal",
         offset_syncs_on_watched=True,
     )
-    waiting = watch_until(watch, time.time() + QUICK_RECOVERY.stability_window + 6)
+    waiting = watch_until(watch, time.time() + QUICK_RECOVERY.stability_window_seconds + 6)
     assert not waiting.is_recovered
     assert any("lag" in item or "B.orders" in item or local in item for item in waiting.waiting_on), (
         waiting.waiting_on

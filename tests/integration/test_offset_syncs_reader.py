@@ -56,7 +56,7 @@ def test_recovered_decision_survives_a_tombstone_and_a_garbage_offset_sync(own_s
         cluster="A",
         kafka_config_id=conns["A"],
         topics=[],
-        thresholds=HealthThresholds(stability_window=10.0),
+        thresholds=HealthThresholds(stability_window_seconds=10.0),
         active_kafka_config_id=conns["B"],
         replicated_topics={topic: f"B.{topic}"},
         offset_syncs_topic=OFFSET_SYNCS,

@@ -84,8 +84,8 @@ def test_defaults():
             "timestamp_margin_seconds: must be a number >= 0, got -1",
         ),
         (
-            {"health": {"probe_interval": 0}},
-            "health: health threshold probe_interval must be a positive number",
+            {"health": {"probe_interval_seconds": 0}},
+            "health: health threshold probe_interval_seconds must be a positive number",
         ),
         ({"colour": "blue"}, "pair: unknown key(s) ['colour']"),
     ],
@@ -168,9 +168,10 @@ def test_nan_and_infinite_seconds_are_refused(section, key, bad):
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_nan_and_infinite_health_seconds_are_refused(bad):
-    message = _refusal(health={"probe_timeout": bad})
+    message = _refusal(health={"probe_timeout_seconds": bad})
     assert (
-        f"health: health threshold probe_timeout must be a positive number of seconds, got {bad!r}" in message
+        f"health: health threshold probe_timeout_seconds must be a positive number of seconds, got {bad!r}"
+        in message
     )
 
 
@@ -258,3 +259,17 @@ def test_a_name_given_inside_a_pair_or_cluster_is_refused():
     assert "pair: unknown key(s) ['name']" in _refusal(name="other")
     clusters = {"A": {"connection": "a", "name": "Z"}, "B": {"connection": "b"}}
     assert "clusters.A: unknown key(s) ['name']" in _refusal(clusters=clusters)
+
+
+def test_old_threshold_names_still_load_with_a_deprecation_warning():
+    with pytest.warns(
+        DeprecationWarning, match="probe_interval is deprecated: name it probe_interval_seconds"
+    ):
+        pair = parse_pair("p", _pair(health={"probe_interval": 1.5, "stability_window": 40}))
+    assert pair.health.probe_interval_seconds == 1.5
+    assert pair.health.stability_window_seconds == 40.0
+
+
+def test_an_old_and_a_new_threshold_name_together_are_refused():
+    with pytest.raises(ConfigError, match="both probe_timeout and probe_timeout_seconds are given"):
+        parse_pair("p", _pair(health={"probe_timeout": 1, "probe_timeout_seconds": 2}))

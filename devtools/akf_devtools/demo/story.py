@@ -36,10 +36,10 @@ from akf_devtools.sandbox.producer import SteadyProducer
 QUICK_HEALTH = {
     "failure_threshold": 3,
     "min_down_seconds": 3,
-    "probe_interval": 1,
-    "probe_timeout": 1,
+    "probe_interval_seconds": 1,
+    "probe_timeout_seconds": 1,
     "heartbeat_stale_seconds": 4,
-    "stability_window": 6,
+    "stability_window_seconds": 6,
 }
 
 # Small and quiet local Spark: two cores, no UI, few shuffle partitions, a modest driver.

@@ -39,11 +39,11 @@ def _trigger(**overrides) -> ClusterHealthTrigger:
             "require_corroboration": False,
         },
         "thresholds": {
-            "probe_interval": 0.5,
-            "probe_timeout": 0.5,
+            "probe_interval_seconds": 0.5,
+            "probe_timeout_seconds": 0.5,
             "min_down_seconds": 1.0,
             "heartbeat_stale_seconds": 2.0,
-            "stability_window": 2.0,
+            "stability_window_seconds": 2.0,
         },
         "deadline": None,
         "state": {
@@ -172,7 +172,10 @@ def test_an_unknown_watch_kind_is_refused_by_name():
     ("kwargs", "message"),
     [
         ({"kafka_config_id": "no_such_conn"}, "Airflow connection 'no_such_conn' does not exist"),
-        ({"thresholds": {"probe_interval": 0}}, "probe_interval must be a positive number of seconds, got 0"),
+        (
+            {"thresholds": {"probe_interval_seconds": 0}},
+            "probe_interval_seconds must be a positive number of seconds, got 0",
+        ),
         ({"thresholds": {"failure_threshold": -1}}, "failure_threshold must be an integer >= 1, got -1"),
         (
             {"thresholds": {"min_down_seconds": -6}},

@@ -18,7 +18,7 @@ from airflow_kafka_failover.health.verdict import SPAN_TOLERANCE_S, HealthThresh
 BASE = 1_700_000_000.0
 DEFAULTS = HealthThresholds()
 # Slower probing (a 5 s probe timeout, heartbeats stale after 10 s): scenarios written for these timings.
-SLOW_PROBES = HealthThresholds(probe_timeout=5.0, heartbeat_stale_seconds=10.0)
+SLOW_PROBES = HealthThresholds(probe_timeout_seconds=5.0, heartbeat_stale_seconds=10.0)
 
 
 def probe(at: float, outcome: str = "ok", cluster: str = "A") -> ProbeResult:
@@ -77,10 +77,10 @@ def thresholds(draw: st.DrawFn) -> HealthThresholds:
     return HealthThresholds(
         failure_threshold=draw(st.integers(1, 6)),
         min_down_seconds=draw(st.floats(0.5, 30.0)),
-        probe_interval=interval,
-        stability_window=gap + draw(st.floats(0.0, 40.0)),
+        probe_interval_seconds=interval,
+        stability_window_seconds=gap + draw(st.floats(0.0, 40.0)),
         max_replication_lag=draw(st.integers(0, 5)),
-        probe_timeout=timeout,
+        probe_timeout_seconds=timeout,
         heartbeat_stale_seconds=gap + draw(st.floats(0.0, 10.0)),
     ).validate()
 
@@ -120,7 +120,11 @@ def probes_say_down(history: Sequence[ProbeResult], t: HealthThresholds, now: fl
 
 def stable_for_window(history: Sequence[ProbeResult], t: HealthThresholds, now: float) -> bool:
     run = trailing(history, "ok", t.max_probe_gap)
-    return bool(run) and now - newest(history).at <= t.max_probe_gap and now - run[0].at >= t.stability_window
+    return (
+        bool(run)
+        and now - newest(history).at <= t.max_probe_gap
+        and now - run[0].at >= t.stability_window_seconds
+    )
 
 
 def stopped_heartbeats(now: float, last_heartbeat_at: float = -100.0) -> HeartbeatTrail:

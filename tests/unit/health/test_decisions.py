@@ -156,18 +156,18 @@ def test_recovered_exactly_when_the_whole_window_is_covered_by_ok_probes(
     decision = decide_recovered(history, t, now, {"orders-0": 0}, {})
     assert decision.is_recovered == stable_for_window(history, t, now)
     if decision.is_recovered:
-        window = [p for p in history if now - p.at <= t.stability_window]
+        window = [p for p in history if now - p.at <= t.stability_window_seconds]
         assert all(p.ok for p in window)
-        assert any(p.ok and now - p.at >= t.stability_window for p in history)
-        ordered = sorted(p.at for p in history if now - p.at <= t.stability_window + t.max_probe_gap)
+        assert any(p.ok and now - p.at >= t.stability_window_seconds for p in history)
+        ordered = sorted(p.at for p in history if now - p.at <= t.stability_window_seconds + t.max_probe_gap)
         assert all(b - a <= t.max_probe_gap for a, b in zip(ordered, ordered[1:], strict=False))
     else:
         assert any(item.startswith("stability") for item in decision.waiting_on)
 
 
 def test_a_probing_gap_inside_the_window_is_not_evidence_of_health() -> None:
-    # Decision: 2 x probe_interval + probe_timeout (9 s with a 5 s timeout) is the longest gap still
-    # counted as continuous observation; a longer one restarts the stability window.
+    # Decision: 2 x probe_interval_seconds + probe_timeout_seconds (9 s with a 5 s timeout) is the longest gap
+    # still counted as continuous observation; a longer one restarts the stability window.
     just_fits = every(0, 41) + every(49, 62)  # ... 38, 40, then 49, 51 ...: a 9 s gap
     assert decide_recovered(just_fits, SLOW_PROBES, BASE + 61, {"orders-0": 0}, {}).is_recovered
     too_long = every(0, 41) + every(50, 62)  # ... 38, 40, then 50, 52 ...: a 10 s gap

@@ -166,9 +166,9 @@ def test_recent_history_changes_no_decision(
 FIELDS_THAT_MUST_BE_POSITIVE = [
     "failure_threshold",
     "min_down_seconds",
-    "probe_interval",
-    "stability_window",
-    "probe_timeout",
+    "probe_interval_seconds",
+    "stability_window_seconds",
+    "probe_timeout_seconds",
     "heartbeat_stale_seconds",
 ]
 
@@ -191,11 +191,14 @@ def test_max_replication_lag_may_be_zero_but_not_negative_and_thresholds_are_who
 
 
 def test_cross_field_constraints_are_named() -> None:
-    with pytest.raises(ConfigError, match=r"stability_window=5\.0 .* 6\.0"):
-        HealthThresholds(stability_window=5.0).validate()
+    with pytest.raises(ConfigError, match=r"stability_window_seconds=5\.0 .* 6\.0"):
+        HealthThresholds(stability_window_seconds=5.0).validate()
     with pytest.raises(ConfigError, match=r"heartbeat_stale_seconds=6\.0 .* 14\.0"):
-        HealthThresholds(probe_timeout=10.0).validate()
-    assert HealthThresholds(probe_timeout=10.0, heartbeat_stale_seconds=14.0).validate().max_probe_gap == 14.0
+        HealthThresholds(probe_timeout_seconds=10.0).validate()
+    assert (
+        HealthThresholds(probe_timeout_seconds=10.0, heartbeat_stale_seconds=14.0).validate().max_probe_gap
+        == 14.0
+    )
 
 
 def test_from_dict_rejects_unknown_keys_by_name_and_keeps_defaults() -> None:
