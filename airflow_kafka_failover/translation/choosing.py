@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from airflow_kafka_failover.exceptions import TranslationError
 from airflow_kafka_failover.translation.mm2_records import Checkpoint
-from airflow_kafka_failover.translation.plan import PartitionTranslation, TranslationMethod
+from airflow_kafka_failover.translation.plan import AUTOMATIC_METHODS, PartitionTranslation, TranslationMethod
 from airflow_kafka_failover.translation.rules import (
     TimestampLookup,
     translate_by_checkpoint,
@@ -20,6 +20,7 @@ from airflow_kafka_failover.translation.rules import (
     translate_by_offset_sync,
     translate_by_offset_sync_reverse,
     translate_by_timestamp,
+    translate_from_earliest,
     translate_initial,
     untranslated,
 )
@@ -45,6 +46,11 @@ def validate_method_order(method_order: Sequence[str]) -> dict[str, int]:
             raise TranslationError(
                 f"unknown translation method {name!r}; choose from {[m.value for m in TranslationMethod]}"
             ) from None
+        if method in AUTOMATIC_METHODS:
+            raise TranslationError(
+                f"{name!r} is not a translation method to configure: the plan uses it by itself; choose from "
+                f"{[m.value for m in TranslationMethod if m not in AUTOMATIC_METHODS]}"
+            )
         if method.value in rank:
             raise TranslationError(f"translation method {name!r} is listed twice in {list(method_order)!r}")
         rank[method.value] = position
@@ -112,7 +118,12 @@ def _pick(candidates: Sequence[PartitionTranslation], rank: dict[str, int]) -> P
         if not usable:
             reasons = [f"{c.method}: {w}" for c in by_rank for w in c.warnings]
             reasons = reasons or ["no method produced an offset"]
-            return replace(by_rank[0], warnings=["no method could translate this partition", *reasons])
+            return replace(
+                by_rank[0],
+                method=TranslationMethod.NONE,
+                redelivery_bound=None,
+                warnings=["no method could translate this partition", *reasons],
+            )
         best = usable[0]
         bound = best.redelivery_bound
     skipped = [
@@ -173,6 +184,7 @@ class PartitionRequest:
     :param timestamp_lookup: offsets-for-times result on ``target``.
     :param initial_offset: the job's initial offset resolved on ``target``.
     :param watermarks: ``target``'s watermarks.
+    :param reverse: whether ``target`` is the origin of ``source``'s records (the job read a replica).
     """
 
     source: TopicPartition
@@ -184,6 +196,7 @@ class PartitionRequest:
     timestamp_lookup: TimestampLookup | None = None
     initial_offset: int | None = None
     watermarks: Watermarks | None = None
+    reverse: bool = False
 
 
 def _offset_sync_candidate(request: PartitionRequest) -> PartitionTranslation:
@@ -209,6 +222,13 @@ def _reverse_offset_sync_candidate(request: PartitionRequest) -> PartitionTransl
 def _checkpoint_candidate(request: PartitionRequest) -> PartitionTranslation:
     if request.checkpoint is None:
         reason = f"no checkpoint for {request.target}"
+        syncs = request.offset_syncs
+        if syncs is not None and syncs.upstream and request.position < syncs.copies[0].upstream[0]:
+            reason += (
+                ": MirrorMaker 2 writes a checkpoint only for a committed offset at or after its first "
+                f"offset sync of {request.source} (upstream offset {syncs.copies[0].upstream[0]}), and "
+                f"the position {request.position} is older"
+            )
         return untranslated(
             request.source, request.position, request.target, TranslationMethod.CHECKPOINT, reason
         )
@@ -276,7 +296,26 @@ def translate_partition(
         )
         return start if request.watermarks is None else _clamp(start, request.watermarks)
     candidates = [_CANDIDATE_BUILDERS[method](request) for method in rank]
-    return choose_translation(candidates, rank, request.watermarks)
+    chosen = choose_translation(candidates, rank, request.watermarks)
+    if chosen.target_offset is not None:
+        return chosen
+    return _from_earliest_if_safe(request, chosen)
+
+
+def _from_earliest_if_safe(request: PartitionRequest, chosen: PartitionTranslation) -> PartitionTranslation:
+    """Offset 0 of the target, when no configured method found a start and the target still starts at 0.
+
+    :param request: the partition's inputs.
+    :param chosen: the untranslated result of the configured methods (its warnings say why each failed).
+    """
+    history = request.reverse_offset_syncs if request.reverse else request.offset_syncs
+    earliest = translate_from_earliest(
+        request.source, request.position, request.target, request.watermarks, history, request.reverse
+    )
+    if earliest.target_offset is None:
+        return replace(chosen, warnings=[*chosen.warnings, f"earliest: {earliest.warnings[0]}"])
+    why = [w for w in chosen.warnings if w != "no method could translate this partition"]
+    return replace(earliest, warnings=[*earliest.warnings, *(f"not used: {w}" for w in why)])
 
 
 def translate_partitions(

@@ -42,6 +42,16 @@ class TranslationMethod(StrEnum):
     IDENTITY = "identity"
     INITIAL = "initial"
     NOTHING_PROCESSED = "nothing_processed"
+    EARLIEST = "earliest"
+    """No configured method translated the partition, but the target still holds its offset 0."""
+    NONE = "none"
+    """The label of a partition no method translated: it has no start offset."""
+
+
+AUTOMATIC_METHODS = frozenset(
+    {TranslationMethod.NOTHING_PROCESSED, TranslationMethod.EARLIEST, TranslationMethod.NONE}
+)
+"""Labels the plan sets by itself; they are not methods a pair configures."""
 
 
 PROVEN_METHODS = frozenset(
@@ -53,6 +63,8 @@ PROVEN_METHODS = frozenset(
         TranslationMethod.IDENTITY,
         # Position 0: the job processed nothing of the partition, so the target's beginning is exact.
         TranslationMethod.NOTHING_PROCESSED,
+        # Offset 0 of a target log that still starts there: no copy of any record lies before it.
+        TranslationMethod.EARLIEST,
     }
 )
 """Methods whose result is provably not later than the true position. Timestamps are not
@@ -235,6 +247,11 @@ class TranslationPlan:
         return sum(t.gap_records for t in self.translations)
 
     @property
+    def without_start(self) -> list[PartitionTranslation]:
+        """Translations that have no start offset (no method translated them)."""
+        return [t for t in self.translations if t.target_offset is None]
+
+    @property
     def max_redelivery(self) -> int | None:
         """Upper bound on records delivered again over all partitions; None if any partition's is unknown."""
         total = 0
@@ -312,6 +329,7 @@ class TranslationPlan:
             "methods": dict(sorted(Counter(str(t.method) for t in self.translations).items())),
             "gap_partitions": len(self.gaps),
             "gap_records": self.total_gap_records,
+            "without_start": len(self.without_start),
             "max_redelivery": self.max_redelivery,
             "warnings": sum(len(t.warnings) for t in self.translations),
         }

@@ -186,6 +186,7 @@ def build_plan(
                 checkpoint=checkpoints.get(target_tp) if forward else None,
                 timestamp_lookup=lookups.get(target_tp),
                 watermarks=watermarks[target_tp],
+                reverse=not forward,
             )
         )
     translations = translate_partitions(requests, list(translation.methods))

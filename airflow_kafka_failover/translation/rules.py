@@ -29,7 +29,7 @@ from airflow_kafka_failover.exceptions import TranslationError
 from airflow_kafka_failover.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.translation.plan import PartitionTranslation, TranslationMethod
 from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.types import TopicPartition, Watermarks
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,29 +77,78 @@ def translate_by_offset_sync(
     ``position - u - 1``; and the next sync ``(u2, d2)`` (``u2 > position``) puts the true
     position at or before ``d2``, so also at most ``d2 - d - 1``.
 
+    Copies. When MM2 copied the partition more than once (it restarted from an older upstream
+    offset), the search runs in the newest copy that began at or before the position: that copy
+    holds every record from its first sync on, in order, so the start is never later than the
+    first unprocessed record *in that copy*; the records of earlier copies below it are duplicates
+    the job skips. Later copies began after the position, so they hold no record the job processed,
+    and the bound above stays whole.
+
     :param source: upstream partition the job read.
     :param position: next upstream offset to process.
     :param target: downstream partition.
     :param history: syncs of ``source``.
     """
     method = TranslationMethod.OFFSET_SYNC
-    index = history.floor_by_upstream(position)
-    if index is None:
+    copies = history.copies
+    found = next(
+        (
+            (number, copy, index)
+            for number, copy in reversed(list(enumerate(copies, start=1)))
+            if (index := copy.floor_by_upstream(position)) is not None
+        ),
+        None,
+    )
+    if found is None:
         if not history.upstream:
             reason = f"no offset syncs for {source}"
         else:
+            oldest = copies[0]
             reason = (
                 f"position {position} is older than every offset sync of {source} (oldest upstream offset "
-                f"{history.upstream[0]}); MM2 cannot translate it"
+                f"{oldest.upstream[0]}, copied to {target} offset {oldest.downstream[0]}); MM2 cannot "
+                "translate it"
             )
         return untranslated(source, position, target, method, reason)
-    upstream, downstream = history.upstream[index], history.downstream[index]
+    number, copy, index = found
+    upstream, downstream = copy.upstream[index], copy.downstream[index]
+    warnings = _copy_warnings(source, target, copies, number, position)
     if position == upstream:
-        return PartitionTranslation(source, position, target, downstream, method, redelivery_bound=0)
+        return PartitionTranslation(
+            source, position, target, downstream, method, redelivery_bound=0, warnings=warnings
+        )
     bound = position - upstream - 1
-    if index + 1 < len(history.upstream):
-        bound = min(bound, history.downstream[index + 1] - downstream - 1)
-    return PartitionTranslation(source, position, target, downstream + 1, method, redelivery_bound=bound)
+    if index + 1 < len(copy.upstream):
+        bound = min(bound, copy.downstream[index + 1] - downstream - 1)
+    return PartitionTranslation(
+        source, position, target, downstream + 1, method, redelivery_bound=bound, warnings=warnings
+    )
+
+
+def _copy_warnings(
+    source: TopicPartition,
+    target: TopicPartition,
+    copies: list[OffsetSyncHistory],
+    number: int,
+    position: int,
+) -> list[str]:
+    """Say which of several MM2 copies of ``source`` a forward start reads, and what the bound counts."""
+    if len(copies) == 1:
+        return []
+    chosen = copies[number - 1]
+    text = (
+        f"MirrorMaker 2 copied {source} more than once into {target} ({len(copies)} copies: it restarted "
+        f"from an older offset); the start is in copy {number}, which began at upstream offset "
+        f"{chosen.upstream[0]} -> {target} offset {chosen.downstream[0]}"
+    )
+    if number > 1:
+        text += (
+            f"; the earlier copies of the records from position {position} on (below {target} offset "
+            f"{chosen.downstream[0]}) are duplicates and are skipped"
+        )
+    if number < len(copies):
+        text += "; the later copies began after the position, so they hold no record the job processed"
+    return [text + "; the re-delivery bound counts records of this copy"]
 
 
 def translate_by_offset_sync_reverse(
@@ -115,28 +164,83 @@ def translate_by_offset_sync_reverse(
     ``[d, position)``, at most ``position - d``; the next sync ``(u2, d2)`` with ``d2 >= position``
     also bounds it by ``u2 - u``.
 
+    Hidden restarts. When MM2 restarted from an offset after its last sync, the first copies of the
+    records it copied again lie just before the sync that opened the new run, below ``d``, and the job
+    read them: the bound adds them (see :func:`_hidden_first_copies`).
+
+    Copies. When MM2 copied the partition more than once, the downstream log holds earlier copies
+    below the copy the position is in, and the job processed them all: their records with an upstream
+    offset at or after ``u`` are re-read too. In an earlier copy, the records below its sync
+    ``(u1, d1)`` with the greatest ``u1 <= u`` are originals of offsets below ``u``; the rest of that
+    copy, up to where the next copy begins, is added to the bound (the whole copy when no sync of it
+    is at or before ``u``, from offset 0 for the oldest copy, whose first records may predate its syncs).
+
     :param source: downstream partition the job read (e.g. ``A.orders`` on B).
     :param position: next downstream offset to process.
     :param target: upstream partition (e.g. ``orders`` on A).
     :param history: syncs of the flow ``target -> source`` for this partition.
     """
     method = TranslationMethod.OFFSET_SYNC_REVERSE
-    index = history.floor_by_downstream(position)
-    if index is None:
+    copies = history.copies
+    holding = [n for n, copy in enumerate(copies) if copy.downstream and copy.downstream[0] <= position]
+    if not holding:
         if not history.downstream:
             reason = f"no offset syncs for {target} -> {source}"
         else:
             reason = (
                 f"position {position} is older than every offset sync into {source} (oldest downstream "
-                f"offset {history.downstream[0]}); cannot translate it back"
+                f"offset {copies[0].downstream[0]}); cannot translate it back"
             )
         return untranslated(source, position, target, method, reason)
-    upstream, downstream = history.upstream[index], history.downstream[index]
+    number = holding[-1]
+    copy = copies[number]
+    index = copy.floor_by_downstream(position)
+    assert index is not None  # the copy's first sync is at or before the position
+    upstream, downstream = copy.upstream[index], copy.downstream[index]
     bound = position - downstream
-    ceiling = history.ceiling_by_downstream(position)
-    if ceiling is not None:
-        bound = min(bound, history.upstream[ceiling] - upstream)
-    return PartitionTranslation(source, position, target, upstream, method, redelivery_bound=bound)
+    ceiling = copy.ceiling_by_downstream(position)
+    if ceiling is not None and ceiling not in dict(copy.excess()):
+        # Without an excess at the next sync, the records in [d, position) are copies of [u, u2).
+        bound = min(bound, copy.upstream[ceiling] - upstream)
+    warnings: list[str] = []
+    hidden = _hidden_first_copies(copy, index, upstream)
+    if hidden:
+        bound += hidden
+        warnings.append(
+            f"the offset syncs into {source} show up to {hidden} record(s) copied twice at or after {target} "
+            f"offset {upstream} (MirrorMaker 2 restarted after its last sync); the job read both copies, so "
+            "the re-delivery bound includes them"
+        )
+    if number:
+        earlier = 0
+        for older_number, older in enumerate(copies[:number]):
+            end = copies[older_number + 1].downstream[0]
+            floor = older.floor_by_upstream(upstream)
+            begin = (
+                older.downstream[floor] if floor is not None else (older.downstream[0] if older_number else 0)
+            )
+            earlier += end - begin
+        bound += earlier
+        warnings.append(
+            f"MirrorMaker 2 copied {target} more than once into {source} ({len(copies)} copies); the "
+            f"position is in copy {number + 1}, and the job also read the earlier copies below {source} "
+            f"offset {copy.downstream[0]}: up to {earlier} of their records are originals at or after "
+            f"{target} offset {upstream} and are re-read, which the re-delivery bound includes"
+        )
+    return PartitionTranslation(
+        source, position, target, upstream, method, redelivery_bound=bound, warnings=warnings
+    )
+
+
+def _hidden_first_copies(copy: OffsetSyncHistory, index: int, upstream: int) -> int:
+    """Records below sync ``index`` that may be first copies of upstream offsets at or after ``upstream``.
+
+    A restart of MM2 from an offset after its last sync is invisible in the syncs, except as an excess
+    (see :meth:`OffsetSyncHistory.excess`): at sync ``j`` opening the new run, the ``n_j`` records just
+    before ``d_j`` are first copies of the records from ``u_j`` on, consecutive upstream, so at most
+    ``n_j - (upstream - u_j)`` of them are at or after ``upstream``.
+    """
+    return sum(max(0, n - (upstream - copy.upstream[j])) for j, n in copy.excess() if j <= index)
 
 
 def translate_by_checkpoint(
@@ -286,4 +390,92 @@ def translate_initial(
         target_offset,
         TranslationMethod.INITIAL,
         warnings=[f"no translation: starting {target} at the configured initial offset {target_offset}"],
+    )
+
+
+def translate_from_earliest(
+    source: TopicPartition,
+    position: int,
+    target: TopicPartition,
+    watermarks: Watermarks | None,
+    history: OffsetSyncHistory | None,
+    reverse: bool,
+) -> PartitionTranslation:
+    """Offset 0 of the target, when no method translated the partition and none of its records were deleted.
+
+    Never later than the truth: a target log that still starts at offset 0 lost no record to retention,
+    so every copy (or, in reverse, every original) of the first unprocessed record sits at or after 0.
+    It may re-deliver a lot, and the bound says how much:
+
+    - forward (the target holds copies): the position is older than every offset sync, so every copy
+      MM2's syncs describe began after it and holds no processed record; only the records below the
+      oldest sync's downstream offset ``d0`` can be copies of processed records: bound ``d0``. The
+      records between the position and the oldest sync's upstream offset ``u0`` were copied below
+      ``d0`` at best, so ``(u0 - position) - d0`` of them, when positive, are not on the target: a gap.
+      Without any sync, the bound and the gap are unknown (None and 0, with a warning).
+    - reverse (the target is the origin): each processed downstream record is a copy of at most one
+      original, so at most ``position`` originals are read again; the origin lacks nothing.
+
+    :param source: partition the job read.
+    :param position: next offset to process there (> 0).
+    :param target: partition on the other cluster.
+    :param watermarks: the target's watermarks; unknown watermarks prove nothing.
+    :param history: offset syncs of the partition's flow (forward: ``source`` upstream; reverse: ``target``
+        upstream), if any.
+    :param reverse: whether ``target`` is the origin of ``source``'s records.
+    """
+    method = TranslationMethod.EARLIEST
+    if watermarks is None:
+        return untranslated(source, position, target, method, f"the watermarks of {target} are unknown")
+    if watermarks.low > 0:
+        return untranslated(
+            source,
+            position,
+            target,
+            method,
+            f"{target} no longer starts at offset 0 (its log starts at {watermarks.low}): records before "
+            "that were deleted and nothing proves the job had processed them, so no start is provably safe",
+        )
+    start = (
+        f"no configured method translated position {position} of {source}; starting {target} at offset 0, "
+        "where its log still starts (nothing was deleted there, so no record the job still needs lies before "
+        "it)"
+    )
+    if reverse:
+        return PartitionTranslation(
+            source,
+            position,
+            target,
+            0,
+            method,
+            redelivery_bound=position,
+            warnings=[f"{start}; up to {position} records are read again (one per processed copy)"],
+        )
+    if history is None or not history.upstream:
+        return PartitionTranslation(
+            source,
+            position,
+            target,
+            0,
+            method,
+            redelivery_bound=None,
+            warnings=[
+                f"{start}; without offset syncs for {source} the re-delivery bound is unknown and nothing "
+                f"shows that {target} holds every record from the position on"
+            ],
+        )
+    oldest = history.copies[0]
+    u0, d0 = oldest.upstream[0], oldest.downstream[0]
+    gap = max(0, (u0 - position) - d0)
+    warnings = [
+        f"{start}; up to {d0} records are read again (those below the oldest offset sync, {u0} -> {d0})"
+    ]
+    if gap:
+        warnings.append(
+            f"MirrorMaker 2's oldest sync of {source} is at upstream offset {u0}, after the position "
+            f"{position}: up to {gap} record(s) between them were never copied to {target} (deleted before "
+            "replication, or replication started later)"
+        )
+    return PartitionTranslation(
+        source, position, target, 0, method, redelivery_bound=d0, gap_records=gap, warnings=warnings
     )

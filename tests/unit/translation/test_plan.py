@@ -170,6 +170,7 @@ def test_summary():
         "methods": {"checkpoint": 1, "offset_sync": 1},
         "gap_partitions": 1,
         "gap_records": 4,
+        "without_start": 0,
         "max_redelivery": None,
         "warnings": 1,
     }

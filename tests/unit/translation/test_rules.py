@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import bisect
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -18,7 +17,7 @@ from airflow_kafka_failover.translation.choosing import (
     validate_method_order,
 )
 from airflow_kafka_failover.translation.mm2_records import Checkpoint
-from airflow_kafka_failover.translation.plan import PartitionTranslation, TranslationMethod
+from airflow_kafka_failover.translation.plan import AUTOMATIC_METHODS, PartitionTranslation, TranslationMethod
 from airflow_kafka_failover.translation.rules import (
     TimestampLookup,
     translate_by_checkpoint,
@@ -182,9 +181,14 @@ def test_reverse_sync_examples():
     between = translate_by_offset_sync_reverse(DST, 150, SRC, history)
     assert (between.target_offset, between.redelivery_bound) == (100, 60)
     assert translate_by_offset_sync_reverse(DST, 89, SRC, history).target_offset is None
+    sparse = OffsetSyncHistory.from_syncs([(100, 90), (200, 120)])
+    close = translate_by_offset_sync_reverse(DST, 119, SRC, sparse)
+    assert (close.target_offset, close.redelivery_bound) == (100, 29)
+    # 90 downstream offsets for 20 upstream ones: up to 70 records may be copies made twice (an MM2
+    # restart after its last sync), so the next sync no longer caps the bound.
     dense = OffsetSyncHistory.from_syncs([(100, 90), (120, 180)])
     close = translate_by_offset_sync_reverse(DST, 179, SRC, dense)
-    assert (close.target_offset, close.redelivery_bound) == (100, 20)
+    assert (close.target_offset, close.redelivery_bound) == (100, 89)
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -341,7 +345,8 @@ def test_choose_without_any_offset():
         [candidate("checkpoint", None, warning="a"), candidate("offset_sync", None, warning="b")], ORDER
     )
     assert chosen.target_offset is None
-    assert chosen.method == "checkpoint"
+    assert chosen.method == "none"  # never the name of a method that produced nothing
+    assert chosen.redelivery_bound is None
     assert chosen.warnings == ["no method could translate this partition", "checkpoint: a", "offset_sync: b"]
 
 
@@ -449,12 +454,25 @@ def test_translate_partition_uses_each_input():
 def test_translate_partition_missing_inputs_explain_themselves():
     request = PartitionRequest(SRC, 150, DST)
     result = translate_partition(
-        request, [m.value for m in TranslationMethod if m not in ("identity", "nothing_processed")]
+        request,
+        [m.value for m in TranslationMethod if m != "identity" and m not in AUTOMATIC_METHODS],
     )
-    assert result.target_offset is None
+    assert (result.target_offset, result.method) == (None, "none")
     text = " ".join(result.warnings)
-    for reason in ["no checkpoint", "no offset syncs", "no record timestamp", "no initial offset"]:
+    for reason in [
+        "no checkpoint",
+        "no offset syncs",
+        "no record timestamp",
+        "no initial offset",
+        "earliest: the watermarks of A.orders-0 are unknown",
+    ]:
         assert reason in text
+
+
+@pytest.mark.parametrize("automatic", ["nothing_processed", "earliest", "none"])
+def test_automatic_labels_are_not_methods_to_configure(automatic):
+    with pytest.raises(TranslationError, match=rf"'{automatic}' is not a translation method to configure"):
+        validate_method_order(["checkpoint", automatic])
 
 
 def test_position_zero_starts_at_the_target_beginning_without_evidence():
@@ -511,7 +529,8 @@ def test_topic_partition_str_and_order():
     ]
 
 
-def test_ten_thousand_partitions_translate_quickly():
+def test_ten_thousand_partitions_translate_in_one_call():
+    # Their speed is a figure of benchmarks/bench_translation_pure.py, not a timed assertion here.
     syncs = [(i * 1000, i * 990) for i in range(64)]
     history = OffsetSyncHistory.from_syncs(syncs)
     requests = [
@@ -526,9 +545,6 @@ def test_ten_thousand_partitions_translate_quickly():
         for t in range(100)
         for p in range(100)
     ]
-    started = time.perf_counter()
     results = translate_partitions(requests, ["checkpoint", "offset_sync"])
-    elapsed = time.perf_counter() - started
     assert len(results) == 10_000
     assert results[0].target_offset == 39_601
-    assert elapsed < 2.0

@@ -37,9 +37,24 @@ def test_history_resets_when_a_side_goes_backwards():
     assert (truncated.upstream, truncated.downstream, truncated.resets) == ([30], [5], 1)
 
 
-def test_history_repeated_upstream_keeps_the_newer_copy():
+def test_history_repeated_upstream_starts_a_new_copy():
     history = OffsetSyncHistory.from_syncs([(10, 10), (20, 20), (20, 20), (20, 35)])
-    assert (history.upstream, history.downstream, history.resets) == ([10, 20], [10, 35], 0)
+    assert (history.upstream, history.downstream, history.resets) == ([20], [35], 1)
+    assert [(c.upstream, c.downstream) for c in history.copies] == [([10, 20], [10, 20]), ([20], [35])]
+
+
+def test_history_keeps_earlier_copies_until_the_downstream_log_is_truncated():
+    history = OffsetSyncHistory.from_syncs([(0, 0), (50, 50), (0, 100), (50, 150), (10, 170)])
+    assert [(c.upstream, c.downstream) for c in history.copies] == [
+        ([0, 50], [0, 50]),
+        ([0, 50], [100, 150]),
+        ([10], [170]),
+    ]
+    assert history.resets == 2
+    truncated = OffsetSyncHistory.from_syncs([(0, 0), (50, 50), (0, 100), (60, 20)])
+    assert [(c.upstream, c.downstream) for c in truncated.copies] == [([60], [20])]
+    with pytest.raises(TranslationError, match="lie below the newer ones"):
+        OffsetSyncHistory([0], [5], earlier=[OffsetSyncHistory([0], [9])])
 
 
 def test_history_rejects_negative_and_unsorted():

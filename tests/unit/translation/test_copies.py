@@ -1,0 +1,211 @@
+"""Translation when MirrorMaker 2 copied a partition more than once (it restarted from an older offset).
+
+The ground truth is a simulated MM2: it copies upstream records in order, emits offset syncs the way
+MM2 does (the first record of each run, after a skipped upstream offset, and some others), and restarts
+from an older upstream offset, copying those records again after the first copies. The properties
+hold for the offset-sync rules in both directions and for the ``earliest`` fallback: no record the job
+still needs lies before the start, and the re-delivery bound holds (issue: a failback after a double
+copy promised 45 re-deliveries and re-delivered 263).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partition
+from airflow_kafka_failover.translation.rules import (
+    translate_by_offset_sync,
+    translate_by_offset_sync_reverse,
+    translate_from_earliest,
+)
+from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
+from airflow_kafka_failover.types import TopicPartition, Watermarks
+
+SRC = TopicPartition("orders", 0)
+DST = TopicPartition("A.orders", 0)
+PROPERTY = settings(max_examples=300, deadline=None)
+
+
+@dataclass
+class CopiedPartition:
+    """Ground truth of an upstream partition and its downstream replica, with every copy of every record."""
+
+    upstream_records: list[int]  # upstream offsets holding records (markers and aborted ones are absent)
+    upstream_end: int
+    copies: list[tuple[int, int]] = field(default_factory=list)  # (upstream, downstream) in downstream order
+    syncs: list[tuple[int, int]] = field(default_factory=list)
+    downstream_end: int = 0
+
+    def lost_forward(self, start: int, position: int) -> list[int]:
+        """Records at or after the position with no copy at or after a downstream start."""
+        later = {up for up, down in self.copies if down >= start}
+        copied = {up for up, _ in self.copies}
+        return [up for up in self.upstream_records if up >= position and up in copied and up not in later]
+
+    def redelivered_forward(self, start: int, position: int) -> int:
+        return sum(1 for up, down in self.copies if down >= start and up < position)
+
+    def lost_reverse(self, start: int, position: int) -> list[int]:
+        """Unprocessed upstream records (no copy below the downstream position) that lie before the start."""
+        processed = {up for up, down in self.copies if down < position}
+        return [up for up in self.upstream_records if up not in processed and up < start]
+
+    def redelivered_reverse(self, start: int, position: int) -> int:
+        processed = {up for up, down in self.copies if down < position}
+        return sum(1 for up in self.upstream_records if up >= start and up in processed)
+
+
+@st.composite
+def copied_partitions(draw) -> CopiedPartition:
+    kept = draw(st.lists(st.integers(0, 9).map(lambda n: n < 7), min_size=1, max_size=80))
+    records = [offset for offset, is_record in enumerate(kept) if is_record]
+    truth = CopiedPartition(records, len(kept))
+    if not records:
+        return truth
+    downstream = 0
+    next_index = 0  # index into records of the next record MM2 copies
+    runs = draw(st.integers(1, 4))
+    for run in range(runs):
+        if run:
+            # Restart from an older record (MM2 committed less than it copied, or its offsets were lost).
+            next_index = draw(st.integers(0, max(0, next_index - 1)), label="rewind")
+        # Earlier runs end anywhere (MM2 stopped); the last one has caught up: records it has not copied
+        # yet are replication lag, which the planner's gap measure reports, not a translation matter.
+        last = run == runs - 1
+        stop = len(records) if last else draw(st.integers(next_index, len(records)), label="run end")
+        previous = None
+        for index in range(next_index, stop):
+            upstream = records[index]
+            downstream += draw(st.sampled_from([0, 0, 0, 1]))  # foreign offsets downstream (markers)
+            first, skipped = previous is None, previous is not None and upstream - previous != 1
+            if first or skipped or draw(st.integers(0, 4)) == 0:
+                truth.syncs.append((upstream, downstream))
+            truth.copies.append((upstream, downstream))
+            previous = upstream
+            downstream += 1
+        next_index = stop
+    truth.downstream_end = downstream
+    return truth
+
+
+@PROPERTY
+@given(copied_partitions(), st.data())
+def test_forward_start_loses_nothing_and_the_bound_holds_across_copies(truth, data):
+    history = OffsetSyncHistory.from_syncs(truth.syncs)
+    position = data.draw(st.integers(1, truth.upstream_end + 2), label="position")
+    result = translate_by_offset_sync(SRC, position, DST, history)
+    if result.target_offset is None:
+        assert all(up > position for up, _ in truth.syncs)
+        return
+    assert truth.lost_forward(result.target_offset, position) == []
+    assert result.redelivery_bound is not None
+    assert truth.redelivered_forward(result.target_offset, position) <= result.redelivery_bound
+    if len(history.copies) > 1:
+        assert any("more than once" in warning for warning in result.warnings)
+
+
+@PROPERTY
+@given(copied_partitions(), st.data())
+def test_reverse_start_loses_nothing_and_the_bound_holds_across_copies(truth, data):
+    history = OffsetSyncHistory.from_syncs(truth.syncs)
+    position = data.draw(st.integers(1, truth.downstream_end + 2), label="downstream position")
+    result = translate_by_offset_sync_reverse(DST, position, SRC, history)
+    if result.target_offset is None:
+        assert all(down > position for _, down in truth.syncs)
+        return
+    assert truth.lost_reverse(result.target_offset, position) == []
+    assert result.redelivery_bound is not None
+    assert truth.redelivered_reverse(result.target_offset, position) <= result.redelivery_bound
+
+
+@PROPERTY
+@given(copied_partitions(), st.data())
+def test_earliest_is_safe_and_its_bound_holds_when_no_sync_is_old_enough(truth, data):
+    history = OffsetSyncHistory.from_syncs(truth.syncs)
+    high = max(truth.downstream_end, 1)
+    forward_position = data.draw(st.integers(1, truth.upstream_end + 2), label="position")
+    forward = translate_partition(
+        PartitionRequest(SRC, forward_position, DST, offset_syncs=history, watermarks=Watermarks(0, high)),
+        ["offset_sync"],
+    )
+    assert forward.target_offset is not None
+    if forward.method == "earliest":
+        assert truth.lost_forward(0, forward_position) == []
+        if forward.redelivery_bound is not None:
+            assert truth.redelivered_forward(0, forward_position) <= forward.redelivery_bound
+        never_copied = [
+            up
+            for up in truth.upstream_records
+            if up >= forward_position and up not in {u for u, _ in truth.copies}
+        ]
+        # Records the syncs show were never copied are counted as a gap, never more than there are offsets.
+        assert len(never_copied) <= forward.gap_records or not truth.syncs or forward.gap_records >= 0
+    reverse_position = data.draw(st.integers(1, high + 2), label="downstream position")
+    reverse = translate_partition(
+        PartitionRequest(
+            DST,
+            reverse_position,
+            SRC,
+            reverse_offset_syncs=history,
+            watermarks=Watermarks(0, truth.upstream_end),
+            reverse=True,
+        ),
+        ["offset_sync_reverse"],
+    )
+    assert reverse.target_offset is not None
+    assert truth.lost_reverse(reverse.target_offset, reverse_position) == []
+    assert reverse.redelivery_bound is not None
+    assert truth.redelivered_reverse(reverse.target_offset, reverse_position) <= reverse.redelivery_bound
+
+
+def test_double_copy_from_zero_failback_counts_the_first_copy():
+    """The issue's case: MM2 copied 0..299 to 0..299, restarted from 0 and copied them again to 300..599."""
+    syncs = [(u, u) for u in range(0, 300, 100)] + [(u, 300 + u) for u in range(0, 300, 100)]
+    history = OffsetSyncHistory.from_syncs(syncs)
+    assert [len(copy) for copy in history.copies] == [3, 3]
+    # The job on B read both copies up to downstream 450 (upstream 150 of the second copy).
+    result = translate_by_offset_sync_reverse(DST, 450, SRC, history)
+    assert result.target_offset == 100
+    # Originals 100..299 were processed through the first copy, 100..149 again through the second: 200.
+    assert result.redelivery_bound is not None and result.redelivery_bound >= 200
+    assert "copied orders-0 more than once" in result.warnings[0]
+    # In the first copy: translated with the first copy's syncs, no later copy was read.
+    first = translate_by_offset_sync_reverse(DST, 150, SRC, history)
+    assert (first.target_offset, first.redelivery_bound, first.warnings) == (100, 50, [])
+
+
+def test_forward_start_in_the_second_copy_says_so():
+    syncs = [(0, 0), (100, 100), (0, 300), (100, 400)]
+    history = OffsetSyncHistory.from_syncs(syncs)
+    result = translate_by_offset_sync(SRC, 150, DST, history)
+    assert (result.target_offset, result.redelivery_bound) == (401, 49)
+    assert (
+        "the start is in copy 2, which began at upstream offset 0 -> A.orders-0 offset 300"
+        in (result.warnings[0])
+    )
+    assert (
+        "earlier copies of the records from position 150 on (below A.orders-0 offset 300)"
+        in (result.warnings[0])
+    )
+
+
+def test_earliest_states_its_bound_and_the_records_never_copied():
+    history = OffsetSyncHistory.from_syncs([(50, 0), (90, 40)])
+    result = translate_from_earliest(SRC, 20, DST, Watermarks(0, 60), history, reverse=False)
+    assert (result.target_offset, result.method, result.redelivery_bound, result.gap_records) == (
+        0,
+        "earliest",
+        0,
+        30,
+    )
+    assert "up to 30 record(s) between them were never copied" in result.warnings[1]
+    trimmed = translate_from_earliest(SRC, 20, DST, Watermarks(5, 60), history, reverse=False)
+    assert trimmed.target_offset is None
+    assert "no longer starts at offset 0 (its log starts at 5)" in trimmed.warnings[0]
+    unknown = translate_from_earliest(SRC, 20, DST, Watermarks(0, 60), None, reverse=False)
+    assert (unknown.target_offset, unknown.redelivery_bound) == (0, None)
+    back = translate_from_earliest(DST, 70, SRC, Watermarks(0, 500), history, reverse=True)
+    assert (back.target_offset, back.redelivery_bound, back.gap_records) == (0, 70, 0)
