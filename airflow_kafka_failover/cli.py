@@ -3,6 +3,9 @@
 Subcommands:
     plan    translate a job's position to start offsets on the other cluster
 
+Exit codes: 0 success; 1 an error (named on stderr); 2 bad arguments; 3 (``plan``) the plan was printed,
+but some partitions have no start offset, so a switch with it would be refused; 130 interrupted.
+
 The local Kafka sandbox is a development tool of the repository (``akf-dev sandbox``), not part of the
 provider.
 """
@@ -19,13 +22,17 @@ from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 
 log = logging.getLogger("airflow_kafka_failover.cli")
 
+EXIT_INCOMPLETE_PLAN = 3
+"""``plan`` printed a plan in which some partitions have no start offset."""
+
 
 def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     plan = subparsers.add_parser(
         "plan",
         help="translate a job's position on one cluster into start offsets on the other",
         description="Print the translation plan: per partition, the start offset on the target, the method "
-        "that found it, the bound on re-delivered records, and gaps. Changes nothing.",
+        "that found it, the bound on re-delivered records, and gaps. Changes nothing. Exits 3 when some "
+        "partitions have no start offset (the plan is printed, and stderr names them and why).",
     )
     plan.add_argument("--config", required=True, help="the pair config file (YAML)")
     plan.add_argument("--pair", required=True, help="the pair's name in the config")
@@ -61,6 +68,19 @@ def _run_plan(args: argparse.Namespace) -> int:
         position = load_position(args.checkpoint, args.position, args.group, hooks[args.source])
         plan = build_plan(pair, args.source, args.target, position, hooks)
         print(plan.to_json() if args.json else plan.to_table(), file=real_stdout)
+    missing = plan.without_start
+    if missing:
+        for translation in missing:
+            print(
+                f"error: no start offset for {translation.target} (from {translation.source} at "
+                f"{translation.source_offset}): {'; '.join(translation.warnings)}",
+                file=sys.stderr,
+            )
+        print(
+            f"error: {len(missing)} partition(s) have no start offset; a switch with this plan is refused",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE_PLAN
     return 0
 
 

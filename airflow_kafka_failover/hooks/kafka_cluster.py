@@ -411,6 +411,32 @@ class KafkaClusterHook(KafkaBaseHook):
         finally:
             consumer.close()
 
+    def count_records(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], timeout_seconds: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Count the committed records in ``[start, end)`` of each partition (read-committed, like the job).
+
+        Transaction markers and aborted records take offsets but are not records, so they are not counted.
+
+        :param ranges: partition -> (start offset, end offset).
+        :param timeout_seconds: seconds for the whole read; the hook's timeout when omitted.
+        :raises TimeoutError: naming the partitions that did not reach their end.
+        """
+        timeout = self._effective_timeout("count_records", timeout_seconds, None)
+        counts = dict.fromkeys(ranges, 0)
+        by_topic: dict[str, dict[int, tuple[int, int]]] = {}
+        for tp, span in ranges.items():
+            by_topic.setdefault(tp.topic, {})[tp.partition] = span
+        for topic, spans in sorted(by_topic.items()):
+            read_committed: dict[str, Any] = {"isolation.level": "read_committed"}
+            consumer = self.consumer(timeout_seconds=timeout, **read_committed)
+            try:
+                for msg in consume_ranges(consumer, topic, spans, timeout, self.bootstrap_servers):
+                    counts[TopicPartition(topic, msg.partition())] += 1
+            finally:
+                consumer.close()
+        return counts
+
     def newest_record_timestamp(
         self,
         topic: str,

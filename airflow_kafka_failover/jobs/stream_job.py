@@ -180,7 +180,7 @@ class StreamRun:
         return parse_offsets_file(path, path.read_text())
 
     def _batch_stats(self, final: Path) -> dict[str, Any]:
-        """Records, records without id, and newest timestamp per partition of a written batch.
+        """Records, records without id, and the newest timestamp and record offset per partition of a batch.
 
         Read from the Parquet footers when every file holds one Kafka partition (Spark writes one file per
         Kafka partition: the query has no shuffle), which costs no Spark job; else by reading the batch back.
@@ -204,18 +204,22 @@ class StreamRun:
             .groupBy("topic", "partition")
             .agg(
                 F.max("timestamp_ms").alias("newest"),
+                F.max("offset").alias("last"),
                 F.count(F.lit(1)).alias("records"),
                 F.count("record_id").alias("with_id"),
             )
             .collect()
         )
         newest: dict[str, dict[str, int]] = {}
+        last: dict[str, dict[str, int]] = {}
         for row in rows:
             if row["newest"] is not None:
                 newest.setdefault(row["topic"], {})[str(row["partition"])] = int(row["newest"])
+            if row["last"] is not None:
+                last.setdefault(row["topic"], {})[str(row["partition"])] = int(row["last"])
         records = sum(int(row["records"]) for row in rows)
         without_id = records - sum(int(row["with_id"]) for row in rows)
-        return {"records": records, "without_id": without_id, "max_timestamp_ms": newest}
+        return {"records": records, "without_id": without_id, "max_timestamp_ms": newest, "max_offset": last}
 
     def _open_admin(self) -> Any:
         """The Kafka Admin client (Java, through Py4J) the bookkeeping-group commits go through."""
@@ -248,6 +252,7 @@ class StreamRun:
             "batch_id": batch_id,
             "end_offsets": nested,
             "max_timestamp_ms": stats["max_timestamp_ms"],
+            "max_offset": stats["max_offset"],
             "records": stats["records"],
             "without_id": stats["without_id"],
             "written_at": time.time(),
@@ -363,11 +368,13 @@ def _footer_stats(batch: Path) -> dict[str, Any] | None:
         return None
     records = without_id = 0
     newest: dict[str, dict[str, int]] = {}
+    last: dict[str, dict[str, int]] = {}
     for file in sorted(batch.glob("*.parquet")):
         metadata = pq.ParquetFile(file).metadata
         schema = metadata.schema.to_arrow_schema()
         columns = {
-            name: schema.get_field_index(name) for name in ("record_id", "topic", "partition", "timestamp_ms")
+            name: schema.get_field_index(name)
+            for name in ("record_id", "topic", "partition", "offset", "timestamp_ms")
         }
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
@@ -390,12 +397,12 @@ def _footer_stats(batch: Path) -> dict[str, Any] | None:
             if id_stats is None or id_stats.null_count is None:
                 return None
             without_id += id_stats.null_count
-            partitions = newest.setdefault(topic, {})
             key = str(found["partition"].min)
-            partitions[key] = max(
-                int(found["timestamp_ms"].max), partitions.get(key, int(found["timestamp_ms"].max))
-            )
-    return {"records": records, "without_id": without_id, "max_timestamp_ms": newest}
+            for into, column in ((newest, "timestamp_ms"), (last, "offset")):
+                value = int(found[column].max)
+                partitions = into.setdefault(topic, {})
+                partitions[key] = max(value, partitions.get(key, value))
+    return {"records": records, "without_id": without_id, "max_timestamp_ms": newest, "max_offset": last}
 
 
 class StepTimes:

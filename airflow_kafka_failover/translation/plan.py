@@ -144,8 +144,6 @@ read (new partition, or a topic it never got data from), so nothing of it was pr
 starting at its beginning loses nothing. ``latest`` skips whatever is there; use it only when
 those records are known to be unwanted."""
 
-_GAP_START_OFFSET = UNTRACKED_START_OFFSETS["earliest"]
-
 
 class UntrackedStart(StrEnum):
     """Where partitions without a translation start (see :data:`UNTRACKED_START_OFFSETS`)."""
@@ -262,7 +260,11 @@ class TranslationPlan:
         return total
 
     def validate(self) -> None:
-        """Check the plan can start a job: every translation targets a known partition and has an offset."""
+        """Check the plan can start a job: every translation targets a known partition and has an offset.
+
+        A partition without a start offset is refused, whatever its gap: the planner already starts at the
+        target's offset 0 (method ``earliest``) whenever that is provably safe, so none is left.
+        """
         for translation in self.translations:
             target = translation.target
             count = self.target_partitions.get(target.topic)
@@ -273,7 +275,7 @@ class TranslationPlan:
                     f"translation of {translation.source} targets {target}, which is not a partition of the "
                     f"target topics ({known}); refresh the target's metadata or fix the topic mapping"
                 )
-            if translation.target_offset is None and translation.gap_records <= 0:
+            if translation.target_offset is None:
                 raise TranslationError(
                     f"no start offset for {target} (from {translation.source} at "
                     f"{translation.source_offset}): "
@@ -291,11 +293,8 @@ class TranslationPlan:
             translation = self._by_target.get(tp)
             if translation is None:
                 start = untracked
-            elif translation.target_offset is None:
-                # A gap without an offset: none of the partition's data is known on the target, so the
-                # beginning is the only start that cannot be later than the job's position.
-                start = _GAP_START_OFFSET
             else:
+                assert translation.target_offset is not None  # validate() refused partitions without one
                 start = translation.target_offset
             offsets.setdefault(tp.topic, {})[str(tp.partition)] = start
         return json.dumps(offsets)

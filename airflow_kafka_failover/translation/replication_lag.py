@@ -46,3 +46,23 @@ def replication_lag(
         return None
     replicated_upstream_end = upstream + (target_high - downstream)
     return max(0, source_high - replicated_upstream_end)
+
+
+def records_not_replicated(records_after_sync: int, sync: tuple[int, int], target_high: int) -> int:
+    """Count the records after the newest offset sync that the replica does not hold yet: exact, by records.
+
+    The sync ``(u, d)`` says the record at ``u`` sits at ``d``; MM2 copies the records after it in order,
+    so the replica's ``target_high - d - 1`` offsets after ``d`` hold the first of them. Counting records on
+    the source (a read-committed consumer over ``[u + 1, position)``) instead of offsets makes transaction
+    markers and aborted records, which MM2 never copies, count for nothing.
+
+    :param records_after_sync: records the source holds in ``[u + 1, position)``.
+    :param sync: the newest offset sync ``(upstream_offset, downstream_offset)``.
+    :param target_high: high watermark of the replicated partition.
+    """
+    if records_after_sync < 0 or target_high < 0 or min(sync) < 0:
+        raise ValueError(
+            f"counts and offsets must be non-negative, got {records_after_sync}, {sync}, {target_high}"
+        )
+    copied_after_sync = max(0, target_high - sync[1] - 1)
+    return max(0, records_after_sync - copied_after_sync)

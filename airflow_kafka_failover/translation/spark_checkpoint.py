@@ -9,8 +9,10 @@ are not plain batch numbers (``.3.crc`` checksums, ``.3.<uuid>.tmp`` temporaries
 as Spark ignores them.
 
 The job also appends one JSON object per micro-batch to ``<checkpoint>/progress.jsonl``
-(``epoch``, ``batch_id``, ``end_offsets``, ``max_timestamp_ms``), which carries the newest
-record timestamp per partition that Spark's checkpoint does not keep.
+(``epoch``, ``batch_id``, ``end_offsets``, ``max_timestamp_ms``, ``max_offset``), which carries what
+Spark's checkpoint does not keep: the newest record timestamp and the newest record offset per partition.
+The position is the next offset after the batch, which may lie past transaction markers; the newest record
+offset tells the planner that the offsets between it and the position held no record.
 """
 
 from __future__ import annotations
@@ -43,11 +45,14 @@ class StreamPosition:
     :param offsets: next offset to process, per partition of the cluster the job read.
     :param batch_id: the committed batch this position comes from; None for an explicit position.
     :param max_timestamps_ms: newest record timestamp processed, per partition, when known.
+    :param last_record_offsets: offset of the newest record processed, per partition, when known; the
+        offsets from it to the position held no record the job read (transaction markers, aborted records).
     """
 
     offsets: dict[TopicPartition, int]
     batch_id: int | None = None
     max_timestamps_ms: dict[TopicPartition, int] = field(default_factory=dict)
+    last_record_offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
     @property
     def topics(self) -> list[str]:
@@ -204,7 +209,7 @@ def _source_offsets(where: str, line: str) -> dict[TopicPartition, int]:
 
 def _progress_record(
     value: Any, where: str
-) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int]]:
+) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int], dict[TopicPartition, int]]:
     if not isinstance(value, dict):
         raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
     batch_id = value.get("batch_id")
@@ -217,16 +222,19 @@ def _progress_record(
     if value.get("end_offsets") is not None:
         end_offsets = kafka_offsets_from_json(value["end_offsets"], f"{where} end_offsets")
     timestamps = kafka_offsets_from_json(value.get("max_timestamp_ms") or {}, f"{where} max_timestamp_ms")
-    return batch_id, end_offsets, timestamps
+    last_records = kafka_offsets_from_json(value.get("max_offset") or {}, f"{where} max_offset")
+    return batch_id, end_offsets, timestamps, last_records
 
 
-def read_progress_timestamps(
+def read_progress_marks(
     path: Path, committed_batch: int, committed_offsets: dict[TopicPartition, int]
-) -> dict[TopicPartition, int]:
-    """Newest record timestamp per partition over the progress records up to the committed batch.
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """Newest record timestamp and newest record offset per partition, over the progress records up to
+    the committed batch.
 
-    Each record only names the partitions that had records in its batch, so the newest timestamp of a
-    partition is the greatest over all records up to the committed batch, not only the last record's.
+    Each record only names the partitions that had records in its batch, so the newest of a partition is
+    the greatest over all records up to the committed batch, not only the last record's. A record offset at
+    or beyond the committed position is refused: the progress file does not belong to this checkpoint.
     A torn last line (the job died while appending) is ignored; a corrupt line elsewhere is an error.
 
     :param path: the ``progress.jsonl`` file (may be absent: no timestamps then).
@@ -234,10 +242,11 @@ def read_progress_timestamps(
     :param committed_offsets: that batch's offsets, checked against the record of the same batch.
     """
     if not path.is_file():
-        return {}
+        return {}, {}
     text = _read_text(path)
     lines = text.split("\n")
     newest: dict[TopicPartition, int] = {}
+    last: dict[TopicPartition, int] = {}
     for line_number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -250,7 +259,7 @@ def read_progress_timestamps(
             raise CheckpointError(
                 f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})"
             ) from None
-        batch_id, end_offsets, timestamps = _progress_record(value, where)
+        batch_id, end_offsets, timestamps, last_records = _progress_record(value, where)
         if batch_id > committed_batch:
             continue
         if batch_id == committed_batch and end_offsets is not None and end_offsets != committed_offsets:
@@ -258,9 +267,26 @@ def read_progress_timestamps(
                 f"{where}: progress record of batch {batch_id} has end offsets that differ from "
                 f"offsets/{batch_id}; is this progress file from another checkpoint directory?"
             )
-        for tp, ts in timestamps.items():
-            newest[tp] = max(ts, newest.get(tp, ts))
-    return {tp: ts for tp, ts in newest.items() if tp in committed_offsets}
+        _check_record_offsets(where, batch_id, last_records, committed_offsets)
+        for into, marks in ((newest, timestamps), (last, last_records)):
+            for tp, mark in marks.items():
+                into[tp] = max(mark, into.get(tp, mark))
+    return (
+        {tp: ts for tp, ts in newest.items() if tp in committed_offsets},
+        {tp: offset for tp, offset in last.items() if tp in committed_offsets},
+    )
+
+
+def _check_record_offsets(
+    where: str, batch_id: int, last_records: dict[TopicPartition, int], committed: dict[TopicPartition, int]
+) -> None:
+    for tp, offset in last_records.items():
+        if tp in committed and offset >= committed[tp]:
+            raise CheckpointError(
+                f"{where}: progress record of batch {batch_id} names record offset {offset} of {tp}, "
+                f"at or beyond the committed position {committed[tp]}; is this progress file "
+                "from another checkpoint directory?"
+            )
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
@@ -299,7 +325,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
     offsets_file = offsets_dir / str(batch_id)
     try:
         offsets = parse_offsets_file(offsets_file, _read_text(offsets_file))
-        timestamps = read_progress_timestamps(root / PROGRESS_FILE, batch_id, offsets)
+        timestamps, last_records = read_progress_marks(root / PROGRESS_FILE, batch_id, offsets)
     except CheckpointError as err:
         raise CheckpointError(f"{err}; {_DAMAGED_HINT}") from None
-    return CheckpointReading(StreamPosition(offsets, batch_id, timestamps))
+    return CheckpointReading(StreamPosition(offsets, batch_id, timestamps, last_records))

@@ -204,6 +204,8 @@ def test_batch_statistics_come_from_the_parquet_footers(tmp_path):
         "records": 4,
         "without_id": 1,
         "max_timestamp_ms": {"orders": {"0": base + 6, "1": base + 9}, "B.orders": {"1": base + 3}},
+        # The newest record offset per partition: the planner's gap measure skips what lies beyond it.
+        "max_offset": {"orders": {"0": 6, "1": 9}, "B.orders": {"1": 3}},
     }
 
 

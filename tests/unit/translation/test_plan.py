@@ -84,9 +84,11 @@ def test_missing_offset_without_gap_is_refused():
         plan.to_spark_starting_offsets()
 
 
-def test_missing_offset_with_gap_starts_at_earliest():
-    plan = make_plan([translation(0, None, gap=5)])
-    assert json.loads(plan.to_spark_starting_offsets())["A.orders"]["0"] == -2
+def test_missing_offset_with_gap_is_refused_too():
+    plan = make_plan([translation(0, None, "none", gap=5, warnings=["no method could translate"])])
+    assert [t.target for t in plan.without_start] == [TopicPartition("A.orders", 0)]
+    with pytest.raises(TranslationError, match="no start offset for A.orders-0"):
+        plan.to_spark_starting_offsets()
 
 
 def test_negative_offset_is_refused():
@@ -131,7 +133,7 @@ def test_json_round_trip():
     assert json.loads(text)["created_at"] == "2025-01-02T03:04:05+00:00"
     again = TranslationPlan.from_json(text)
     assert again == plan
-    assert again.to_spark_starting_offsets() == plan.to_spark_starting_offsets()
+    assert again.to_json() == text
 
 
 @pytest.mark.parametrize("text", ["nope", "{}", '{"source_cluster": "a"}', "[1]"])

@@ -332,3 +332,26 @@ def test_explicit_position_validation(text, message):
 def test_kafka_offsets_from_json_rejects_non_string_keys():
     with pytest.raises(CheckpointError, match="partition key 0"):
         kafka_offsets_from_json({"orders": {0: 1}}, "test")
+
+
+def test_progress_gives_the_newest_record_offset_before_trailing_markers(checkpoint):
+    # Batch 1 ends at 78, but its newest record is at 76: 77 is a transaction's commit marker.
+    write_offsets(checkpoint, 0, '{"orders":{"0":40,"1":9}}')
+    write_commit(checkpoint, 0)
+    write_offsets(checkpoint, 1, '{"orders":{"0":78,"1":9}}')
+    write_commit(checkpoint, 1)
+    write_progress(
+        checkpoint,
+        {"batch_id": 0, "max_offset": {"orders": {"0": 38, "1": 7}}},
+        {"batch_id": 1, "max_offset": {"orders": {"0": 76}}},  # orders-1 had no new record
+    )
+    position = read_checkpoint(checkpoint).position
+    assert position.last_record_offsets == {TopicPartition("orders", 0): 76, TopicPartition("orders", 1): 7}
+
+
+def test_a_record_offset_at_the_position_is_refused(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":40}}')
+    write_commit(checkpoint, 0)
+    path = write_progress(checkpoint, {"batch_id": 0, "max_offset": {"orders": {"0": 40}}})
+    with pytest.raises(CheckpointError, match=f"{path}:1: .*record offset 40 of orders-0, at or beyond"):
+        read_checkpoint(checkpoint)
