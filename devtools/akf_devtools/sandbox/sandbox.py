@@ -173,7 +173,7 @@ class Sandbox:
             self.run_dir.chmod(0o700)
         (self.run_dir / MARKER).write_text("created by airflow-kafka-failover; safe to delete when down\n")
 
-    def up(self, timeout: float = 90.0, extra_listeners: dict[str, dict[str, int]] | None = None) -> dict:
+    def up(self, timeout: float = 150.0, extra_listeners: dict[str, dict[str, int]] | None = None) -> dict:
         """Start both clusters and MirrorMaker 2 on free ports; return once all of them are ready.
 
         An already running, healthy sandbox in the same run directory is returned as it is.
@@ -394,7 +394,7 @@ class Sandbox:
         """Stop MirrorMaker 2 alone (replication pauses; the clusters keep serving)."""
         self.mirrormaker.stop()
 
-    def start_mirrormaker(self, timeout: float = 60.0) -> None:
+    def start_mirrormaker(self, timeout: float = 120.0) -> None:
         """Start MirrorMaker 2 again and wait until its flows replicate."""
         if not self.mirrormaker.process.is_running():
             self.mirrormaker.start()
