@@ -34,7 +34,7 @@ def test_recovered_decision_survives_a_tombstone_and_a_garbage_offset_sync(own_s
         90,
         f"B.{topic} replicated to A",
     )
-    hook = KafkaClusterHook(conns["A"], timeout=10.0)
+    hook = KafkaClusterHook(conns["A"], timeout_seconds=10.0)
     wait_for(
         lambda: any(s.topic == topic for s in read_offset_syncs(hook, OFFSET_SYNCS, "A").decoded),
         90,
