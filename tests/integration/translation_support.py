@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 
 from akf_devtools.sandbox.jars import ArtifactSet
-from akf_devtools.sandbox.kafka_io import end_offsets
+from akf_devtools.sandbox.kafka_io import end_offsets, read_all
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
+from airflow_kafka_failover.translation.mm2_records import OffsetSync
 from airflow_kafka_failover.types import TopicPartition
 from tests.integration.waiting import wait_for
 
@@ -169,3 +171,78 @@ def run_oracle(
         topic, partition, offset = line.split()
         translated[TopicPartition(topic, int(partition))] = int(offset)
     return translated
+
+
+# ---- helpers of test_translation_edges (issue 18) ------------------------------------------------------
+
+
+def produce_committed(
+    bootstrap: str, topic: str, ids: list[str], partitions: int, per_transaction: int = 15
+) -> None:
+    """Produce ``ids`` round-robin in committed transactions only: each partition ends with a commit marker.
+
+    Every transaction writes to every partition (``per_transaction`` >= ``partitions``), so the last entry of
+    each partition's log is the marker of the last transaction, and its last record sits at high - 2.
+    """
+    assert per_transaction >= partitions, "each transaction must touch every partition"
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}-{time.time_ns()}"})
+    producer.init_transactions(30)
+    for start in range(0, len(ids), per_transaction):
+        producer.begin_transaction()
+        for n, record_id in enumerate(ids[start : start + per_transaction], start=start):
+            producer.produce(topic, key=record_id.encode(), value=_value(record_id), partition=n % partitions)
+        producer.commit_transaction(30)
+
+
+def newest_offset_syncs(bootstrap: str, syncs_topic: str, topic: str) -> dict[int, tuple[int, int]]:
+    """The newest MM2 offset sync ``(upstream, downstream)`` per partition of ``topic``, in topic order."""
+    newest: dict[int, tuple[int, int]] = {}
+    for record in read_all(bootstrap, syncs_topic):
+        assert record.key is not None and record.value is not None
+        sync = OffsetSync.decode(record.key, record.value)
+        if sync.topic == topic:
+            newest[sync.partition] = (sync.upstream_offset, sync.downstream_offset)
+    return newest
+
+
+def topics_named(bootstrap: str, prefix: str) -> list[str]:
+    """The topics of a cluster whose name starts with ``prefix``, sorted."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15)
+    return sorted(name for name in metadata.topics if name.startswith(prefix))
+
+
+def delete_topic(bootstrap: str, topic: str, timeout: float = 60) -> None:
+    """Delete a topic and wait until the cluster no longer lists it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    wait_for(lambda: topic not in topics_named(bootstrap, topic), timeout, f"{topic} deleted", interval=1.0)
+
+
+def delete_records_before(bootstrap: str, topic: str, partition: int, offset: int) -> int:
+    """Delete a partition's records below ``offset`` (its log then starts there); return the new low mark."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([KafkaTopicPartition(topic, partition, offset)], operation_timeout=30)
+    result = next(iter(futures.values())).result(timeout=60)
+    return result.low_watermark
+
+
+def write_spark_checkpoint(
+    path: Path, topic: str, offsets: dict[int, int], last_records: dict[int, int], batch_id: int = 0
+) -> Path:
+    """Write a Spark checkpoint by hand: one committed batch at ``offsets`` and its progress record.
+
+    The progress record names the newest record offset per partition (``max_offset``), as the job writes it.
+    """
+    (path / "offsets").mkdir(parents=True)
+    (path / "commits").mkdir()
+    nested = {topic: {str(p): o for p, o in sorted(offsets.items())}}
+    (path / "offsets" / str(batch_id)).write_text(f"v1\n{{}}\n{json.dumps(nested)}\n")
+    (path / "commits" / str(batch_id)).write_text("v1\n{}\n")
+    progress = {
+        "epoch": 0,
+        "batch_id": batch_id,
+        "end_offsets": nested,
+        "max_offset": {topic: {str(p): o for p, o in sorted(last_records.items())}},
+    }
+    (path / "progress.jsonl").write_text(json.dumps(progress) + "\n")
+    return path
