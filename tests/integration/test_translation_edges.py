@@ -303,6 +303,8 @@ def double_copy(own_sandbox, clusters):
     counts = Counter(r[1] for items in on_b.values() for r in items)
     assert {i: counts[i] for i in first} == dict.fromkeys(first, 2), "every first id copied exactly twice"
     assert {i: counts[i] for i in later} == dict.fromkeys(later, 1), "every later id copied once"
+    aborted = sorted(i for i in counts if i.startswith("aborted"))
+    assert not aborted, f"MM2 copied records of aborted transactions (it must read committed): {aborted[:3]}"
     pair = parse_pair(
         "edges-twice",
         _pair_dict(clusters["conns"], [topic], bookkeeping_group=f"edges-twice-{uuid.uuid4().hex[:6]}"),

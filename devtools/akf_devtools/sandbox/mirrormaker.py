@@ -117,6 +117,10 @@ class MirrorMaker:
             ),
             f"topics = {self.settings.topics}",
             f"groups = {self.settings.groups}",
+            # MM2's consumers read uncommitted records by default: records of aborted transactions would be
+            # copied as plain records, which the job, reading committed records, would then process on the
+            # other cluster. Transactional topics need this on every source cluster.
+            *(f"{alias}.consumer.isolation.level = read_committed" for alias in aliases),
             # Our translation needs the offset syncs after the source is gone, so they live on the target.
             "offset-syncs.topic.location = target",
             f"emit.checkpoints.interval.seconds = {self.settings.checkpoint_interval_s}",
