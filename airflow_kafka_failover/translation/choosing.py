@@ -225,9 +225,9 @@ def _checkpoint_candidate(request: PartitionRequest) -> PartitionTranslation:
         syncs = request.offset_syncs
         if syncs is not None and syncs.upstream and request.position < syncs.copies[0].upstream[0]:
             reason += (
-                ": MirrorMaker 2 writes a checkpoint only for a committed offset at or after its first "
-                f"offset sync of {request.source} (upstream offset {syncs.copies[0].upstream[0]}), and "
-                f"the position {request.position} is older"
+                ": MirrorMaker 2 writes a checkpoint only for a committed offset it can translate, at or "
+                f"after the oldest offset sync of {request.source} (upstream offset "
+                f"{syncs.copies[0].upstream[0]}), and the position {request.position} is older"
             )
         return untranslated(
             request.source, request.position, request.target, TranslationMethod.CHECKPOINT, reason
