@@ -1,4 +1,4 @@
-"""KafkaClusterHook and the probe against a real cluster of the shared sandbox."""
+"""KafkaClusterHook and the probe against a real cluster of the module's sandbox."""
 
 from __future__ import annotations
 

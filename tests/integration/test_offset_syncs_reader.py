@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce
 
 from airflow_kafka_failover.health.verdict import HealthThresholds
@@ -20,6 +21,9 @@ from airflow_kafka_failover.translation.mm2_records import OffsetSync
 from airflow_kafka_failover.translation.mm2_topics import read_offset_syncs
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for
+
+# The garbage record stays in MirrorMaker 2's own offset-syncs topic, which MirrorMaker 2 then fails to read.
+pytestmark = pytest.mark.spoils_sandbox
 
 OFFSET_SYNCS = "mm2-offset-syncs.B.internal"  # the flow B->A, stored on its target A (the sandbox's setting)
 

@@ -1,4 +1,4 @@
-"""Whole-cluster faults on a sandbox of this module's own; the shared one is never faulted.
+"""Whole-cluster faults on the module's sandbox (the wipe stops it from being handed to another module).
 
 Tests run in file order: wipe comes last because it destroys cluster A's data.
 """

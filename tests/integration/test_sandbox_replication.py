@@ -1,4 +1,4 @@
-"""MirrorMaker 2 in the shared sandbox replicates records and checkpoints consumer groups."""
+"""MirrorMaker 2 in the module's sandbox replicates records and checkpoints consumer groups."""
 
 from __future__ import annotations
 

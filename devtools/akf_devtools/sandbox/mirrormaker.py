@@ -133,6 +133,11 @@ class MirrorMaker:
             f"refresh.groups.interval.seconds = {self.settings.refresh_interval_s}",
             "tasks.max = 2",
             "offset.flush.interval.ms = 5000",
+            # MM2's own connectors ship ServiceLoader manifests: the default discovery also scans the whole
+            # classpath by reflection, once per flow, which costs seconds on a quiet machine and over a
+            # minute on a loaded one at every start.
+            "plugin.discovery = service_load",
+            *(f"{alias}.plugin.discovery = service_load" for alias in aliases),
             # Single-broker clusters: every topic MM2 creates has one replica.
             "replication.factor = 1",
             "checkpoints.topic.replication.factor = 1",

@@ -76,6 +76,8 @@ class Sandbox:
         self.security = security or "none"
         self.login: ScramLogin | None = None
         self.brokers: dict[str, KafkaBroker] = {}
+        self.faults_injected: list[tuple[str, str]] = []
+        """``(kind, cluster)`` of every fault this object injected, oldest first."""
         self._load_state()
 
     # ---- state -------------------------------------------------------------------------------------
@@ -257,11 +259,23 @@ class Sandbox:
         if errors:
             raise errors[0]
 
-    def wait_replicating(self, timeout: float) -> None:
-        """Wait until every MirrorMaker 2 flow has replicated heartbeats to its target cluster."""
+    def heartbeat_marks(self) -> dict[tuple[str, str], int]:
+        """Return, per MirrorMaker 2 flow, how many heartbeats its target cluster holds now (0 if none)."""
         from akf_devtools.sandbox.kafka_io import high_watermark
 
-        flows = self.mirrormaker.heartbeat_flows()
+        return {
+            (src, dst): high_watermark(self.client_config(dst), self.heartbeats_topic(src), 0) or 0
+            for src, dst in self.mirrormaker.heartbeat_flows()
+        }
+
+    def wait_replicating(self, timeout: float, since: dict[tuple[str, str], int] | None = None) -> None:
+        """Wait until every MirrorMaker 2 flow has replicated new heartbeats to its target cluster.
+
+        :param since: per flow, the heartbeats its target held before MirrorMaker 2 started (see
+            ``heartbeat_marks``); a flow replicates once its target holds more. Without it, any heartbeat
+            counts (a fresh sandbox).
+        """
+        marks = since or {}
 
         def replicated_heartbeats() -> bool:
             if not self.mirrormaker.process.is_running():
@@ -269,12 +283,11 @@ class Sandbox:
                     f"MirrorMaker 2 exited during start; log {self.mirrormaker.process.log_file}:\n"
                     f"{self.mirrormaker.process.log_tail()}"
                 )
-            return all(
-                (high_watermark(self.client_config(dst), self.heartbeats_topic(src), 0) or 0) > 0
-                for src, dst in flows
-            )
+            now = self.heartbeat_marks()
+            return all(count > marks.get(flow, 0) for flow, count in now.items())
 
         if not wait_until(replicated_heartbeats, max(timeout, 1.0), interval=0.5):
+            flows = self.mirrormaker.heartbeat_flows()
             raise SandboxError(
                 f"MirrorMaker 2 did not start replicating flows {flows} within {timeout:.0f} s; "
                 f"log {self.mirrormaker.process.log_file}:\n{self.mirrormaker.process.log_tail()}"
@@ -388,6 +401,7 @@ class Sandbox:
                 broker.wipe()
                 self._save_state()
             self._start_brokers([broker], timeout)
+        self.faults_injected.append((kind, cluster))
         log.info("Fault %s injected on cluster %s", kind, cluster)
 
     def stop_mirrormaker(self) -> None:
@@ -395,10 +409,11 @@ class Sandbox:
         self.mirrormaker.stop()
 
     def start_mirrormaker(self, timeout: float = 120.0) -> None:
-        """Start MirrorMaker 2 again and wait until its flows replicate."""
+        """Start MirrorMaker 2 again and wait until each of its flows has replicated a new heartbeat."""
+        marks = self.heartbeat_marks()
         if not self.mirrormaker.process.is_running():
             self.mirrormaker.start()
-        self.wait_replicating(timeout)
+        self.wait_replicating(timeout, since=marks)
 
 
 def _broker_from_state(name: str, run_dir: Path, cluster: dict, login: ScramLogin | None) -> KafkaBroker:
