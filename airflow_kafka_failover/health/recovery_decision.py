@@ -62,7 +62,9 @@ def _stability_wait(verdict: Verdict, thresholds: HealthThresholds, now: float) 
     return None
 
 
-def _lag_waits(lags: Mapping[str, int | None], max_lag: int) -> list[str]:
+def _lag_waits(lags: Mapping[str, int | None], max_lag: int, measure_problem: str | None) -> list[str]:
+    if not lags and measure_problem:
+        return [f"replication lag: {measure_problem} (measured again at the next probe)"]
     if not lags:
         return ["replication lag: no partition lags given, so catching up cannot be shown"]
     waits: list[str] = []
@@ -99,6 +101,7 @@ def decide_recovered(
     now: float,
     lags: Mapping[str, int | None],
     data_loss: Mapping[str, int],
+    measure_problem: str | None = None,
 ) -> RecoveryDecision:
     """Decide whether a cluster has recovered enough to fail back to it.
 
@@ -114,6 +117,8 @@ def decide_recovered(
         :func:`~airflow_kafka_failover.health.replication_lag.replication_lag` (None = unknown).
     :param data_loss: ``{partition key: offsets lost}`` from
         :func:`~airflow_kafka_failover.health.data_loss.find_data_loss`.
+    :param measure_problem: why the lags could not be measured this time (e.g. the replica did not answer);
+        with no ``lags`` it is the reason given, instead of a lag said to be unknown.
     """
     probes = in_time_order(history)
     cluster = probes[-1].cluster if probes else "(unprobed)"
@@ -122,7 +127,7 @@ def decide_recovered(
     stability = _stability_wait(verdict, thresholds, now)
     if stability is not None:
         waiting.append(stability)
-    waiting.extend(_lag_waits(lags, thresholds.max_replication_lag))
+    waiting.extend(_lag_waits(lags, thresholds.max_replication_lag, measure_problem))
     if any(lost < 0 for lost in data_loss.values()):
         raise ValueError(f"data_loss counts must be >= 0, got {dict(data_loss)}")
     loss = {str(key): int(lost) for key, lost in data_loss.items() if lost > 0}

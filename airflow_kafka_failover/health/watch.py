@@ -279,10 +279,9 @@ class RecoveryWatch(ClusterWatch):
     def decide(self, now: float | None = None) -> RecoveryDecision:
         now = time.time() if now is None else now
         with self._lock:
-            lags = dict(self.lags)
-            if self.measure_problem and not lags:
-                lags = {self.measure_problem: None}
-            return decide_recovered(self.history, self.thresholds, now, lags, self.data_loss)
+            return decide_recovered(
+                self.history, self.thresholds, now, dict(self.lags), self.data_loss, self.measure_problem
+            )
 
     def conclusive(self, decision: Decision) -> bool:
         return bool(getattr(decision, "is_recovered", False) or getattr(decision, "data_loss", None))
