@@ -7,7 +7,7 @@ from :mod:`airflow_kafka_failover.health.replication_lag`, the loss from
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -84,14 +84,25 @@ def _lag_waits(lags: Mapping[str, int | None], max_lag: int, measure_problem: st
     return waits
 
 
-def _data_loss_reason(cluster: str, loss: Mapping[str, int]) -> str:
-    items = [f"{key} lost {loss[key]} record(s)" for key in sorted(loss)]
+def _data_loss_reason(cluster: str, loss: Mapping[str, int], mirrored_topics: Collection[str]) -> str:
+    def topic(key: str) -> str:
+        return key.rsplit("-", 1)[0]
+
+    own = sorted(key for key in loss if topic(key) not in mirrored_topics)
+    copies = sorted(key for key in loss if topic(key) in mirrored_topics)
+    parts = []
+    for keys, what in (
+        (own, "its own topics"),
+        (copies, "MirrorMaker 2's copies of the other cluster's topics, which it refills when it replicates"),
+    ):
+        if keys:
+            items = [f"{key} lost {loss[key]} record(s)" for key in keys]
+            parts.append(f"{what}: {list_partitions(items)} ({sum(loss[key] for key in keys)} in total)")
     return (
         f"DATA LOSS on cluster {cluster}, failback refused: it holds fewer records than when it was last "
-        f"active ({list_partitions(items)}; {sum(loss.values())} in total). Its high watermarks went "
-        f"backwards (unclean leader election, a restored or recreated cluster, deleted topics). Keep the "
-        f"job where it is and investigate; fail back only after the records are restored or a person "
-        f"accepts the loss."
+        f"active; {'; '.join(parts)}. Its high watermarks went backwards (unclean leader election, a "
+        f"restored or recreated cluster, deleted topics). Keep the job where it is and investigate; fail "
+        f"back only after the records are restored or a person accepts the loss."
     )
 
 
@@ -102,6 +113,7 @@ def decide_recovered(
     lags: Mapping[str, int | None],
     data_loss: Mapping[str, int],
     measure_problem: str | None = None,
+    mirrored_topics: Collection[str] = (),
 ) -> RecoveryDecision:
     """Decide whether a cluster has recovered enough to fail back to it.
 
@@ -119,6 +131,8 @@ def decide_recovered(
         :func:`~airflow_kafka_failover.health.data_loss.find_data_loss`.
     :param measure_problem: why the lags could not be measured this time (e.g. the replica did not answer);
         with no ``lags`` it is the reason given, instead of a lag said to be unknown.
+    :param mirrored_topics: topics of the recovering cluster that MirrorMaker 2 fills from the other
+        cluster; a data-loss reason names the cluster's own topics first and these apart.
     """
     probes = in_time_order(history)
     cluster = probes[-1].cluster if probes else "(unprobed)"
@@ -134,7 +148,7 @@ def decide_recovered(
     if loss:
         return RecoveryDecision(
             is_recovered=False,
-            reason=_data_loss_reason(cluster, loss),
+            reason=_data_loss_reason(cluster, loss, mirrored_topics),
             waiting_on=waiting,
             data_loss=loss,
             verdict=verdict,

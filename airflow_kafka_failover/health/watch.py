@@ -280,7 +280,13 @@ class RecoveryWatch(ClusterWatch):
         now = time.time() if now is None else now
         with self._lock:
             return decide_recovered(
-                self.history, self.thresholds, now, dict(self.lags), self.data_loss, self.measure_problem
+                self.history,
+                self.thresholds,
+                now,
+                dict(self.lags),
+                self.data_loss,
+                self.measure_problem,
+                mirrored_topics=set(self.replicated_topics.values()),
             )
 
     def conclusive(self, decision: Decision) -> bool:

@@ -211,10 +211,25 @@ def test_data_loss_refuses_failback_even_when_healthy_and_caught_up() -> None:
     decision = decide_recovered(every(0, 40), DEFAULTS, BASE + 38, {"orders-0": 0}, loss)
     assert not decision.is_recovered and decision.data_loss == loss
     assert "DATA LOSS on cluster A, failback refused" in decision.reason
-    assert "orders-0 lost 12 record(s), orders-2 lost 9 record(s); 21 in total" in decision.reason
+    assert "its own topics: orders-0 lost 12 record(s), orders-2 lost 9 record(s) (21 in total)" in (
+        decision.reason
+    )
     error = decision.data_loss_error()
     assert isinstance(error, DataLossError) and "failback refused" in str(error)
     assert decide_recovered(every(0, 40), DEFAULTS, BASE + 38, {"orders-0": 0}, {}).data_loss_error() is None
+
+
+def test_data_loss_names_the_clusters_own_topics_before_mirrormaker_copies() -> None:
+    copies = {f"B.events-{p}": 5 for p in range(30)}
+    loss = {**copies, "orders-0": 12}
+    decision = decide_recovered(
+        every(0, 40), DEFAULTS, BASE + 38, {"orders-0": 0}, loss, mirrored_topics={"B.events"}
+    )
+    own, _, mirrored = decision.reason.partition("; MirrorMaker 2's copies")
+    assert "its own topics: orders-0 lost 12 record(s) (12 in total)" in own
+    assert "B.events" not in own
+    assert "which it refills when it replicates: B.events-0 lost 5 record(s)" in mirrored
+    assert "(150 in total)" in mirrored and "orders-0" not in mirrored
 
 
 offsets = st.integers(0, 10**12)
