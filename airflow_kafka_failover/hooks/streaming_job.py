@@ -27,7 +27,7 @@ from airflow.sdk import BaseHook
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.hooks import spark_submit_compat
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
-from airflow_kafka_failover.jobs.layout import RunLayout, read_status, stop_request_file
+from airflow_kafka_failover.jobs.layout import RunLayout, mark_killed, read_status, stop_request_file
 from airflow_kafka_failover.jobs.settings import JobSettings
 
 log = logging.getLogger(__name__)
@@ -313,6 +313,10 @@ class StreamingJobHook(BaseHook):
             "%s did not stop within %.0f s; terminating its process group", handle.describe(), timeout
         )
         handle.process.stop(timeout=10)
+        mark_killed(
+            handle.run_dir,
+            f"did not stop within {timeout:.0f} s of the stop request; its process group was terminated",
+        )
         return "forced"
 
     def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
@@ -342,4 +346,8 @@ class StreamingJobHook(BaseHook):
                 f"could not kill {handle.describe()}: {' '.join(command)} exited "
                 f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
             )
+        try:
+            mark_killed(handle.run_dir, f"killed through the cluster manager: {' '.join(command)}")
+        except OSError as exc:  # the run folder may be out of reach, which is why the kill went this way
+            log.info("could not record the kill in %s: %s", handle.run_dir, exc)
         return "forced"

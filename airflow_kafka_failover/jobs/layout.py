@@ -9,7 +9,8 @@ both the operator and the job refuse a checkpoint owned by another cluster or ep
 
     <checkpoint_root>/<pair>/<cluster>/epoch-<n>/        Spark checkpoint + progress.jsonl + _owner.json
     <run_root>/<pair>/<cluster>/epoch-<n>/settings.json  the job's settings (owner-only)
-    <run_root>/<pair>/<cluster>/epoch-<n>/status.json    written by the job: starting/running/stopped/...
+    <run_root>/<pair>/<cluster>/epoch-<n>/status.json    written by the job: starting/running/stopped/...;
+                                                         ``killed`` by the provider after a forced stop
     <run_root>/<pair>/<cluster>/epoch-<n>/stop-request   asks the job to finish its batch and stop
     <run_root>/<pair>/<cluster>/epoch-<n>/logs/job.log   spark-submit's output (local and client mode)
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,36 @@ def read_status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+LIVE_STATES = ("starting", "running")
+"""States a job writes while it runs; any other state is its last word."""
+
+
+def mark_killed(run_dir: str | os.PathLike[str], reason: str) -> bool:
+    """Record in ``status.json`` that the job was killed, when its last word says it still runs.
+
+    A job killed by force cannot write its own last state, so without this ``status.json`` would say
+    ``running`` for ever. A final state the job wrote itself (``stopped``, ``fenced``...) is kept.
+
+    :param run_dir: the job's run folder.
+    :param reason: what killed it, e.g. ``did not stop within 30 s of the stop request``.
+    :return: whether the status was rewritten.
+    """
+    last = read_status(run_dir)
+    if last.get("state", "starting") not in LIVE_STATES:
+        return False
+    write_json_atomically(
+        status_file(run_dir),
+        {
+            **last,
+            "state": "killed",
+            "reason": reason,
+            "state_before": last.get("state"),
+            "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
+    return True
 
 
 def claim_checkpoint(

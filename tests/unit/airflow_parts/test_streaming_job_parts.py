@@ -10,10 +10,11 @@ import stat
 
 import pytest
 
+from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.get_provider_info import get_provider_info
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.layout import RunLayout
+from airflow_kafka_failover.jobs.layout import RunLayout, read_status, status_file
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.operators.streaming_job import StopStreamingJobOperator
 
@@ -90,6 +91,33 @@ def test_cluster_mode_submits_without_waiting_and_kills_through_yarn(tmp_path, f
     assert stat.S_IMODE(layout.settings_file.stat().st_mode) == 0o600
     assert hook.stop(handle.to_dict(), timeout=0.1) == "forced"
     assert "yarn application -kill application_1700000000000_0042" in calls.read_text()
+    status = read_status(layout.run_dir)
+    assert status["state"] == "killed" and "yarn application -kill" in status["reason"]
+
+
+def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(tmp_path):
+    settings, layout = _settings(tmp_path)
+    handle = JobHandle(
+        pair="orders",
+        cluster="B",
+        epoch=1,
+        deploy_mode="local",
+        master="local[2]",
+        run_dir=str(layout.run_dir),
+        checkpoint=str(layout.checkpoint),
+        sink_root=settings.sink_root,
+    )
+    layout.run_dir.mkdir(parents=True)
+    write_json_atomically(status_file(layout.run_dir), {"state": "running", "epoch": 1})
+    handle.process.start(["sleep", "60"])  # a driver that never reads the stop request
+    try:
+        assert StreamingJobHook("spark_default").stop(handle.to_dict(), timeout=0.5) == "forced"
+    finally:
+        handle.process.stop(timeout=5)
+    assert not handle.process.is_running()
+    status = read_status(layout.run_dir)
+    assert (status["state"], status["state_before"], status["epoch"]) == ("killed", "running", 1)
+    assert "did not stop within 0 s of the stop request" in status["reason"]
 
 
 def test_standalone_cluster_mode_is_refused_with_the_way_out(tmp_path, monkeypatch):

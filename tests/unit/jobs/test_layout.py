@@ -11,6 +11,7 @@ from airflow_kafka_failover.jobs.layout import (
     OWNER_FILE,
     RunLayout,
     claim_checkpoint,
+    mark_killed,
     read_status,
     status_file,
     stop_request_file,
@@ -129,3 +130,24 @@ def test_status_written_atomically_is_read_back(tmp_path):
     assert read_status(tmp_path / "run") == {"state": "running", "batch": 3}
     assert status_file(tmp_path / "run").read_text() == '{"batch": 3, "state": "running"}'
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["status.json"]
+
+
+@pytest.mark.parametrize("last", ["stopped", "fenced", "failed", "refused", "killed"])
+def test_mark_killed_keeps_a_final_state_the_job_wrote(tmp_path, last):
+    write_json_atomically(status_file(tmp_path), {"state": last, "reason": "its own words"})
+    assert not mark_killed(tmp_path, "terminated")
+    assert read_status(tmp_path) == {"state": last, "reason": "its own words"}
+
+
+@pytest.mark.parametrize("last", [None, "starting", "running"])
+def test_mark_killed_replaces_a_live_state(tmp_path, last):
+    if last is not None:
+        write_json_atomically(status_file(tmp_path), {"state": last, "pid": 42})
+    assert mark_killed(tmp_path, "did not stop within 30 s")
+    status = read_status(tmp_path)
+    assert (status["state"], status["reason"], status["state_before"]) == (
+        "killed",
+        "did not stop within 30 s",
+        last,
+    )
+    assert status.get("pid") == (42 if last else None)
