@@ -175,9 +175,19 @@ class _ClusterHealthSensor(BaseSensorOperator):
         if event.get("status") != "success":
             raise RuntimeError(f"unexpected event from the health trigger: {event!r}")
         self.log.info("Decision: %s", event["message"])
+        self._send_metrics(event["decision"])
         evidence = {"decision": event["decision"], "history": event["state"].get("history", [])}
         context["ti"].xcom_push(key="health_evidence", value=evidence)
         return event["decision"]
+
+    def _send_metrics(self, decision: dict[str, Any]) -> None:
+        from airflow_kafka_failover import metrics
+
+        if self.kind is WatchKind.DOWN:
+            failing_since = (decision.get("verdict") or {}).get("failing_since")
+            metrics.down_detected(self.kafka_config_id, self.cluster_alias, failing_since, time.time())
+        else:
+            metrics.recovered(self.kafka_config_id, self.cluster_alias)
 
     def _log_evidence(self, event: dict[str, Any]) -> None:
         from airflow_kafka_failover.health.evidence import ProbeResult, format_probe_table

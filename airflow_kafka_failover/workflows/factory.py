@@ -190,6 +190,7 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
             ti.xcom_pull(task_ids="plan"),
             params,
             _triggered_by(context),
+            fenced_at=(ti.xcom_pull(task_ids="fence_and_stop") or {}).get("fenced_at"),
         )
         context["outlet_events"][pair_asset(name)].extra = {
             "pair": name,

@@ -38,6 +38,7 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
     current = marker.read()
     expected = None if current is None and record.epoch == 0 else record.epoch
     fence = marker.advance(expected, new_epoch, target)
+    fenced_at = time.time()
     log.info(
         "fence of pair %s at epoch %s for %s: a job of an older epoch stops at its next check",
         pair.name,
@@ -58,7 +59,7 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
             new_epoch,
         )
         outcome = f"unreachable: {exc}"
-    return {"epoch": new_epoch, "stop": outcome}
+    return {"epoch": new_epoch, "stop": outcome, "fenced_at": fenced_at}
 
 
 def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
@@ -218,8 +219,14 @@ def commit(
     plan: dict[str, Any],
     params: SwitchParams,
     triggered_by: str,
+    fenced_at: float | None = None,
 ) -> ActiveRecord:
-    """Write the switched record (compare-and-set on the epoch the switch started from)."""
+    """Write the switched record (compare-and-set on the epoch the switch started from), then send the
+    switch's metrics.
+
+    :param fenced_at: unix seconds when ``fence_and_stop`` wrote the fence (the switch's duration starts).
+    """
+    from airflow_kafka_failover import metrics
     from airflow_kafka_failover.record_store import commit_record
 
     source, target = direction(pair, kind)
@@ -238,4 +245,15 @@ def commit(
         entry=entry,
         watermarks={source: plan["source_watermarks"]},
     )
-    return commit_record(pair, record.epoch, new)
+    committed = commit_record(pair, record.epoch, new)
+    if committed is not new:  # a retry found its switch already committed: it was counted then
+        return committed
+    metrics.switch_committed(
+        pair.name,
+        kind,
+        params.force,
+        fenced_at,
+        plan["gap_records"],
+        plan["summary"].get("max_duplicates"),
+    )
+    return committed

@@ -88,6 +88,27 @@ def test_trigger_on_an_unreachable_cluster_yields_one_down_event(dead_cluster_co
     assert len(history) >= 3 and all(not probe["reachable"] for probe in history[1:])
 
 
+def test_a_down_decision_sends_its_detection_time(dead_cluster_conn, monkeypatch):
+    from airflow_kafka_failover import metrics
+
+    sent = []
+    monkeypatch.setattr(metrics, "_send", lambda *metric: sent.append(metric))
+    event = asyncio.run(asyncio.wait_for(anext(_trigger().run()), timeout=30))
+    sensor = KafkaClusterDownSensor(
+        task_id="d", kafka_config_id="kafka_a", cluster_alias="A", require_corroboration=False
+    )
+
+    class TaskInstance:
+        def xcom_push(self, key, value):
+            self.pushed = (key, value)
+
+    sensor.execute_complete({"ti": TaskInstance()}, event.payload)
+    [(kind, name, value, tags)] = sent
+    assert (kind, name, tags) == ("timing", "down_detection", {"connection": "kafka_a", "cluster": "A"})
+    failing_since = event.payload["decision"]["verdict"]["failing_since"]
+    assert failing_since is not None and 0 < value.total_seconds() < 60
+
+
 def test_trigger_deadline_yields_timeout(dead_cluster_conn):
     trigger = _trigger(
         kind="recovered",
