@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
-from akf_devtools.demo.story import WATCHING
+from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 from akf_devtools.sandbox.airflow_env import write_variable
 from akf_devtools.sandbox.loopback import free_ports
 
@@ -228,7 +228,7 @@ def test_5_a_job_crashing_after_the_switch_fails_the_run_and_a_rerun_recovers(st
 def test_6_both_clusters_down_means_no_switch(story):
     before, fence = story.record(), story.fence()
     running = story.start_run("failover")
-    running.wait_for_text(WATCHING, 120)
+    running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
     story.sandbox.fault("hang", "B")
     story.sandbox.fault("hang", "A")
     try:
@@ -244,7 +244,7 @@ def test_6_both_clusters_down_means_no_switch(story):
 def test_7_blips_do_not_switch_and_a_real_outage_with_a_gap_switches_once(story):
     story.write_config(on_gap="proceed")
     running = story.start_run("failover")
-    running.wait_for_text(WATCHING, 120)
+    running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
     for _blip in range(3):  # 1.5 s freezes: fewer failed probes than the threshold's span
         story.sandbox.fault("hang", "A")
         time.sleep(1.5)
@@ -269,7 +269,7 @@ def test_7_blips_do_not_switch_and_a_real_outage_with_a_gap_switches_once(story)
 def test_8_failback_after_the_gap_loses_nothing(story):
     story.write_config(on_gap="wait")
     running = story.start_run("failback")  # automatic: waits until A is stable and caught up
-    running.wait_for_text(WATCHING, 120)
+    running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
     story.sandbox.fault("restart", "A")
     story.sandbox.start_mirrormaker()
     state, output = running.wait()

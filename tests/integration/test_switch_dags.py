@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 
 from tests.integration.switch_story import new_pair_story, timed
 
@@ -86,7 +87,7 @@ def back_from_outage(story, fault: str) -> None:
 def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) -> tuple[dict, float, str]:
     """Start the DAG, wait until its verdict sensor watches, inject the fault, wait for the run."""
     running = story.start_run(kind)
-    running.wait_for_text("Pausing task as DEFERRED", 120)
+    running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
     fault_at = time.time()
     if fault in ("restart", "resume"):
         back_from_outage(story, fault)
@@ -137,7 +138,7 @@ def step_forced_failover_of_a_healthy_primary_loses_nothing(story) -> None:
 def step_failback_to_a_wiped_primary_is_refused(story) -> None:
     before, fence = story.record(), story.fence()
     running = story.start_run("failback")
-    running.wait_for_text("Pausing task as DEFERRED", 120)
+    running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
     story.sandbox.fault("wipe", "A")
     state, output = running.wait()
     assert state == "failed"

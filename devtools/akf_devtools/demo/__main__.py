@@ -81,12 +81,12 @@ class Demo:
         self.settle(6, "job running on A")
 
     def fail_over(self) -> None:
-        from akf_devtools.demo.story import WATCHING, switch_figures
+        from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S, switch_figures
 
         self.live.clear("failover armed")
         say("failover DAG: its down sensor is watching A ...")
         self.current = self.story.start_run("failover")
-        self.current.wait_for_text(WATCHING, 120)
+        self.current.wait_for_text(WATCHING, WATCHING_WITHIN_S)
         fault_at = time.time()
         self.sandbox.fault("crash", "A")
         self.story.active_for_producer = "B"
@@ -103,12 +103,12 @@ class Demo:
         self.settle(6, "job running on B")
 
     def fail_back(self) -> None:
-        from akf_devtools.demo.story import WATCHING, switch_figures
+        from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S, switch_figures
 
         self.live.clear("failback armed")
         say("failback DAG: its recovered sensor is watching A ...")
         self.current = self.story.start_run("failback")
-        self.current.wait_for_text(WATCHING, 120)
+        self.current.wait_for_text(WATCHING, WATCHING_WITHIN_S)
         back_at = time.time()
         self.sandbox.fault("restart", "A")
         # In dedicated mode a flow into a cluster that was down can stay stopped until MirrorMaker 2

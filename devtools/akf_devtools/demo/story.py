@@ -55,6 +55,10 @@ LOCAL_SPARK_CONF = {
 # The line a verdict sensor logs when it defers to the triggerer: the DAG is watching.
 WATCHING = "Pausing task as DEFERRED"
 
+WATCHING_WITHIN_S = 300
+"""How long a run may take to reach ``WATCHING``: its first task starts Airflow's in-process execution API
+(11-44 s per run while the whole test suite loaded the 2-core machine) before the sensor probes and defers."""
+
 
 @dataclass
 class RunningDag:
