@@ -96,7 +96,17 @@ def _job_state(status: Mapping[str, Any], alive: bool | None) -> tuple[JobState,
     return state, reason
 
 
-def _job_view(readings: PairReadings) -> tuple[JobView, Problem | None]:
+def _restart_action(readings: PairReadings, agreement: FenceAgreement) -> str:
+    start = f"trigger the start DAG kafka_failover_{readings.pair}_start"
+    if agreement in (FenceAgreement.SETTLED, FenceAgreement.NOT_FENCED_YET, FenceAgreement.UNKNOWN):
+        return start
+    return (
+        "settle the fence first (above): the start DAG refuses a fence at another epoch or cluster; "
+        f"then {start}"
+    )
+
+
+def _job_view(readings: PairReadings, agreement: FenceAgreement) -> tuple[JobView, Problem | None]:
     record = readings.record
     if record is None:
         return JobView(state=JobState.UNKNOWN, detail="the active record could not be read"), None
@@ -105,7 +115,7 @@ def _job_view(readings: PairReadings) -> tuple[JobView, Problem | None]:
             state=JobState.NONE, detail=f"the record names no job at epoch {record.epoch}"
         ), Problem(
             what=f"no job is recorded for epoch {record.epoch}: the pair has no consumer",
-            action=f"trigger the start DAG kafka_failover_{readings.pair}_start",
+            action=_restart_action(readings, agreement),
         )
     job = record.job
     if readings.job_error is not None:
@@ -133,8 +143,8 @@ def _job_view(readings: PairReadings) -> tuple[JobView, Problem | None]:
         what=f"the job of epoch {job.get('epoch')} on {job.get('cluster')} is not running ({state}"
         + (f": {detail}" if detail else "")
         + ")",
-        action=f"read its run folder {job.get('run_dir')} (status.json, logs/job.log), fix the cause, then "
-        f"trigger the start DAG kafka_failover_{readings.pair}_start (it resumes the epoch's checkpoint)",
+        action=f"read its run folder {job.get('run_dir')} (status.json, logs/job.log) and fix the cause; "
+        f"{_restart_action(readings, agreement)} (it resumes the epoch's checkpoint)",
     )
 
 
@@ -229,7 +239,7 @@ def assemble(readings: PairReadings, recent: int = RECENT_SWITCHES) -> PairStatu
     """
     record = readings.record
     agreement, fence_problem = _fence_agreement(readings)
-    job, job_problem = _job_view(readings)
+    job, job_problem = _job_view(readings, agreement)
     fence = readings.fence
     history = record.history if record is not None else ()
     view = PairStatus(

@@ -122,3 +122,4 @@ def test_a_fence_ahead_of_the_record_is_an_interrupted_switch(story):
     )
     assert "job:      fenced on A at epoch 0" in result.stdout
     assert "ACTION NEEDED: the job of epoch 0 on A is not running (fenced" in result.stdout
+    assert "settle the fence first (above)" in result.stdout

@@ -373,3 +373,17 @@ def test_history_view_of_no_switches():
 def test_unbounded_duplicates_are_named():
     rec = record(history=[entry(1, plan={})])
     assert "unbounded" in history_to_text(PairHistory.of(rec, stored=True))
+
+
+def test_a_job_stopped_by_an_interrupted_switch_is_not_sent_to_the_start_dag_first():
+    status = assemble(
+        healthy(fence=FenceState("orders", 3, "A", ""), job_status={"state": "fenced"}, job_alive=False)
+    )
+    assert [problem.what.split(":")[0] for problem in status.problems] == [
+        "INTERRUPTED SWITCH",
+        "the job of epoch 2 on B is not running (fenced)",
+    ]
+    assert status.problems[1].action.endswith(
+        "settle the fence first (above): the start DAG refuses a fence at another epoch or cluster; then "
+        "trigger the start DAG kafka_failover_orders_start (it resumes the epoch's checkpoint)"
+    )
