@@ -22,10 +22,13 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.status.assembly import EXIT_ACT, EXIT_UNREAD
+
+if TYPE_CHECKING:
+    from airflow_kafka_failover.config import PairConfig
 
 log = logging.getLogger("airflow_kafka_failover.cli")
 
@@ -133,7 +136,7 @@ def _add_history_command(subparsers: argparse._SubParsersAction) -> None:
     history.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _chosen_pairs(config: str, name: str | None, hint: str) -> list[Any]:
+def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
     """The pair named ``name`` of ``config`` (every pair when None), with a hint in the error for a bad name.
 
     :param config: the pair config file.

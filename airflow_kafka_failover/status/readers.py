@@ -8,7 +8,6 @@ recovered watch's replication lag from MirrorMaker 2's offset syncs, and the rep
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -31,8 +30,6 @@ from airflow_kafka_failover.translation.replication_policy import (
     offset_syncs_topic,
 )
 from airflow_kafka_failover.types import TopicPartition, partition_key
-
-log = logging.getLogger(__name__)
 
 _ERROR_CHARS = 300
 DATABASE_HINT = (
