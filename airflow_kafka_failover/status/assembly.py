@@ -33,6 +33,11 @@ RECENT_SWITCHES = 3
 """How many of the last switches ``status`` shows."""
 
 
+def _age(now: float, at: float | None) -> float | None:
+    """Seconds from ``at`` to ``now``, never below 0 (the job's host clock may run a little ahead)."""
+    return None if at is None else round(max(now - at, 0.0), 1)
+
+
 def _iso(at: float) -> str:
     return datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="seconds")
 
@@ -134,7 +139,7 @@ def _job_view(readings: PairReadings, agreement: FenceAgreement) -> tuple[JobVie
         status_updated_at=readings.job_status.get("updated_at"),
         last_batch_id=progress.batch_id if progress else None,
         last_batch_at=_iso(committed_at) if committed_at is not None else None,
-        last_batch_age_seconds=round(readings.now - committed_at, 1) if committed_at is not None else None,
+        last_batch_age_seconds=_age(readings.now, committed_at),
         records=progress.records if progress else None,
     )
     if state not in NOT_RUNNING:
@@ -167,9 +172,8 @@ def _partition_order(key: str) -> tuple[str, int]:
 
 
 def _replication_view(reading: ReplicationReading, now: float) -> ReplicationView:
-    age = None
-    if reading.heartbeat_newest_ms is not None:
-        age = round(max(now - reading.heartbeat_newest_ms / 1000, 0.0), 1)
+    newest = reading.heartbeat_newest_ms
+    age = _age(now, newest / 1000 if newest is not None else None)
     return ReplicationView(
         source=reading.source,
         target=reading.target,

@@ -51,11 +51,12 @@ def read_pair(pair: PairConfig, read_record: RecordReader | None = None) -> Pair
     readings = _with_record(readings, pair, read_record or read_stored_record)
     readings = _with_fence(readings, pair)
     record = readings.record
-    if record is None:
-        return readings
-    readings = _with_job(readings, record)
-    readings = _with_active_cluster(readings, pair, record.active)
-    return _with_replication(readings, pair, record.active)
+    if record is not None:
+        readings = _with_job(readings, record)
+        readings = _with_active_cluster(readings, pair, record.active)
+        readings = _with_replication(readings, pair, record.active)
+    # Ages (last batch, heartbeat) are taken at the end: the job commits batches while the clusters are read.
+    return replace(readings, now=time.time())
 
 
 def read_history_record(

@@ -387,3 +387,10 @@ def test_a_job_stopped_by_an_interrupted_switch_is_not_sent_to_the_start_dag_fir
         "settle the fence first (above): the start DAG refuses a fence at another epoch or cluster; then "
         "trigger the start DAG kafka_failover_orders_start (it resumes the epoch's checkpoint)"
     )
+
+
+def test_ages_are_never_negative():
+    progress = JobProgress(7, {}, 1, NOW + 3)  # committed after the reading's clock (or on a host ahead)
+    reading = replace(healthy().replication, heartbeat_newest_ms=int((NOW + 2) * 1000))
+    status = assemble(healthy(progress=progress, replication=reading))
+    assert (status.job.last_batch_age_seconds, status.replication.heartbeat_age_seconds) == (0.0, 0.0)
