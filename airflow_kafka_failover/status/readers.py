@@ -37,6 +37,10 @@ DATABASE_HINT = (
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)"
 )
 
+READ_TIMEOUT_SECONDS = 10.0
+"""The least time each read may take once the cluster answered its probe (which has the pair's own, short,
+``probe_timeout_seconds``): reading offset syncs and the newest heartbeat takes several round trips."""
+
 RecordReader = Callable[[PairConfig], ActiveRecord | None]
 """Reads a pair's stored record (None: none stored); :func:`read_stored_record` unless a test gives one."""
 
@@ -131,10 +135,12 @@ def _with_job(readings: PairReadings, record: ActiveRecord) -> PairReadings:
     return replace(readings, progress=progress)
 
 
+def _read_timeout(pair: PairConfig) -> float:
+    return max(pair.health.probe_timeout_seconds, READ_TIMEOUT_SECONDS)
+
+
 def _hook(pair: PairConfig, cluster: str) -> KafkaClusterHook:
-    return KafkaClusterHook(
-        pair.cluster(cluster).connection, timeout_seconds=pair.health.probe_timeout_seconds
-    )
+    return KafkaClusterHook(pair.cluster(cluster).connection, timeout_seconds=_read_timeout(pair))
 
 
 def _with_active_cluster(readings: PairReadings, pair: PairConfig, active: str) -> PairReadings:
@@ -145,9 +151,9 @@ def _with_active_cluster(readings: PairReadings, pair: PairConfig, active: str) 
         probe = probe_cluster(hook, active, topics, timeout)
         if probe.failed:
             return replace(readings, active_error=f"does not answer: {probe.error}")
-        metadata = hook.describe_cluster(topics, timeout_seconds=timeout)
+        metadata = hook.describe_cluster(topics)
         partitions = [TopicPartition(p.topic, p.partition) for p in metadata.partitions]
-        marks = hook.watermarks(partitions, timeout_seconds=timeout)
+        marks = hook.watermarks(partitions)
     except Exception as exc:  # reported, never raised: the rest of the status still shows
         return replace(readings, active_error=_short(exc))
     ends = {partition_key(tp): mark.high for tp, mark in marks.items()}
@@ -163,7 +169,8 @@ def _watch_kwargs(pair: PairConfig, active: str, standby: str) -> dict[str, Any]
         "cluster": standby,
         "kafka_config_id": pair.cluster(standby).connection,
         "topics": (),
-        "thresholds": pair.health,
+        # The watch's reads take the longer read timeout; the standby's probe before it keeps the short one.
+        "thresholds": pair.health.model_copy(update={"probe_timeout_seconds": _read_timeout(pair)}),
         "active_kafka_config_id": pair.cluster(active).connection,
         "replicated_topics": {topic: policy.remote_topic(active_alias, topic) for topic in pair.topics},
         "offset_syncs_topic": offset_syncs_topic(
@@ -194,17 +201,21 @@ def _with_replication(readings: PairReadings, pair: PairConfig, active: str) -> 
 
 def _read_replication(pair: PairConfig, reading: ReplicationReading) -> ReplicationReading:
     try:
+        probe = probe_cluster(
+            _hook(pair, reading.target), reading.target, (), pair.health.probe_timeout_seconds
+        )
+        if probe.failed:
+            return replace(reading, standby_error=f"does not answer: {probe.error}")
         watch = RecoveryWatch(**_watch_kwargs(pair, reading.source, reading.target))
         watch.observe()
     except Exception as exc:  # e.g. a connection that does not exist
         return replace(reading, standby_error=_short(exc))
-    probe = watch.history[-1]
-    if probe.failed:
-        return replace(reading, standby_error=f"does not answer: {probe.error}")
+    if watch.history[-1].failed:
+        return replace(reading, standby_error=f"does not answer: {watch.history[-1].error}")
     reading = replace(reading, lags=dict(watch.lags), lag_error=watch.measure_problem)
     topic = reading.heartbeats_topic or ""
     try:
-        newest = watch.hook.newest_record_timestamp(topic, 0, pair.health.probe_timeout_seconds)
+        newest = watch.hook.newest_record_timestamp(topic, 0, _read_timeout(pair))
     except Exception as exc:  # the heartbeats topic is missing or slow: reported
         return replace(reading, heartbeat_error=_short(exc))
     if newest is None:
