@@ -33,12 +33,21 @@ class JobState(StrEnum):
     FENCED = "fenced"
     FAILED = "failed"
     REFUSED = "refused"
+    KILLED = "killed"
+    """Ended by force (a stop that timed out); written by the provider on main since c145bd1."""
     NONE = "none"
     """The record names no job (the pair was never started)."""
     UNKNOWN = "unknown"
 
 
-NOT_RUNNING = (JobState.STOPPED, JobState.FENCED, JobState.FAILED, JobState.REFUSED, JobState.NONE)
+NOT_RUNNING = (
+    JobState.STOPPED,
+    JobState.FENCED,
+    JobState.FAILED,
+    JobState.REFUSED,
+    JobState.KILLED,
+    JobState.NONE,
+)
 
 
 class FenceAgreement(StrEnum):

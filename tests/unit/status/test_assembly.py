@@ -201,6 +201,7 @@ def test_an_unreadable_fence_is_unread_not_a_problem():
         ({"state": "fenced", "reason": "epoch 3"}, False, JobState.FENCED, True),
         ({"state": "failed", "reason": "boom"}, False, JobState.FAILED, True),
         ({"state": "refused", "reason": "bad"}, False, JobState.REFUSED, True),
+        ({"state": "killed", "reason": "forced stop"}, False, JobState.KILLED, True),
         ({"state": "dancing"}, True, JobState.UNKNOWN, False),
         ({}, None, JobState.UNKNOWN, False),
     ],
