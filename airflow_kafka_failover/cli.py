@@ -1,10 +1,15 @@
 """The ``kafka-failover`` command line.
 
 Subcommands:
-    plan    translate a job's position to start offsets on the other cluster
+    plan     translate a job's position to start offsets on the other cluster
+    status   the operator's view of each pair: record, fence, job, lag, replication, last switches
+    history  the switch history of a pair's active record
 
 Exit codes: 0 success; 1 an error (named on stderr); 2 bad arguments; 3 (``plan``) the plan was printed,
-but some partitions have no start offset, so a switch with it would be refused; 130 interrupted.
+but some partitions have no start offset, so a switch with it would be refused; 4 (``status``) some pair
+needs a person (an interrupted switch, a fence that disagrees with the record, no running job); 5
+(``status``) something could not be read (e.g. a cluster that does not answer), and nothing needs a person
+as far as could be seen; 130 interrupted. ``status`` and ``history`` change nothing.
 
 The local Kafka sandbox is a development tool of the repository (``akf-dev sandbox``), not part of the
 provider.
@@ -17,13 +22,22 @@ import contextlib
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.status.assembly import EXIT_ACT, EXIT_UNREAD
+
+if TYPE_CHECKING:
+    from airflow_kafka_failover.config import PairConfig
 
 log = logging.getLogger("airflow_kafka_failover.cli")
 
 EXIT_INCOMPLETE_PLAN = 3
 """``plan`` printed a plan in which some partitions have no start offset."""
+EXIT_STATUS_ACT = EXIT_ACT
+"""``status``: some pair needs a person."""
+EXIT_STATUS_UNREAD = EXIT_UNREAD
+"""``status``: something could not be read; nothing seen needs a person."""
 
 
 def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
@@ -84,6 +98,99 @@ def _run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_status_command(subparsers: argparse._SubParsersAction) -> None:
+    status = subparsers.add_parser(
+        "status",
+        help="show each pair: active cluster, epoch, fence, job, lag, replication, last switches",
+        description="Show, per pair, the active record and the fencing marker (and whether they agree), the "
+        "job's state and last committed batch, its lag per partition on the active cluster, MirrorMaker 2's "
+        "replication lag and heartbeat age on the standby, and the last switches. Changes nothing. Exits 0 "
+        f"when all is read and well, {EXIT_ACT} when a pair needs a person (interrupted switch, fence and "
+        f"record disagree, no running job), {EXIT_UNREAD} when something could not be read.",
+    )
+    status.add_argument("--config", required=True, help="the pair config file (YAML)")
+    status.add_argument("--pair", help="one pair's name in the config (default: every pair)")
+    status.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of switches >= 1")
+    return value
+
+
+def _add_history_command(subparsers: argparse._SubParsersAction) -> None:
+    history = subparsers.add_parser(
+        "history",
+        help="show the switch history of a pair's active record",
+        description="Print the switches of the pair's active record, oldest first: time, kind, from -> to, "
+        "epoch, forced, gap_records, the plan's max_duplicates, who triggered it and why. Changes nothing.",
+    )
+    history.add_argument("--config", required=True, help="the pair config file (YAML)")
+    history.add_argument("--pair", required=True, help="the pair's name in the config")
+    history.add_argument("--limit", type=_positive_int, help="show only the last N switches (default: all)")
+    history.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
+    """The pair named ``name`` of ``config`` (every pair when None), with a hint in the error for a bad name.
+
+    :param config: the pair config file.
+    :param name: the --pair value.
+    :param hint: how the command takes --pair, appended to the error.
+    """
+    from airflow_kafka_failover.config import load_pairs
+
+    pairs = load_pairs(config)
+    if name is None:
+        return list(pairs.values())
+    if name not in pairs:
+        raise ConfigError(
+            f"{config} has no pair {name!r}; it has {sorted(pairs)}: pass one of them with --pair ({hint})"
+        )
+    return [pairs[name]]
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    pairs = _chosen_pairs(args.config, args.pair, "or leave --pair out to see every pair")
+    with _stdout_to_stderr() as real_stdout:
+        from airflow_kafka_failover.status.assembly import assemble, exit_code
+        from airflow_kafka_failover.status.readers import read_pair  # imports Airflow, which logs
+        from airflow_kafka_failover.status.text import statuses_to_json, to_text
+
+        statuses = [assemble(read_pair(pair)) for pair in pairs]
+        if args.json:
+            print(statuses_to_json(statuses), file=real_stdout)
+        else:
+            print("\n\n".join(to_text(status) for status in statuses), file=real_stdout)
+    return exit_code(statuses)
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    import json
+
+    (pair,) = _chosen_pairs(args.config, args.pair, "one pair at a time")
+    with _stdout_to_stderr() as real_stdout:
+        from airflow_kafka_failover.status.model import PairHistory
+        from airflow_kafka_failover.status.readers import read_history_record  # imports Airflow
+        from airflow_kafka_failover.status.text import history_to_text
+
+        record, stored = read_history_record(pair)
+        history = PairHistory.of(record, stored, args.limit)
+        if args.json:
+            print(json.dumps(history.model_dump(mode="json"), indent=2), file=real_stdout)
+        else:
+            print(history_to_text(history), file=real_stdout)
+    return 0
+
+
+COMMANDS = {"plan": _run_plan, "status": _run_status, "history": _run_history}
+
+
 @contextlib.contextmanager
 def _stdout_to_stderr():
     """Send everything written to file descriptor 1 to stderr; yield a file on the real stdout.
@@ -112,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and decisions")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_plan_command(subparsers)
+    _add_status_command(subparsers)
+    _add_history_command(subparsers)
     return parser
 
 
@@ -123,15 +232,13 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        if args.command == "plan":
-            return _run_plan(args)
+        return COMMANDS[args.command](args)
     except FailoverError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return 0
 
 
 if __name__ == "__main__":

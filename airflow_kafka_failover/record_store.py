@@ -37,10 +37,39 @@ def load_record(pair: PairConfig) -> ActiveRecord:
     """The pair's record; the initial one (primary active, epoch 0) when none was stored yet."""
     from airflow.sdk import Variable
 
-    key = variable_key(pair.name)
-    raw = Variable.get(key, default=None)
+    raw = Variable.get(variable_key(pair.name), default=None)
     if raw is None:
         return ActiveRecord.initial(pair.name, pair.primary)
+    return _parse_record(pair, raw)
+
+
+def read_stored_record(pair: PairConfig) -> ActiveRecord | None:
+    """The pair's stored record, read outside a task (the command line); None when none is stored.
+
+    Outside a task the Task SDK's ``Variable`` has no metadata database to ask (it reads environment
+    variables and external secrets backends only), so this reads through Airflow's own ``Variable`` model,
+    as ``airflow variables get`` does: secrets backends, environment variables, then the metadata database
+    of the ``AIRFLOW_HOME`` configuration. Read-only.
+
+    :param pair: the pair.
+    :raises ConfigError: the stored value is not a valid record.
+    :raises Exception: the metadata database's own error when it cannot be read.
+    """
+    from airflow.models import Variable
+
+    key = variable_key(pair.name)
+    raw = Variable.get(key, default_var=None)
+    if raw is None:
+        # Variable.get logs and skips a backend that fails: asking the metadata database itself makes an
+        # unreachable or unmigrated database an error here instead of "no record stored".
+        from airflow.secrets.metastore import MetastoreBackend
+
+        raw = MetastoreBackend().get_variable(key)
+    return None if raw is None else _parse_record(pair, raw)
+
+
+def _parse_record(pair: PairConfig, raw: Any) -> ActiveRecord:
+    key = variable_key(pair.name)
     try:
         data = json.loads(raw) if isinstance(raw, str) else raw
     except json.JSONDecodeError as exc:

@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, read_checkpoint
 from airflow_kafka_failover.types import TopicPartition
@@ -22,11 +23,14 @@ class JobProgress:
     :param batch_id: the last committed batch; None before the first.
     :param offsets: the committed position (next offset per partition).
     :param records: records written by the committed batches.
+    :param committed_at: unix seconds when the job wrote the progress record of ``batch_id`` (its
+        ``written_at``), None before the first batch or when that batch has no progress record.
     """
 
     batch_id: int | None
     offsets: dict[TopicPartition, int]
     records: int
+    committed_at: float | None = None
 
     def reached(self, position: dict[TopicPartition, int]) -> list[str]:
         """The partitions of ``position`` not reached yet, as ``topic-partition: committed < wanted``."""
@@ -38,13 +42,13 @@ class JobProgress:
         return behind
 
 
-def _records_per_batch(root: Path) -> dict[int, int]:
-    """Records of each batch the job wrote (the last progress line of a batch id wins)."""
+def _progress_per_batch(root: Path) -> dict[int, dict[str, Any]]:
+    """The progress record of each batch the job wrote (the last progress line of a batch id wins)."""
     try:
         lines = (root / PROGRESS_FILE).read_text().splitlines()
     except OSError:
         return {}
-    records: dict[int, int] = {}
+    batches: dict[int, dict[str, Any]] = {}
     for line in lines:
         try:
             record = json.loads(line)
@@ -52,8 +56,13 @@ def _records_per_batch(root: Path) -> dict[int, int]:
             continue  # a torn last line; read_checkpoint reports corruption elsewhere
         batch = record.get("batch_id") if isinstance(record, dict) else None
         if isinstance(batch, int) and not isinstance(batch, bool):
-            records[batch] = int(record.get("records") or 0)
-    return records
+            batches[batch] = record
+    return batches
+
+
+def _written_at(record: dict[str, Any] | None) -> float | None:
+    value = (record or {}).get("written_at")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def uncommitted_output_records(
@@ -83,7 +92,11 @@ def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:
     if reading.position is None:
         return JobProgress(None, {}, 0)
     committed = reading.position.batch_id
+    batches = _progress_per_batch(root)
     records = sum(
-        n for batch, n in _records_per_batch(root).items() if committed is not None and batch <= committed
+        int(record.get("records") or 0)
+        for batch, record in batches.items()
+        if committed is not None and batch <= committed
     )
-    return JobProgress(committed, dict(reading.position.offsets), records)
+    committed_at = _written_at(batches.get(committed)) if committed is not None else None
+    return JobProgress(committed, dict(reading.position.offsets), records, committed_at)

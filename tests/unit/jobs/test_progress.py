@@ -146,3 +146,14 @@ def test_uncommitted_output_is_what_the_sink_holds_past_the_committed_batch(tmp_
     assert uncommitted_output_records(checkpoint, sink, 7) == 3
     assert uncommitted_output_records(checkpoint, sink, 8) == 0
     assert uncommitted_output_records(tmp_path / "empty", sink, 7) == 5
+
+
+def test_committed_at_is_the_progress_time_of_the_committed_batch(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}})
+    batch(tmp_path, 1, {"t": {"0": 9}})
+    batch(tmp_path, 2, {"t": {"0": 12}}, committed=False)
+    lines = [json.loads(progress_line(n, {"t": {"0": end}}, 1)) for n, end in ((0, 5), (1, 9), (2, 12))]
+    write_progress(tmp_path, *(json.dumps({**line, "written_at": 100.0 + n}) for n, line in enumerate(lines)))
+    assert read_progress(tmp_path).committed_at == 101.0
+    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 1))  # batch 1 has no progress record
+    assert read_progress(tmp_path).committed_at is None

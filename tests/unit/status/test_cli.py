@@ -1,0 +1,221 @@
+"""``kafka-failover status`` and ``history`` end to end in one process: exit codes, bad input, clean stdout.
+
+Clusters are connections to loopback ports where nothing listens. The active record is read the way the
+command reads it (Airflow's ``Variable`` model), from an ``AIRFLOW_VAR_`` environment variable, or replaced
+where a test needs a database that fails.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_kafka_failover import cli
+from airflow_kafka_failover.record_store import variable_key
+from airflow_kafka_failover.status import readers
+
+QUICK_HEALTH = {
+    "failure_threshold": 3,
+    "min_down_seconds": 3,
+    "probe_interval_seconds": 1,
+    "probe_timeout_seconds": 1,
+    "heartbeat_stale_seconds": 4,
+    "stability_window_seconds": 6,
+}
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch) -> Path:
+    for name in ("a", "b"):
+        conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": f"127.0.0.1:{closed_port()}"}}
+        monkeypatch.setenv(f"AIRFLOW_CONN_CLI_STATUS_{name.upper()}", json.dumps(conn))
+    pair = {
+        "clusters": {"A": {"connection": "cli_status_a"}, "B": {"connection": "cli_status_b"}},
+        "primary": "A",
+        "topics": ["orders"],
+        "health": QUICK_HEALTH,
+        "job": {
+            "sink_root": str(tmp_path / "sink"),
+            "checkpoint_root": str(tmp_path / "checkpoints"),
+            "run_root": str(tmp_path / "runs"),
+            "fencing_marker": str(tmp_path / "fence.json"),
+        },
+    }
+    path = tmp_path / "pairs.yaml"
+    path.write_text(yaml.safe_dump({"pairs": {"orders": pair}}))
+    return path
+
+
+def store_record(monkeypatch, record: dict) -> None:
+    """Put the record where Airflow's Variable model finds it first: its environment variable."""
+    monkeypatch.setenv(f"AIRFLOW_VAR_{variable_key('orders').upper()}", json.dumps(record))
+
+
+SWITCHED = {
+    "schema_version": 1,
+    "pair": "orders",
+    "active": "B",
+    "epoch": 1,
+    "job": None,
+    "history": [
+        {
+            "at": "2026-11-23T10:00:00+00:00",
+            "kind": "failover",
+            "from": "A",
+            "to": "B",
+            "epoch": 1,
+            "reason": "A is down",
+            "triggered_by": "manual__1",
+            "forced": True,
+            "plan": {"max_duplicates": 4},
+            "gap_records": 2,
+        }
+    ],
+}
+
+
+def test_history_reads_the_stored_record(config, monkeypatch, capfd):
+    store_record(monkeypatch, SWITCHED)
+    assert cli.main(["history", "--config", str(config), "--pair", "orders"]) == 0
+    out = capfd.readouterr().out.splitlines()
+    assert out[0] == "pair orders: active B at epoch 1; 1 switch(es):"
+    assert out[2].split()[:10] == [
+        "2026-11-23T10:00:00+00:00",
+        "failover",
+        "A",
+        "->",
+        "B",
+        "1",
+        "yes",
+        "2",
+        "4",
+        "manual__1",
+    ]
+    assert out[2].endswith("A is down")
+
+
+def test_history_json_is_the_only_thing_on_stdout(config, monkeypatch, capfd):
+    store_record(monkeypatch, SWITCHED)
+    assert cli.main(["history", "--config", str(config), "--pair", "orders", "--json", "--limit", "5"]) == 0
+    document = json.loads(capfd.readouterr().out)
+    assert document["switches_total"] == 1
+    assert document["switches"][0]["from"] == "A"
+    assert document["switches"][0]["max_duplicates"] == 4
+
+
+def test_history_of_a_pair_that_never_switched(config, monkeypatch, capfd):
+    monkeypatch.setattr(readers, "read_stored_record", lambda pair: None)
+    assert cli.main(["history", "--config", str(config), "--pair", "orders"]) == 0
+    assert (
+        capfd.readouterr().out == "pair orders: active A at epoch 0; no switches yet (no record stored yet)\n"
+    )
+
+
+def test_history_when_the_database_cannot_be_read_exits_1(config, monkeypatch, capfd):
+    def broken(pair):
+        raise RuntimeError("database is locked\n[SQL: SELECT ...]")
+
+    monkeypatch.setattr(readers, "read_stored_record", broken)
+    assert cli.main(["history", "--config", str(config), "--pair", "orders"]) == 1
+    err = capfd.readouterr().err
+    assert (
+        "error: cannot read the active record of pair 'orders': RuntimeError: database is locked; run" in err
+    )
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "many"])
+def test_history_limit_must_be_a_positive_number(config, capfd, limit):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["history", "--config", str(config), "--pair", "orders", "--limit", limit])
+    assert exit_info.value.code == 2
+    assert f"{limit!r} is not a whole number of switches >= 1" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["status"], ["history"]])
+def test_an_unknown_pair_is_named_with_what_to_do(config, capfd, command):
+    assert cli.main([*command, "--config", str(config), "--pair", "payments"]) == 1
+    err = capfd.readouterr().err
+    assert f"error: {config} has no pair 'payments'; it has ['orders']: pass one of them with --pair" in err
+
+
+def test_history_needs_a_pair(config, capfd):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["history", "--config", str(config)])
+    assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("command", ["status", "history"])
+def test_a_config_that_cannot_be_read_is_named(tmp_path, capfd, command):
+    missing = tmp_path / "nowhere.yaml"
+    assert cli.main([command, "--config", str(missing), "--pair", "orders"]) == 1
+    assert f"error: cannot read the pair config {missing}: No such file or directory; check the path" in (
+        capfd.readouterr().err
+    )
+
+
+def test_status_with_clusters_that_do_not_answer_still_prints_everything_else(
+    config, monkeypatch, tmp_path, capfd
+):
+    store_record(monkeypatch, {**SWITCHED, "job": None})
+    (tmp_path / "fence.json").write_text(json.dumps({"pair": "orders", "epoch": 1, "cluster": "B"}))
+    # no job is recorded, so the pair needs a person too: that decides the exit code
+    assert cli.main(["status", "--config", str(config)]) == cli.EXIT_STATUS_ACT
+    out = capfd.readouterr().out
+    assert out.startswith("pair orders: active B at epoch 1")
+    assert "could not read: active cluster B: does not answer: connection refused" in out
+    assert "could not read: standby cluster A: does not answer: connection refused" in out
+    assert "ACTION NEEDED: no job is recorded for epoch 1" in out
+
+
+def test_status_exits_5_when_only_reading_failed(config, monkeypatch, tmp_path, capfd):
+    job = {
+        "pair": "orders",
+        "cluster": "B",
+        "epoch": 1,
+        "deploy_mode": "cluster",
+        "master": "yarn",
+        "run_dir": str(tmp_path / "runs" / "orders" / "B" / "epoch-1"),
+        "checkpoint": str(tmp_path / "checkpoints" / "orders" / "B" / "epoch-1"),
+        "sink_root": str(tmp_path / "sink"),
+        "application_id": "application_1_0001",
+    }
+    Path(job["run_dir"]).mkdir(parents=True)
+    (Path(job["run_dir"]) / "status.json").write_text(json.dumps({"state": "running"}))
+    store_record(monkeypatch, {**SWITCHED, "job": job, "checkpoint": job["checkpoint"]})
+    (tmp_path / "fence.json").write_text(json.dumps({"pair": "orders", "epoch": 1, "cluster": "B"}))
+    assert (
+        cli.main(["status", "--config", str(config), "--pair", "orders", "--json"]) == cli.EXIT_STATUS_UNREAD
+    )
+    document = json.loads(capfd.readouterr().out)
+    (pair,) = document["pairs"]
+    assert document["exit_code"] == cli.EXIT_STATUS_UNREAD
+    assert (pair["job"]["state"], pair["job"]["where"]) == ("running", "application_1_0001")
+    assert pair["fence_agreement"] == "settled"
+    assert pair["problems"] == []
+    assert len(pair["unread"]) == 2
+
+
+def test_status_exits_4_on_an_interrupted_switch(config, monkeypatch, tmp_path, capfd):
+    store_record(monkeypatch, SWITCHED)
+    (tmp_path / "fence.json").write_text(json.dumps({"pair": "orders", "epoch": 2, "cluster": "A"}))
+    assert cli.main(["status", "--config", str(config), "--pair", "orders"]) == cli.EXIT_STATUS_ACT
+    out = capfd.readouterr().out
+    assert "!! INTERRUPTED SWITCH: the fence (epoch 2, A) is ahead of the record (epoch 1, B)" in out
+
+
+def test_status_and_history_change_nothing(config, monkeypatch, tmp_path, capfd):
+    store_record(monkeypatch, SWITCHED)
+    before = sorted(str(path) for path in tmp_path.rglob("*"))
+    cli.main(["status", "--config", str(config)])
+    cli.main(["history", "--config", str(config), "--pair", "orders"])
+    assert sorted(str(path) for path in tmp_path.rglob("*")) == before
