@@ -13,19 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from akf_devtools.demo.story import QUICK_HEALTH
 
 from airflow_kafka_failover import cli
 from airflow_kafka_failover.record_store import variable_key
 from airflow_kafka_failover.status import readers
-
-QUICK_HEALTH = {
-    "failure_threshold": 3,
-    "min_down_seconds": 3,
-    "probe_interval_seconds": 1,
-    "probe_timeout_seconds": 1,
-    "heartbeat_stale_seconds": 4,
-    "stability_window_seconds": 6,
-}
 
 
 def closed_port() -> int:

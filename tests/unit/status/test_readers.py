@@ -12,6 +12,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from akf_devtools.demo.story import QUICK_HEALTH
 
 from airflow_kafka_failover.config import parse_pair
 from airflow_kafka_failover.exceptions import ConfigError
@@ -23,14 +24,6 @@ from airflow_kafka_failover.status.model import FenceAgreement, JobState
 from airflow_kafka_failover.status.readers import read_history_record, read_pair
 from airflow_kafka_failover.types import TopicPartition
 
-QUICK_HEALTH = {
-    "failure_threshold": 3,
-    "min_down_seconds": 3,
-    "probe_interval_seconds": 1,
-    "probe_timeout_seconds": 1,
-    "heartbeat_stale_seconds": 4,
-    "stability_window_seconds": 6,
-}
 WRITTEN_AT = 1_790_000_000.5
 
 
