@@ -286,8 +286,16 @@ class RecoveryWatch(ClusterWatch):
                 dict(self.lags),
                 self.data_loss,
                 self.measure_problem,
-                mirrored_topics=set(self.replicated_topics.values()),
+                mirrored_topics=self.mirror_copies(),
             )
+
+    def mirror_copies(self) -> set[str]:
+        """The watched cluster's topics that are only MirrorMaker 2's copies of the active cluster's.
+
+        Under an identity policy the copy has the topic's own name, which the watched cluster also wrote
+        to while it was active: such a topic is not only a copy, so it is not counted as one.
+        """
+        return {copy for topic, copy in self.replicated_topics.items() if copy != topic}
 
     def conclusive(self, decision: Decision) -> bool:
         return bool(getattr(decision, "is_recovered", False) or getattr(decision, "data_loss", None))

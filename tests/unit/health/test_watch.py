@@ -35,3 +35,19 @@ def test_a_measurement_failing_without_text_names_the_exception_type(monkeypatch
         in decision.reason
     )
     assert "offset sync" not in decision.reason  # the unknown-lag explanation does not apply here
+
+
+def test_only_renamed_replicas_count_as_mirrormaker_copies():
+    def watch(replicated):
+        return RecoveryWatch(
+            cluster="A",
+            kafka_config_id="kafka_a",
+            topics=[],
+            thresholds=HealthThresholds(),
+            active_kafka_config_id="kafka_b",
+            replicated_topics=replicated,
+            offset_syncs_topic="mm2-offset-syncs.A.internal",
+        )
+
+    assert watch({"orders": "B.orders", "refunds": "B.refunds"}).mirror_copies() == {"B.orders", "B.refunds"}
+    assert watch({"orders": "orders"}).mirror_copies() == set()  # identity: A's own topic too
