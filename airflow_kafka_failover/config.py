@@ -39,8 +39,10 @@ from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.verdict import HealthThresholds
 from airflow_kafka_failover.jobs.options import PATH_OPTIONS, JobOptions
 from airflow_kafka_failover.schema import (
+    Count,
     FieldProblem,
     Flag,
+    JobSeconds,
     LongSeconds,
     Schema,
     Seconds,
@@ -54,6 +56,7 @@ __all__ = [
     "GapAction",
     "JobOptions",
     "JobSpec",
+    "KeeperSpec",
     "OffsetSyncsLocation",
     "PairConfig",
     "PairsFile",
@@ -263,6 +266,53 @@ class SwitchSpec(Schema):
     )
 
 
+class KeeperSpec(Schema):
+    """How the keeper DAG watches the job of the current epoch (``keeper``).
+
+    The keeper restarts a job that died in place (same cluster, epoch and checkpoint), finishes a switch
+    that was interrupted after it moved the fence, and alerts on a stalled or lagging job.
+    """
+
+    automatic: Flag = Field(
+        True,
+        description="The keeper DAG runs on its own (`@continuous`, one run per `window_seconds`); false "
+        "makes it manual only.",
+    )
+    interval_seconds: JobSeconds = Field(
+        10.0, description="How often the keeper looks at the job, the fence and the active cluster (seconds)."
+    )
+    window_seconds: LongSeconds = Field(
+        3600.0,
+        description="How long one keeper run watches before it ends (success) and the next run takes over "
+        "(seconds); keeps each run's log readable.",
+    )
+    max_restarts: Count = Field(
+        3,
+        description="Restarts in place of a dead job before the keeper gives up on it and fails loudly with "
+        "the job's log tail; a restart counts until the restarted job commits a batch.",
+    )
+    restart_backoff_seconds: Seconds = Field(
+        5.0,
+        description="Wait before the second restart of a job; it doubles for each further restart (the first "
+        "restart is immediate).",
+    )
+    stall_trigger_intervals: Count = Field(
+        30,
+        description="A running job that committed no batch for this many trigger intervals (and at least "
+        "60 s) while the active cluster holds records it has not read is stalled: the keeper alerts.",
+    )
+    max_lag_records: Count | None = Field(
+        None,
+        description="Alert when the job is more records than this behind the end of the active cluster, "
+        "summed over its partitions (null: no lag alert; the lag is still sent as a metric).",
+    )
+    switch_lease_seconds: LongSeconds = Field(
+        60.0,
+        description="How long a switch that moved the fence may go without a sign of life (each step renews "
+        "it every third of this time) before the keeper takes it as interrupted and finishes it (seconds).",
+    )
+
+
 JobSpec = JobOptions
 """The ``job`` section of a pair: :class:`~airflow_kafka_failover.jobs.options.JobOptions` (old name)."""
 
@@ -335,6 +385,10 @@ class PairConfig(Schema):
     switch: SwitchSpec = Field(
         default_factory=lambda: SwitchSpec.model_validate({}),
         description="How the failover and failback DAGs behave.",
+    )
+    keeper: KeeperSpec = Field(
+        default_factory=lambda: KeeperSpec.model_validate({}),
+        description="How the keeper DAG watches, restarts and alerts.",
     )
 
     @model_validator(mode="before")

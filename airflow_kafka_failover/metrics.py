@@ -14,6 +14,13 @@ name                                type     value                              
 ``kafka_failover.gap_records``      gauge    records not on the target at switch    pair, kind, forced
 ``kafka_failover.max_duplicates``   gauge    planned bound on re-delivered records  pair, kind, forced
                                              (sent only when bounded)
+``kafka_failover.job_lag``          gauge    records the job is behind the end of   pair, cluster
+                                             the active cluster (keeper, each look)
+``kafka_failover.seconds_since_``   gauge    seconds since the job's last           pair, cluster
+``last_batch``                               committed batch (keeper, each look)
+``kafka_failover.keeper_restarts``  counter  the keeper restarted a dead job in      pair, cluster, outcome
+                                             place (outcome ``started``/``failed``)
+``kafka_failover.keeper_alert``     counter  the keeper raised an alert             pair, finding
 ==================================  =======  =====================================  ==================
 
 Sending a metric never fails a task: a backend that errors is logged and ignored.
@@ -96,3 +103,33 @@ def switch_committed(
     _send("gauge", "gap_records", gap_records, tags)
     if max_duplicates is not None:
         _send("gauge", "max_duplicates", max_duplicates, tags)
+
+
+def job_looked(pair: str, cluster: str, lag: int | None, seconds_since_batch: float | None) -> None:
+    """The keeper looked at the job of ``pair`` on ``cluster``: its lag and the age of its last batch.
+
+    :param pair: the pair's name.
+    :param cluster: the active cluster.
+    :param lag: records behind the end of the active cluster (None: not measured, not sent).
+    :param seconds_since_batch: seconds since its last committed batch (None: unknown, not sent).
+    """
+    tags = {"pair": pair, "cluster": cluster}
+    if lag is not None:
+        _send("gauge", "job_lag", lag, tags)
+    if seconds_since_batch is not None:
+        _send("gauge", "seconds_since_last_batch", round(seconds_since_batch, 1), tags)
+
+
+def keeper_restarted(pair: str, cluster: str, started: bool) -> None:
+    """The keeper restarted the dead job of ``pair`` in place; ``started``: it reported running."""
+    _send(
+        "incr",
+        "keeper_restarts",
+        1,
+        {"pair": pair, "cluster": cluster, "outcome": "started" if started else "failed"},
+    )
+
+
+def keeper_alerted(pair: str, finding: str) -> None:
+    """The keeper raised an alert (``stalled``, ``lagging``, ``gave_up``) for ``pair``."""
+    _send("incr", "keeper_alert", 1, {"pair": pair, "finding": finding})

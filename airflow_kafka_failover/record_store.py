@@ -93,9 +93,14 @@ def commit_record(pair: PairConfig, expected_epoch: int, record: ActiveRecord) -
     marker = fencing_marker(pair)
     with marker.locked():
         current = load_record(pair)
-        if current.epoch == record.epoch and current.active == record.active and current.job == record.job:
+        if (
+            current.epoch == record.epoch
+            and current.active == record.active
+            and same_run(current.job, record.job)
+        ):
             log.info(
-                "the record of pair %s already holds this switch (epoch %s); nothing to write",
+                "the record of pair %s already holds this switch's run of the job (epoch %s); nothing to "
+                "write",
                 pair.name,
                 record.epoch,
             )
@@ -115,6 +120,22 @@ def commit_record(pair: PairConfig, expected_epoch: int, record: ActiveRecord) -
         _store(pair, record)
     log.info("committed the record of pair %s: %s active at epoch %s", pair.name, record.active, record.epoch)
     return record
+
+
+RUN_IDENTITY = ("cluster", "epoch", "run_dir", "checkpoint")
+"""What makes two job handles the same run: a handle adopted by a retried submit differs only in its
+submission time."""
+
+
+def same_run(first: dict[str, Any] | None, second: dict[str, Any] | None) -> bool:
+    """Whether two job handles (the record's ``job``) name the same run of the job.
+
+    :param first: a handle's JSON form, or None.
+    :param second: another one, or None.
+    """
+    if first is None or second is None:
+        return first is second
+    return all(first.get(key) == second.get(key) for key in RUN_IDENTITY)
 
 
 def _store(pair: PairConfig, record: ActiveRecord) -> None:

@@ -36,6 +36,7 @@ def _models() -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from airflow_kafka_failover.config import (
         ClusterSpec,
+        KeeperSpec,
         PairConfig,
         PairsFile,
         ReplicationSpec,
@@ -55,6 +56,7 @@ def _models() -> dict[str, Any]:
             ("`health`", HealthThresholds),
             ("`job`", JobOptions),
             ("`switch`", SwitchSpec),
+            ("`keeper`", KeeperSpec),
         ],
         "job-settings": [("The settings file (`<run_dir>/settings.json`)", JobSettings)],
         "schemas": {PAIR_CONFIG_SCHEMA: PairsFile, JOB_SETTINGS_SCHEMA: JobSettings},

@@ -13,11 +13,14 @@ so this hook uses it differently per deploy mode:
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,18 @@ WAIT_APP_COMPLETION = {
     "k8s": "spark.kubernetes.submission.waitAppCompletion",
     "spark": "spark.standalone.submit.waitAppCompletion",
 }
+
+
+@contextmanager
+def _submit_lock(run_dir: Path) -> Iterator[None]:
+    """Hold ``<run_dir>/submit.lock`` (an exclusive ``flock``) from the running check to the start."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "submit.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class JobStartError(FailoverError):
@@ -202,9 +217,26 @@ class StreamingJobHook(BaseHook):
             spark_conn_id=self.spark_conn_id,
             submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        if mode != "cluster" and handle.process.is_running():
-            log.info("%s is already running; adopting it instead of starting another", handle.describe())
-            return handle
+        if mode == "cluster":
+            return self._start(settings, layout, application, handle, env)
+        with _submit_lock(layout.run_dir):  # a keeper and a switch submitting the same run start one job
+            if handle.process.is_running():
+                log.info("%s is already running; adopting it instead of starting another", handle.describe())
+                return handle
+            handle = self._start(settings, layout, application, handle, env)
+        self.wait_running(handle, startup_timeout)
+        return handle
+
+    def _start(
+        self,
+        settings: JobSettings,
+        layout: RunLayout,
+        application: Path,
+        handle: JobHandle,
+        env: dict[str, str] | None,
+    ) -> JobHandle:
+        """Write the settings and start spark-submit (detached, or to the cluster manager)."""
+        master, mode = handle.master, handle.deploy_mode
         settings_path = settings.write(layout.settings_file)
         stop_request_file(layout.run_dir).unlink(missing_ok=True)
         (layout.run_dir / "status.json").unlink(missing_ok=True)
@@ -218,7 +250,6 @@ class StreamingJobHook(BaseHook):
             return self._submit_to_cluster(submit_hook, application, handle, child_env)
         pid = handle.process.start(command, env=child_env, inherit_env=False)
         log.info("submitted %s: pid %s, log %s", handle.describe(), pid, handle.log_file)
-        self.wait_running(handle, startup_timeout)
         return handle
 
     @staticmethod

@@ -11,6 +11,8 @@ Per pair ``<p>``:
   plan -> submit -> wait_first_batch -> commit.
 - ``kafka_failover_<p>_failback``: gate -> wait_for_recovery (primary) -> check_target -> fence_and_stop ->
   plan -> submit -> wait_first_batch -> commit.
+- ``kafka_failover_<p>_keeper``: keep (deferrable): restarts a dead job in place, finishes a switch that was
+  interrupted after it moved the fence, alerts on a stalled or lagging job.
 
 The switch DAGs run on their own (``@continuous``, one run at a time: each run watches for up to
 ``switch.watch_timeout_seconds`` and ends skipped when nothing happened) and can be triggered by hand with
@@ -106,6 +108,28 @@ class PairRecoveredSensor(_Forceable, KafkaClusterRecoveredSensor):
         return super().execute(context)
 
 
+class SwitchProgressSensor(StreamingJobProgressSensor):
+    """The switch's wait for the new job's first batch; each poke renews the switch lease."""
+
+    def __init__(self, *, config_path: str, pair_name: str, kind: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config_path, self.pair_name, self.kind = config_path, pair_name, kind
+
+    def poke(self, context: Any) -> bool:
+        from airflow_kafka_failover.config import load_pair
+        from airflow_kafka_failover.switch_gate import direction
+        from airflow_kafka_failover.switch_lease import write_lease
+
+        pair = load_pair(self.config_path, self.pair_name)
+        epoch = (context["ti"].xcom_pull(task_ids="fence_and_stop") or {}).get("epoch")
+        if isinstance(epoch, int):
+            target = direction(pair, self.kind)[1]
+            write_lease(
+                pair.job.fencing_marker, pair.name, epoch, target, self.kind, pair.keeper.switch_lease_seconds
+            )
+        return super().poke(context)
+
+
 def _triggered_by(context: Any) -> str:
     run = context.get("dag_run")
     run_type = getattr(run, "run_type", "unknown")
@@ -147,7 +171,9 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
     def plan(**context: Any) -> dict[str, Any]:
         from airflow_kafka_failover.workflows import steps
 
-        return steps.make_plan(load(), kind, snapshot(context), bool(context["params"].get("dry_run")))
+        pair_now, record, dry_run = load(), snapshot(context), bool(context["params"].get("dry_run"))
+        with steps.switch_lease(pair_now, kind, record.epoch + 1, held=not dry_run):
+            return steps.make_plan(pair_now, kind, record, dry_run)
 
     @task(task_id="submit", pool=pool)
     def submit(**context: Any) -> dict[str, Any]:
@@ -165,14 +191,18 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
             context["ti"].xcom_pull(task_ids="plan"),
         )
         _source, target = steps.direction(pair_now, kind)
-        return steps.submit(pair_now, target, fenced["epoch"], planned["starting_offsets"])
+        with steps.switch_lease(pair_now, kind, fenced["epoch"]):
+            return steps.submit(pair_now, target, fenced["epoch"], planned["starting_offsets"])
 
-    progress = StreamingJobProgressSensor(
+    progress = SwitchProgressSensor(
         task_id="wait_first_batch",
         handle="{{ ti.xcom_pull(task_ids='submit') }}",
         poke_interval=2,
         timeout=pair.job.first_batch_timeout_seconds,
         pool=pool,
+        config_path=config_path,
+        pair_name=name,
+        kind=kind,
     )
 
     @task(task_id="commit", pool=pool, outlets=[pair_asset(name)])
@@ -182,16 +212,18 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
 
         ti = context["ti"]
         params = steps.SwitchParams.from_params(context["params"])
-        record = steps.commit(
-            load(),
-            kind,
-            snapshot(context),
-            ti.xcom_pull(task_ids="submit"),
-            ti.xcom_pull(task_ids="plan"),
-            params,
-            _triggered_by(context),
-            fenced_at=(ti.xcom_pull(task_ids="fence_and_stop") or {}).get("fenced_at"),
-        )
+        pair_now, before = load(), snapshot(context)
+        with steps.switch_lease(pair_now, kind, before.epoch + 1):
+            record = steps.commit(
+                pair_now,
+                kind,
+                before,
+                ti.xcom_pull(task_ids="submit"),
+                ti.xcom_pull(task_ids="plan"),
+                params,
+                _triggered_by(context),
+                fenced_at=(ti.xcom_pull(task_ids="fence_and_stop") or {}).get("fenced_at"),
+            )
         context["outlet_events"][pair_asset(name)].extra = {
             "pair": name,
             "active": record.active,
@@ -333,6 +365,33 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
     return dag
 
 
+def build_keeper_dag(config_path: str, pair: PairConfig) -> DAG:
+    """The DAG whose one deferrable task keeps the job of the current epoch running (see ``keeper``)."""
+    from airflow_kafka_failover.workflows.keeper import KeepStreamingJobOperator
+
+    name = pair.name
+    with DAG(
+        dag_id=f"kafka_failover_{name}_keeper",
+        description=f"keep the streaming job of pair {name} running: restart it in place, finish an "
+        "interrupted switch, alert on a stall or lag",
+        schedule="@continuous" if pair.keeper.automatic else None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        params={
+            "window_seconds": Param(
+                None,
+                type=["null", "number"],
+                title="Window (seconds)",
+                description="How long this run watches; empty: the pair's keeper.window_seconds.",
+            )
+        },
+        tags=["kafka-failover", name, "keeper"],
+    ) as dag:
+        KeepStreamingJobOperator(task_id="keep", config_path=config_path, pair_name=name)
+    return dag
+
+
 def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, DAG]:
     """Every DAG of every pair in the config file, by dag id."""
     path = str(config_path or default_config_path())
@@ -342,6 +401,7 @@ def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, D
             build_start_dag(path, pair),
             build_switch_dag(path, pair, "failover"),
             build_switch_dag(path, pair, "failback"),
+            build_keeper_dag(path, pair),
         ):
             dags[dag.dag_id] = dag
     return dags

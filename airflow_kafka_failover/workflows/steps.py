@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from airflow_kafka_failover.config import PairConfig
@@ -17,6 +18,7 @@ from airflow_kafka_failover.exceptions import FailoverError, TranslationError
 from airflow_kafka_failover.record import ActiveRecord
 from airflow_kafka_failover.record_store import fencing_marker
 from airflow_kafka_failover.switch_gate import FAILOVER, SwitchParams, direction
+from airflow_kafka_failover.switch_lease import holding_lease, release_lease, write_lease
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +28,11 @@ already keeps it from committing another batch."""
 
 
 def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[str, Any]:
-    """Advance the fence to ``epoch + 1`` for the target, then stop the old job (bounded, best effort).
+    """Advance the fence to ``epoch + 1`` for the target, take the switch lease, then stop the old job
+    (bounded, best effort).
 
     :raises FencedError: the marker moved under us (another switch is in progress or won).
     """
-    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-
     _source, target = direction(pair, kind)
     new_epoch = record.epoch + 1
     marker = fencing_marker(pair)
@@ -39,27 +40,47 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
     expected = None if current is None and record.epoch == 0 else record.epoch
     fence = marker.advance(expected, new_epoch, target)
     fenced_at = time.time()
+    write_lease(marker.path, pair.name, new_epoch, target, kind, pair.keeper.switch_lease_seconds)
     log.info(
         "fence of pair %s at epoch %s for %s: a job of an older epoch stops at its next check",
         pair.name,
         fence.epoch,
         fence.cluster,
     )
+    return {"epoch": new_epoch, "stop": stop_old_job(pair, kind, record), "fenced_at": fenced_at}
+
+
+def stop_old_job(pair: PairConfig, kind: str, record: ActiveRecord) -> str:
+    """Stop the record's job once the fence moved past it (bounded, best effort); return the outcome."""
+    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+
     timeout = (
         min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S)
         if kind == FAILOVER
         else pair.job.stop_timeout_seconds
     )
     try:
-        outcome = StreamingJobHook(pair.job.spark_connection).stop(record.job, timeout)
+        return StreamingJobHook(pair.job.spark_connection).stop(record.job, timeout)
     except Exception as exc:  # best effort: the fence stops it when it can read the marker
         log.warning(
             "could not stop the old job (%s); the fence at epoch %s stops it at its next check",
             exc,
-            new_epoch,
+            record.epoch + 1,
         )
-        outcome = f"unreachable: {exc}"
-    return {"epoch": new_epoch, "stop": outcome, "fenced_at": fenced_at}
+        return f"unreachable: {exc}"
+
+
+def switch_lease(pair: PairConfig, kind: str, epoch: int, held: bool = True):
+    """Hold the switch lease of ``epoch`` while a step of the switch runs (see ``switch_lease``).
+
+    :param held: False holds nothing (a dry run moved no fence).
+    """
+    if not held:
+        return nullcontext()
+    _source, target = direction(pair, kind)
+    return holding_lease(
+        pair.job.fencing_marker, pair.name, epoch, target, kind, pair.keeper.switch_lease_seconds
+    )
 
 
 def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
@@ -246,6 +267,7 @@ def commit(
         watermarks={source: plan["source_watermarks"]},
     )
     committed = commit_record(pair, record.epoch, new)
+    release_lease(pair.job.fencing_marker, pair.name, committed.epoch)
     if committed is not new:  # a retry found its switch already committed: it was counted then
         return committed
     metrics.switch_committed(

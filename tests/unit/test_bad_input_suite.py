@@ -551,6 +551,22 @@ CASES = [
     ),
     Case(
         "config",
+        "keeper interval of zero",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "keeper-zero", lambda p: p.update(keeper={"interval_seconds": 0}))
+        ),
+        ("keeper.interval_seconds: must be a number >= 0.1, got 0",),
+    ),
+    Case(
+        "config",
+        "negative keeper restarts",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "keeper-negative", lambda p: p.update(keeper={"max_restarts": -1}))
+        ),
+        ("keeper.max_restarts:", "-1"),
+    ),
+    Case(
+        "config",
         "unknown key",
         lambda w, c: gate_refuses(
             w, config_variant(w, "typo", lambda p: p.update(health={"failure_treshold": 3}))

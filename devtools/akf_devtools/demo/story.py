@@ -132,8 +132,11 @@ class Story:
     def config_path(self) -> Path:
         return self.root / "pairs.yaml"
 
-    def write_config(self, health: dict[str, Any] | None = None, **switch: Any) -> None:
-        """Register the connections and write the pair's YAML (``switch`` overrides the switch settings)."""
+    def write_config(
+        self, health: dict[str, Any] | None = None, keeper: dict[str, Any] | None = None, **switch: Any
+    ) -> None:
+        """Register the connections and write the pair's YAML (``switch`` overrides the switch settings,
+        ``keeper`` the keeper's)."""
         conns = register_kafka_connections(self.sandbox, f"e2e_{self.pair}")
         register_spark_connection(self.spark_conn, "local[2]")
         config = {
@@ -156,6 +159,7 @@ class Story:
                         "stop_timeout_seconds": 30,
                     },
                     "switch": {"watch_timeout_seconds": 240, "gap_wait_seconds": 60, **switch},
+                    "keeper": keeper or {},
                 }
             }
         }

@@ -117,8 +117,9 @@ def stored(variables) -> ActiveRecord:
 
 def test_racing_commits_with_different_jobs_write_once_and_the_loser_names_the_winner(pair, variables):
     record = at_epoch_2(pair, variables)
-    first = failback(record, {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3", "pid": 1}, "operator 1")
-    second = failback(record, {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3", "pid": 2}, "operator 2")
+    job = {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3"}
+    first = failback(record, {**job, "run_dir": "/r/1", "pid": 1}, "operator 1")
+    second = failback(record, {**job, "run_dir": "/r/2", "pid": 2}, "operator 2")
     outcomes = race(pair, 2, [first, second])
     assert len(variables.writes) == 1
     winner = stored(variables)
@@ -130,18 +131,15 @@ def test_racing_commits_with_different_jobs_write_once_and_the_loser_names_the_w
 
 def test_racing_commits_of_the_same_job_write_once_and_the_later_is_a_no_op(pair, variables, caplog):
     record = at_epoch_2(pair, variables)
-    job = {
-        "cluster": "A",
-        "epoch": 3,
-        "checkpoint": "/c/A/3",
-        "pid": 7,
-    }  # the second run adopted the first's job
-    first, second = failback(record, job, "operator 1"), failback(record, job, "operator 2")
+    job = {"cluster": "A", "epoch": 3, "checkpoint": "/c/A/3", "run_dir": "/r/A/3", "submitted_at": "t1"}
+    adopted = {**job, "submitted_at": "t2"}  # the second run adopted the first's job: only the time differs
+    first, second = failback(record, job, "operator 1"), failback(record, adopted, "operator 2")
     caplog.set_level("INFO", logger=record_store.__name__)
     outcomes = race(pair, 2, [first, second])
     assert len(variables.writes) == 1
     assert not any(isinstance(outcome, Exception) for outcome in outcomes)
     assert all(outcome == stored(variables) for outcome in outcomes)
+    assert stored(variables) in (first, second)
     assert len(stored(variables).history) == 1
     assert "already holds this switch" in caplog.text
 

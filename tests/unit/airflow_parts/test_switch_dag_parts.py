@@ -30,13 +30,17 @@ def pair_config(tmp_path: Path, **changes) -> Path:
     return path
 
 
-def test_three_dags_per_pair_with_the_documented_shape(tmp_path):
+def test_four_dags_per_pair_with_the_documented_shape(tmp_path):
     dags = build_dags(pair_config(tmp_path))
     assert sorted(dags) == [
         "kafka_failover_orders_failback",
         "kafka_failover_orders_failover",
+        "kafka_failover_orders_keeper",
         "kafka_failover_orders_start",
     ]
+    keeper = dags["kafka_failover_orders_keeper"]
+    assert keeper.task_ids == ["keep"] and keeper.max_active_runs == 1
+    assert keeper.get_task("keep").start_from_trigger is False and set(keeper.params) == {"window_seconds"}
     failover = dags["kafka_failover_orders_failover"]
     assert [t.task_id for t in failover.topological_sort()] == [
         "gate",

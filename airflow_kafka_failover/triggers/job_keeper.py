@@ -1,0 +1,287 @@
+"""JobKeeperTrigger: looks at a pair's job from the triggerer every few seconds, and wakes the keeper task
+when something must be done on a worker.
+
+Each look reads the fencing marker and the switch lease, the job's process and ``status.json``, its committed
+progress and the end offsets of the active cluster (one client, kept for the trigger's life), and sends the
+job's lag and the age of its last batch as metrics. The trigger yields one event and ends when a look finds
+an action (:data:`~airflow_kafka_failover.keeper_findings.ACTIONS`), a new alert, an alert that cleared, or
+when the keeper run's window ends; waiting (a switch at work, a job a person stopped, a cluster manager that
+does not answer) is only logged, once per change. Nothing live crosses ``serialize()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_kafka_failover.keeper_findings import (
+    ACTIONS,
+    ALERTS,
+    Finding,
+    JobLook,
+    KeeperLimits,
+    assess,
+    describe,
+)
+
+LAG_ERROR_EVERY_S = 300.0
+"""How often a lag that cannot be measured is logged again."""
+PARTITIONS_EVERY_S = 60.0
+"""How often the active cluster's partition counts are read again (new partitions)."""
+
+
+class JobKeeperTrigger(BaseTrigger):
+    """Watch the job of one epoch until an action, an alert (new or cleared), or the end of the window.
+
+    :param pair: the pair's name.
+    :param job: the job's handle (the active record's ``job``).
+    :param fencing_marker: the pair's fencing marker path.
+    :param kafka_config_id: the active cluster's connection (for its end offsets).
+    :param topics: the topics the job reads on the active cluster.
+    :param interval: seconds between looks.
+    :param limits: :class:`KeeperLimits` as a mapping.
+    :param deadline: unix seconds when the window ends.
+    :param not_before: unix seconds before which a dead job is not reported (restart backoff).
+    :param alerted: findings already alerted on (not raised again until they clear).
+    :param state: the keeper run's own state (its window, its restarts), handed back in every event: an
+        event is all a resumed task is sure to get (``dag.test()`` drops the deferral's kwargs).
+    """
+
+    def __init__(
+        self,
+        pair: str,
+        job: dict[str, Any],
+        fencing_marker: str,
+        kafka_config_id: str,
+        topics: list[str],
+        interval: float,
+        limits: dict[str, Any],
+        deadline: float,
+        not_before: float = 0.0,
+        alerted: list[str] | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.pair, self.job, self.fencing_marker = pair, job, fencing_marker
+        self.kafka_config_id, self.topics = kafka_config_id, list(topics)
+        self.interval, self.limits, self.deadline = interval, limits, deadline
+        self.not_before, self.alerted = not_before, list(alerted or [])
+        self.state = dict(state or {})
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "pair": self.pair,
+                "job": self.job,
+                "fencing_marker": self.fencing_marker,
+                "kafka_config_id": self.kafka_config_id,
+                "topics": self.topics,
+                "interval": self.interval,
+                "limits": self.limits,
+                "deadline": self.deadline,
+                "not_before": self.not_before,
+                "alerted": self.alerted,
+                "state": self.state,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from asgiref.sync import sync_to_async
+
+        from airflow_kafka_failover.health.evidence import describe_exception
+
+        try:
+            looker = JobLooker(self.pair, self.job, self.fencing_marker, self.kafka_config_id, self.topics)
+            look_once = sync_to_async(looker.look, thread_sensitive=False)
+            event = None
+            while event is None:
+                look = await look_once()
+                event = self._event(look, looker)
+                if event is None:
+                    await asyncio.sleep(self.interval)
+        except Exception as exc:  # the keeper task fails with this message in its own log
+            self.log.exception("the keeper of pair %s failed", self.pair)
+            event = {"status": "error", "message": describe_exception(exc)}
+        yield TriggerEvent({**event, "state": self.state})
+
+    def _event(self, look: JobLook, looker: JobLooker) -> dict[str, Any] | None:
+        """The event this look calls for, or None to look again."""
+        from airflow_kafka_failover import metrics
+
+        limits = KeeperLimits(**self.limits)
+        findings = assess(look, limits)
+        metrics.job_looked(self.pair, str(self.job.get("cluster")), look.lag, look.seconds_since_batch)
+        looker.log_change(self.log, findings, look, limits)
+        base = {"look": _look_payload(look), "findings": [f.value for f in findings], "alerted": self.alerted}
+        action = next((f for f in findings if f in ACTIONS), None)
+        if action is Finding.DEAD and look.at < self.not_before:
+            action = None  # backing off before the next restart; logged by log_change
+        if action is not None:
+            return {
+                **base,
+                "status": "act",
+                "finding": action.value,
+                "message": describe(look, action, limits),
+            }
+        new = [f for f in findings if f in ALERTS and f.value not in self.alerted]
+        if new:
+            text = "; ".join(describe(look, f, limits) for f in new)
+            return {**base, "status": "alert", "finding": new[0].value, "message": text}
+        if look.alive is True and not (look.fence_epoch or 0) > look.epoch:
+            cleared = [name for name in self.alerted if name not in {f.value for f in findings}]
+            if cleared:
+                return {**base, "status": "cleared", "cleared": cleared, "message": f"cleared: {cleared}"}
+        if look.at >= self.deadline:
+            return {**base, "status": "window_end", "message": "the keeper's window ended"}
+        return None
+
+
+class KeeperPauseTrigger(BaseTrigger):
+    """Wake the keeper task at ``until`` (unix seconds), handing back its state: a keeper with no job to
+    watch yet, or one that waits before trying again.
+
+    :param until: when to wake.
+    :param state: the keeper run's state (see :class:`JobKeeperTrigger`).
+    :param reason: why it waits, for the log.
+    """
+
+    def __init__(self, until: float, state: dict[str, Any], reason: str = "") -> None:
+        super().__init__()
+        self.until, self.state, self.reason = until, dict(state), reason
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"until": self.until, "state": self.state, "reason": self.reason},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        await asyncio.sleep(max(0.0, self.until - time.time()))
+        yield TriggerEvent({"status": "wake", "message": self.reason, "state": self.state})
+
+
+def _look_payload(look: JobLook) -> dict[str, Any]:
+    return {
+        "at": look.at,
+        "epoch": look.epoch,
+        "fence_epoch": look.fence_epoch,
+        "alive": look.alive,
+        "state": look.state,
+        "committed_at": look.committed_at,
+        "lag": look.lag,
+    }
+
+
+def _unix(iso: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+class JobLooker:
+    """Takes looks at one job (blocking I/O; run it in a worker thread). Keeps the Kafka client between looks.
+
+    :param pair: the pair's name.
+    :param job: the job's handle.
+    :param fencing_marker: the pair's fencing marker path.
+    :param kafka_config_id: the active cluster's connection.
+    :param topics: the topics the job reads there.
+    """
+
+    def __init__(
+        self, pair: str, job: dict[str, Any], fencing_marker: str, kafka_config_id: str, topics: list[str]
+    ) -> None:
+        from airflow_kafka_failover.jobs.handle import JobHandle
+
+        self.pair, self.handle = pair, JobHandle.from_dict(job)
+        self.fencing_marker, self.kafka_config_id, self.topics = fencing_marker, kafka_config_id, topics
+        self._hook: Any = None
+        self._partitions: list[Any] = []
+        self._partitions_at = 0.0
+        self._lag_error_at = 0.0
+        self._last_logged: tuple[str, ...] = ()
+
+    def look(self) -> JobLook:
+        from airflow_kafka_failover.jobs.fencing import FencingMarker
+        from airflow_kafka_failover.jobs.layout import stop_request_file
+        from airflow_kafka_failover.switch_lease import read_lease
+
+        fence = FencingMarker(Path(self.fencing_marker), self.pair).read()
+        lease = read_lease(self.fencing_marker, self.pair)
+        handle = self.handle
+        committed, progress_at = self._progress()
+        return JobLook(
+            at=time.time(),
+            epoch=handle.epoch,
+            fence_epoch=None if fence is None else fence.epoch,
+            lease=lease,
+            alive=handle.is_alive(),
+            state=handle.status().get("state"),
+            stop_requested=stop_request_file(handle.run_dir).exists(),
+            started_at=_unix(handle.submitted_at),
+            committed_at=progress_at,
+            behind=self._behind(committed),
+        )
+
+    def _progress(self) -> tuple[dict[Any, int], float | None]:
+        from airflow_kafka_failover.exceptions import CheckpointError
+        from airflow_kafka_failover.jobs.progress import read_progress
+
+        try:
+            progress = read_progress(self.handle.checkpoint)
+        except CheckpointError as exc:  # the restart or the plan reports it; the keeper only waits
+            self._warn_lag(f"cannot read the job's checkpoint: {exc}")
+            return {}, None
+        return progress.offsets, progress.committed_at
+
+    def _behind(self, committed: dict[Any, int]) -> dict[str, int] | None:
+        from airflow_kafka_failover.health.evidence import describe_exception
+        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+        from airflow_kafka_failover.types import TopicPartition, partition_key
+
+        try:
+            if self._hook is None:
+                self._hook = KafkaClusterHook(self.kafka_config_id, timeout_seconds=5.0)
+            if not self._partitions or time.monotonic() - self._partitions_at > PARTITIONS_EVERY_S:
+                counts = self._hook.partition_counts(self.topics)
+                self._partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
+                self._partitions_at = time.monotonic()
+            marks = self._hook.watermarks(self._partitions)
+        except Exception as exc:  # a cluster that does not answer: the lag is unknown, not zero
+            self._warn_lag(
+                f"cannot measure the job's lag on {self.kafka_config_id}: {describe_exception(exc)}"
+            )
+            return None
+        return {partition_key(tp): mark.high - committed.get(tp, mark.low) for tp, mark in marks.items()}
+
+    def _warn_lag(self, text: str) -> None:
+        import logging
+
+        if time.monotonic() - self._lag_error_at > LAG_ERROR_EVERY_S:
+            self._lag_error_at = time.monotonic()
+            logging.getLogger(__name__).warning("keeper of pair %s: %s", self.pair, text)
+
+    def log_change(self, log: Any, findings: list[Finding], look: JobLook, limits: KeeperLimits) -> None:
+        """Log the findings when they differ from the last look's (a quiet log while nothing changes)."""
+        key = tuple(f.value for f in findings)
+        if key == self._last_logged:
+            return
+        self._last_logged = key
+        if not findings:
+            log.info(
+                "keeper of pair %s: the job of epoch %s runs (last batch %s, lag %s)",
+                self.pair,
+                look.epoch,
+                "none yet" if look.committed_at is None else f"{look.seconds_since_batch:.0f} s ago",
+                "unknown" if look.lag is None else f"{look.lag} records",
+            )
+        for finding in findings:
+            log.info("keeper of pair %s: %s", self.pair, describe(look, finding, limits))

@@ -1,0 +1,188 @@
+"""Keeper benchmark: time from kill -9 of the driver to the next committed batch, and the keeper's CPU cost.
+
+One sandbox (two KRaft clusters, MirrorMaker 2), one pair driven by the demo's engine
+(``akf_devtools.demo.story``) with the provider's **default keeper settings** (a look every 10 s, restart
+at once). The start DAG runs the job on A; a keeper run (``dag.test()`` of the keeper DAG in its own
+process, as the scheduler would run it) watches it. Then:
+
+1. **restart**: ``--rounds`` times, the driver is killed with SIGKILL; the figure is the time from the kill to
+   the first batch the restarted job commits (its ``progress.jsonl``). Target: <= 30 s.
+2. **CPU cost**: the keeper's trigger loop (``JobKeeperTrigger.run``: fence, lease, process, status,
+   progress and the active cluster's end offsets every ``interval_seconds``, plus its metrics) runs in this
+   process for ``--cpu-seconds`` against the live job; the figure is the CPU seconds it used per minute
+   (``time.process_time``). Target: <= 0.5 s per minute per pair.
+
+    .venv/bin/python benchmarks/bench_keeper.py [--rounds 3] [--cpu-seconds 120] [--rate 40]
+
+Progress goes to stderr; the last line on stdout is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from akf_devtools.demo.story import WATCHING, RunningDag, Story  # noqa: E402
+from akf_devtools.sandbox.airflow_env import airflow_env, prepare_airflow_home  # noqa: E402
+from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
+
+from benchmarks.json_output import json_line_output  # noqa: E402
+
+PAIR = "benchkeep"
+TOPIC = "orders"
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def next_batch_after(story: Story, since: float, timeout: float) -> float:
+    """Unix seconds of the first batch committed after ``since`` on A at epoch 0."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        times = [
+            line["written_at"]
+            for line in story.progress_lines()
+            if line["cluster"] == "A" and line["epoch"] == 0 and line.get("written_at", 0) > since
+        ]
+        if times:
+            return min(times)
+        time.sleep(0.5)
+    raise RuntimeError(f"no batch within {timeout:.0f} s of the kill; see the keeper run's log")
+
+
+def measure_restarts(story: Story, rounds: int) -> list[float]:
+    figures = []
+    for round_no in range(rounds):
+        pid = story.job().process.pid()
+        if pid is None:
+            raise RuntimeError("the job is not running before the kill")
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.time()
+        seconds = next_batch_after(story, killed_at, 300) - killed_at
+        figures.append(round(seconds, 1))
+        say(f"  round {round_no + 1}: kill -9 -> next committed batch {seconds:.1f} s")
+        time.sleep(15)  # the restarted job works a while before the next kill
+    return figures
+
+
+def measure_cpu(story: Story, seconds: float) -> dict[str, float]:
+    """Run the keeper's trigger loop here against the live job; CPU seconds per minute it used."""
+    os.environ.update(airflow_env(story.airflow_home))
+    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.keeper_findings import KeeperLimits
+    from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
+
+    pair = load_pair(story.config_path, story.pair)
+    record = story.record()
+    limits = KeeperLimits.of(
+        pair.keeper.stall_trigger_intervals, pair.job.trigger_interval_seconds, pair.keeper.max_lag_records
+    )
+    trigger = JobKeeperTrigger(
+        pair=pair.name,
+        job=record["job"],
+        fencing_marker=str(pair.job.fencing_marker),
+        kafka_config_id=pair.cluster(record["active"]).connection,
+        topics=list(pair.topics_on(record["active"])),
+        interval=pair.keeper.interval_seconds,
+        limits=asdict(limits),
+        deadline=time.time() + seconds,
+        state={"deadline": time.time() + seconds},
+    )
+
+    async def drive() -> dict[str, Any]:
+        events = [event async for event in trigger.run()]
+        return events[0].payload
+
+    cpu_before, wall_before = time.process_time(), time.monotonic()
+    event = asyncio.run(drive())
+    cpu, wall = time.process_time() - cpu_before, time.monotonic() - wall_before
+    if event.get("status") != "window_end":
+        raise RuntimeError(f"the keeper's loop ended with {event!r} instead of its window's end")
+    per_minute = cpu / wall * 60
+    say(f"  keeper loop: {cpu:.2f} s CPU in {wall:.0f} s = {per_minute:.3f} s CPU per minute")
+    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 1), "cpu_s_per_min": round(per_minute, 3)}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="kills of the driver (3)")
+    parser.add_argument("--cpu-seconds", type=float, default=120.0, help="how long the CPU is measured (120)")
+    parser.add_argument("--rate", type=float, default=40.0, help="records per second produced (40)")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    json_out = json_line_output()
+    machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
+    say(f"machine: {machine}")
+    root = REPO / ".run" / f"bench-keeper-{os.getpid()}"
+    sandbox = Sandbox(root / "sandbox")
+    story: Story | None = None
+    keeper: RunningDag | None = None
+    result: dict[str, Any] | None = None
+    try:
+        say(f"starting the sandbox under {root} ...")
+        sandbox.up()
+        story = Story(
+            sandbox,
+            prepare_airflow_home(root / "airflow"),
+            root / "pair",
+            PAIR,
+            TOPIC,
+            spark_conn="spark_bench_keeper",
+        )
+        story.write_config()  # the provider's default keeper settings
+        story.create_topics()
+        story.start_producer(args.rate)
+        state, _output = story.run("start")
+        if state != "success":
+            raise RuntimeError("the start DAG failed")
+        keeper = story.start_run("keeper", window_seconds=3600)
+        keeper.wait_for_text(WATCHING, 300)
+        say("the keeper watches the job; killing its driver")
+        restarts = measure_restarts(story, args.rounds)
+        cpu = measure_cpu(story, args.cpu_seconds)
+        result = {
+            "restart_next_batch_median_s": statistics.median(restarts),
+            "restart_next_batch_max_s": max(restarts),
+            "restart_rounds": restarts,
+            **{f"keeper_{key}": value for key, value in cpu.items()},
+            "machine": machine,
+        }
+    finally:
+        if keeper is not None:
+            keeper.kill()
+        if story is not None:
+            if story.producer is not None:
+                story.producer.stop(flush_timeout=2)
+            story.stop_job()
+        sandbox.down()
+        if result is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            say(f"run directory kept (logs of every DAG run): {root}")
+    json_out.write(json.dumps(result) + "\n")
+    json_out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""What the keeper makes of one look: pure decisions, every branch."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kafka_failover.keeper_findings import (
+    MIN_STALL_SECONDS,
+    Finding,
+    JobLook,
+    KeeperLimits,
+    assess,
+    describe,
+)
+from airflow_kafka_failover.switch_lease import SwitchLease
+
+NOW = 1_000_000.0
+LIMITS = KeeperLimits(stall_seconds=90.0, max_lag_records=500)
+
+
+def look(**changes) -> JobLook:
+    base = {
+        "at": NOW,
+        "epoch": 3,
+        "fence_epoch": 3,
+        "alive": True,
+        "state": "running",
+        "started_at": NOW - 600,
+        "committed_at": NOW - 5,
+        "behind": {"orders-0": 10, "orders-1": 0},
+    }
+    return JobLook(**{**base, **changes})
+
+
+def lease(epoch: int = 4, until: float = NOW + 30) -> SwitchLease:
+    return SwitchLease("orders", epoch, "B", "failover", until, NOW - 10)
+
+
+def test_a_running_job_that_keeps_up_has_no_finding():
+    assert assess(look(), LIMITS) == []
+
+
+def test_a_dead_job_is_restarted_unless_a_person_stopped_it():
+    assert assess(look(alive=False, state="running"), LIMITS) == [Finding.DEAD]
+    assert assess(look(alive=False, state="failed"), LIMITS) == [Finding.DEAD]
+    assert assess(look(alive=False, state="stopped", stop_requested=True), LIMITS) == [Finding.HELD]
+    assert assess(look(alive=False, state="killed", stop_requested=True), LIMITS) == [Finding.HELD]
+    # A stop request left behind by a run that then failed on its own does not hold the job.
+    assert assess(look(alive=False, state="failed", stop_requested=True), LIMITS) == [Finding.DEAD]
+
+
+def test_a_job_whose_state_cannot_be_told_is_never_restarted():
+    assert assess(look(alive=None), LIMITS) == [Finding.UNKNOWN]
+
+
+def test_a_fence_ahead_waits_for_a_live_switch_and_acts_once_its_lease_expired():
+    assert assess(look(fence_epoch=4, alive=False, lease=lease()), LIMITS) == [Finding.SWITCHING]
+    assert assess(look(fence_epoch=4, lease=lease(until=NOW - 1)), LIMITS) == [Finding.FENCE_AHEAD]
+    assert assess(look(fence_epoch=4, lease=None), LIMITS) == [Finding.FENCE_AHEAD]
+    # A lease of another epoch (a switch before) protects nothing.
+    assert assess(look(fence_epoch=4, lease=lease(epoch=3)), LIMITS) == [Finding.FENCE_AHEAD]
+
+
+def test_a_dead_job_behind_a_fence_is_the_switchs_business_not_a_restart():
+    assert Finding.DEAD not in assess(look(fence_epoch=4, alive=False), LIMITS)
+
+
+def test_stalled_needs_both_silence_and_records_waiting():
+    quiet = NOW - LIMITS.stall_seconds - 1
+    assert assess(look(committed_at=quiet), LIMITS) == [Finding.STALLED]
+    assert assess(look(committed_at=quiet, behind={"orders-0": 0}), LIMITS) == []  # nothing to read
+    assert assess(look(committed_at=quiet, behind=None), LIMITS) == []  # lag unknown (cluster down)
+    assert assess(look(committed_at=NOW - LIMITS.stall_seconds + 1), LIMITS) == []
+
+
+def test_a_job_without_a_batch_yet_is_measured_from_its_start():
+    assert assess(look(committed_at=None, started_at=NOW - 30), LIMITS) == []
+    assert assess(look(committed_at=None, started_at=NOW - 300), LIMITS) == [Finding.STALLED]
+    assert look(committed_at=None, started_at=None).seconds_since_batch is None
+
+
+def test_lagging_above_the_limit_only_when_one_is_set():
+    behind = {"orders-0": 400, "orders-1": 101}
+    assert assess(look(behind=behind), LIMITS) == [Finding.LAGGING]
+    assert assess(look(behind={"orders-0": 400, "orders-1": 100}), LIMITS) == []
+    assert assess(look(behind=behind), KeeperLimits(90.0, None)) == []
+    assert look(behind={"orders-0": -3, "orders-1": 2}).lag == 2  # a position past the end counts as 0
+
+
+def test_the_stall_time_follows_the_trigger_interval_with_a_floor():
+    assert KeeperLimits.of(30, 5.0, None).stall_seconds == 150.0
+    assert KeeperLimits.of(30, 1.0, None).stall_seconds == MIN_STALL_SECONDS
+
+
+@pytest.mark.parametrize("finding", list(Finding))
+def test_every_finding_is_described_with_its_figures(finding):
+    text = describe(
+        look(fence_epoch=4, lease=lease(), behind={"orders-0": 900}, committed_at=NOW - 200), finding, LIMITS
+    )
+    assert "epoch" in text
+    if finding is Finding.STALLED:
+        assert "200 s ago" in text and "900 records" in text
+    if finding is Finding.LAGGING:
+        assert "900 records" in text and "max_lag_records 500" in text
+    if finding is Finding.SWITCHING:
+        assert "held by failover, valid for 30 s more" in text
