@@ -1,0 +1,197 @@
+"""The keeper task's decisions on a worker, with the Variable store replaced by a dict and the job by its
+run folder: what it does with each event, and that it never acts on a record or fence that moved.
+
+The real keeper against the real sandbox, DAGs and spark-submit is tests/integration/test_keeper.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+
+from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.layout import RunLayout
+from airflow_kafka_failover.record import ActiveRecord
+from airflow_kafka_failover.record_store import variable_key
+from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger, KeeperPauseTrigger
+from airflow_kafka_failover.workflows import keeper as keeper_module
+from airflow_kafka_failover.workflows.keeper import KeepStreamingJobOperator, keeper_variable
+
+
+class Variables:
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value) -> None:
+        self.values[key] = value
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """Pair ``orders``, A active at epoch 2 with a job that is not running; fence at 2."""
+    import airflow.sdk
+
+    variables = Variables()
+    monkeypatch.setattr(airflow.sdk, "Variable", variables)
+    config = tmp_path / "pairs.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "pairs": {
+                    "orders": {
+                        "clusters": {"A": {"connection": "unit_a"}, "B": {"connection": "unit_b"}},
+                        "primary": "A",
+                        "topics": ["orders"],
+                        "job": {
+                            "sink_root": str(tmp_path / "sink"),
+                            "checkpoint_root": str(tmp_path / "checkpoints"),
+                            "run_root": str(tmp_path / "runs"),
+                            "fencing_marker": str(tmp_path / "fence.json"),
+                        },
+                        "keeper": {"max_restarts": 2},
+                    }
+                }
+            }
+        )
+    )
+    layout = RunLayout("orders", "A", 2, str(tmp_path / "checkpoints"), str(tmp_path / "runs"))
+    job = {
+        "pair": "orders",
+        "cluster": "A",
+        "epoch": 2,
+        "deploy_mode": "local",
+        "master": "local[2]",
+        "run_dir": str(layout.run_dir),
+        "checkpoint": str(layout.checkpoint),
+        "sink_root": str(tmp_path / "sink"),
+        "submitted_at": "2026-11-23T10:00:00+00:00",
+    }
+    record = ActiveRecord(pair="orders", active="A", epoch=2, job=job, checkpoint=job["checkpoint"])
+    variables.set(variable_key("orders"), json.dumps(record.to_dict()))
+    FencingMarker(tmp_path / "fence.json", "orders").write(2, "A")
+    operator = KeepStreamingJobOperator(task_id="keep", config_path=str(config), pair_name="orders")
+    return operator, variables, tmp_path
+
+
+def event(status: str, **extra) -> dict:
+    return {
+        "status": status,
+        "state": {"deadline": time.time() + 600, "restarts": 0, "restarted_at": None},
+        **extra,
+    }
+
+
+def memory(variables) -> dict:
+    return json.loads(variables.values.get(keeper_variable("orders"), "{}"))
+
+
+def test_an_alert_fails_the_task_once_and_is_remembered(world):
+    operator, variables, _ = world
+    with pytest.raises(AirflowFailException, match="keeper alert for pair 'orders': stalled since 400 s"):
+        operator.resume({}, event("alert", finding="stalled", message="stalled since 400 s"))
+    assert memory(variables)["alerted"] == ["stalled"]
+
+
+def test_a_cleared_alert_is_forgotten_and_the_keeper_watches_on(world):
+    operator, variables, _ = world
+    variables.set(keeper_variable("orders"), json.dumps({"alerted": ["stalled", "lagging"]}))
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("cleared", cleared=["stalled"], message="cleared"))
+    assert memory(variables)["alerted"] == ["lagging"]
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, JobKeeperTrigger) and trigger.alerted == ["lagging"]
+    assert trigger.state["deadline"] > time.time() and trigger.job["epoch"] == 2
+
+
+def test_an_event_without_the_keepers_state_fails_naming_it(world):
+    operator, _, _ = world
+    with pytest.raises(AirflowFailException, match="resumed without its state"):
+        operator.resume({}, {"status": "act", "finding": "dead"})
+
+
+def test_a_dead_job_behind_a_moved_fence_is_not_restarted(world, monkeypatch):
+    operator, _, tmp_path = world
+    FencingMarker(tmp_path / "fence.json", "orders").write(3, "B")
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_finish_switch", _must_not_restart)
+    # No lease of epoch 3 is held: the keeper would finish that switch; here it must only not restart.
+    from airflow_kafka_failover.switch_lease import write_lease
+
+    write_lease(tmp_path / "fence.json", "orders", 3, "B", "failover", 60)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
+    assert isinstance(deferred.value.trigger, JobKeeperTrigger)
+    assert deferred.value.trigger.not_before == deferred.value.trigger.deadline  # never restarts it
+
+
+def _must_not_restart(*_args, **_kwargs):
+    raise AssertionError("the keeper acted against a switch")
+
+
+def test_after_max_restarts_the_keeper_gives_up_loudly_and_remembers_the_job(world):
+    operator, variables, _ = world
+    state = {"deadline": time.time() + 600, "restarts": 2, "restarted_at": time.time() - 5}
+    with pytest.raises(
+        AirflowFailException, match="gives up on job of pair 'orders' on A at epoch 2.*after 2"
+    ):
+        operator.resume({}, {"status": "act", "finding": "dead", "look": {"epoch": 2}, "state": state})
+    gave_up = memory(variables)["gave_up"]
+    assert gave_up["epoch"] == 2 and gave_up["job"]["run_dir"].endswith("epoch-2")
+    # The next keeper run leaves that job alone for its whole window.
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("wake"))
+    assert deferred.value.trigger.not_before == deferred.value.trigger.deadline
+
+
+def test_a_restart_that_reached_a_batch_starts_the_count_again(world, monkeypatch):
+    operator, _, _ = world
+    seen = {}
+
+    def restart_now(self, pair, record, handle, state):
+        seen.update(state)
+        raise TaskDeferred(trigger=KeeperPauseTrigger(0, state), method_name="resume")
+
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", restart_now)
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *_: None)
+    restarted_at = time.time() - 60
+    state = {"deadline": time.time() + 600, "restarts": 2, "restarted_at": restarted_at}
+    look = {"epoch": 2, "committed_at": restarted_at + 30}
+    with pytest.raises(TaskDeferred):
+        operator.resume({}, {"status": "act", "finding": "dead", "look": look, "state": state})
+    assert seen["restarts"] == 0
+
+
+def test_a_dead_job_on_a_cluster_that_does_not_answer_is_left_to_the_failover_dag(world, monkeypatch):
+    operator, _, _ = world
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
+    monkeypatch.setattr(
+        keeper_module.KeepStreamingJobOperator,
+        "_active_cluster_problem",
+        lambda *_: "KafkaException: timed out",
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
+    assert deferred.value.trigger.not_before > time.time() + 20
+
+
+@pytest.mark.parametrize("window", [0, -5, "soon", True])
+def test_a_bad_window_param_fails_naming_it(world, window):
+    operator, _, _ = world
+    with pytest.raises(
+        AirflowFailException, match=f"window_seconds must be a number of seconds > 0, got {window!r}"
+    ):
+        operator.execute({"params": {"window_seconds": window}})
+
+
+def test_a_fence_two_epochs_ahead_fails_for_a_person(world):
+    operator, _, tmp_path = world
+    FencingMarker(tmp_path / "fence.json", "orders").write(4, "B")
+    with pytest.raises(Exception, match="more than one switch apart"):
+        operator.resume({}, event("act", finding="fence_ahead"))
