@@ -30,8 +30,9 @@ from airflow_kafka_failover.keeper_findings import (
     describe,
 )
 
-LAG_ERROR_EVERY_S = 300.0
-"""How often a lag that cannot be measured is logged again."""
+WARN_EVERY_S = 300.0
+"""How often the same kind of trouble (a lag that cannot be measured, a job whose state cannot be told) is
+logged again."""
 PARTITIONS_EVERY_S = 60.0
 """How often the active cluster's partition counts are read again (new partitions)."""
 
@@ -206,7 +207,7 @@ class JobLooker:
         self._hook: Any = None
         self._partitions: list[Any] = []
         self._partitions_at = 0.0
-        self._lag_error_at = 0.0
+        self._warned_at = 0.0
         self._last_logged: tuple[str, ...] = ()
 
     def look(self) -> JobLook:
@@ -223,13 +224,23 @@ class JobLooker:
             epoch=handle.epoch,
             fence_epoch=None if fence is None else fence.epoch,
             lease=lease,
-            alive=handle.is_alive(),
+            alive=self._alive(),
             state=handle.status().get("state"),
             stop_requested=stop_request_file(handle.run_dir).exists(),
             started_at=_unix(handle.submitted_at),
             committed_at=progress_at,
             behind=self._behind(committed),
         )
+
+    def _alive(self) -> bool | None:
+        """Whether the job runs; None when its cluster manager cannot tell (never taken as dead)."""
+        from airflow_kafka_failover.health.evidence import describe_exception
+
+        try:
+            return self.handle.is_alive()
+        except Exception as exc:  # an unreachable cluster manager: wait, never start a second job
+            self._warn(f"cannot tell whether {self.handle.describe()} runs: {describe_exception(exc)}")
+            return None
 
     def _progress(self) -> tuple[dict[Any, int], float | None]:
         from airflow_kafka_failover.exceptions import CheckpointError
@@ -238,7 +249,7 @@ class JobLooker:
         try:
             progress = read_progress(self.handle.checkpoint)
         except CheckpointError as exc:  # the restart or the plan reports it; the keeper only waits
-            self._warn_lag(f"cannot read the job's checkpoint: {exc}")
+            self._warn(f"cannot read the job's checkpoint: {exc}")
             return {}, None
         return progress.offsets, progress.committed_at
 
@@ -256,17 +267,15 @@ class JobLooker:
                 self._partitions_at = time.monotonic()
             marks = self._hook.watermarks(self._partitions)
         except Exception as exc:  # a cluster that does not answer: the lag is unknown, not zero
-            self._warn_lag(
-                f"cannot measure the job's lag on {self.kafka_config_id}: {describe_exception(exc)}"
-            )
+            self._warn(f"cannot measure the job's lag on {self.kafka_config_id}: {describe_exception(exc)}")
             return None
         return {partition_key(tp): mark.high - committed.get(tp, mark.low) for tp, mark in marks.items()}
 
-    def _warn_lag(self, text: str) -> None:
+    def _warn(self, text: str) -> None:
         import logging
 
-        if time.monotonic() - self._lag_error_at > LAG_ERROR_EVERY_S:
-            self._lag_error_at = time.monotonic()
+        if time.monotonic() - self._warned_at > WARN_EVERY_S:
+            self._warned_at = time.monotonic()
             logging.getLogger(__name__).warning("keeper of pair %s: %s", self.pair, text)
 
     def log_change(self, log: Any, findings: list[Finding], look: JobLook, limits: KeeperLimits) -> None:

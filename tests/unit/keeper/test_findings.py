@@ -104,3 +104,30 @@ def test_every_finding_is_described_with_its_figures(finding):
         assert "900 records" in text and "max_lag_records 500" in text
     if finding is Finding.SWITCHING:
         assert "held by failover, valid for 30 s more" in text
+
+
+def test_a_cluster_manager_that_does_not_answer_is_unknown_never_dead(tmp_path, monkeypatch):
+    from airflow_kafka_failover.jobs.handle import JobHandle
+    from airflow_kafka_failover.triggers.job_keeper import JobLooker
+
+    handle = {
+        "pair": "orders",
+        "cluster": "A",
+        "epoch": 3,
+        "deploy_mode": "cluster",
+        "master": "yarn",
+        "run_dir": str(tmp_path / "run"),
+        "checkpoint": str(tmp_path / "ckpt"),
+        "sink_root": str(tmp_path / "sink"),
+        "application_id": "application_1_0001",
+    }
+
+    def unreachable(self):
+        raise ConnectionError("ResourceManager at rm:8088 refused the connection")
+
+    monkeypatch.setattr(JobHandle, "is_alive", unreachable)
+    looker = JobLooker("orders", handle, str(tmp_path / "fence.json"), "unit_a", ["orders"])
+    monkeypatch.setattr(looker, "_behind", lambda committed: None)
+    seen = looker.look()
+    assert seen.alive is None
+    assert assess(seen, LIMITS) == [Finding.UNKNOWN]
