@@ -24,6 +24,7 @@ from airflow_kafka_failover.status.model import (
     ReplicationView,
     SwitchRow,
 )
+from airflow_kafka_failover.switch_lease import SwitchLease
 
 EXIT_ACT = 4
 """``status``: some pair needs a person (see a pair's ``problems``)."""
@@ -42,6 +43,10 @@ def _iso(at: float) -> str:
     return datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="seconds")
 
 
+def _lease_text(lease: SwitchLease | None, now: float) -> str:
+    return f" ({lease.describe(now)})" if lease is not None else " (no switch lease is held)"
+
+
 def _fence_agreement(readings: PairReadings) -> tuple[FenceAgreement, Problem | None]:
     record, fence, path = readings.record, readings.fence, readings.fence_path
     if record is None or readings.fence_error is not None:
@@ -55,6 +60,9 @@ def _fence_agreement(readings: PairReadings) -> tuple[FenceAgreement, Problem | 
             action=f"restore the marker with epoch {record.epoch} and cluster {record.active} (see the "
             "runbook's 'Undo and repair')",
         )
+    lease = readings.lease
+    if fence.epoch > record.epoch and lease and lease.epoch == fence.epoch and lease.valid_at(readings.now):
+        return FenceAgreement.SWITCHING, None
     if fence.epoch > record.epoch:
         stored = "" if readings.record_stored else " (no record is stored: the initial one stands in)"
         return FenceAgreement.AHEAD, Problem(
@@ -62,9 +70,10 @@ def _fence_agreement(readings: PairReadings) -> tuple[FenceAgreement, Problem | 
             f"record at epoch {record.epoch} (active {record.active}){stored}: a switch advanced the fence "
             f"and never committed, so the job of epoch {record.epoch} stops at its next fence check and "
             "the pair may have no consumer",
-            action="find the failover or failback run that fenced and let it finish (clear its failed task), "
-            "or force the switch to "
-            f"{fence.cluster}; see the runbook's 'Undo and repair'",
+            action=f"the keeper (DAG kafka_failover_{readings.pair}_keeper) finishes it once the switch's "
+            f"lease expired{_lease_text(lease, readings.now)}; if the keeper is paused or its attempts fail, "
+            f"fix the cause from its log, or force the switch to {fence.cluster}; see the runbook's 'Undo "
+            "and repair'",
         )
     if fence.epoch < record.epoch:
         return FenceAgreement.BEHIND, Problem(
@@ -215,6 +224,11 @@ def _warnings(readings: PairReadings, view: PairStatus) -> list[str]:
         found.append(
             f"no active record is stored (Variable kafka_failover.{readings.pair}.active_record): shown "
             f"is the initial state, {readings.record.active} at epoch 0"
+        )
+    if view.fence_agreement is FenceAgreement.SWITCHING and readings.lease is not None:
+        found.append(
+            f"a switch to {readings.lease.cluster} is at work: {readings.lease.describe(readings.now)}; the "
+            "job moves when it commits"
         )
     job = view.job
     if job.state in (JobState.RUNNING, JobState.STARTING) and job.last_batch_id is None:

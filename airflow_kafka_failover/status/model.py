@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from airflow_kafka_failover.jobs.fencing import FenceState
 from airflow_kafka_failover.jobs.progress import JobProgress
 from airflow_kafka_failover.record import ActiveRecord, SwitchEntry
+from airflow_kafka_failover.switch_lease import SwitchLease
 
 
 class JobState(StrEnum):
@@ -57,8 +58,10 @@ class FenceAgreement(StrEnum):
     """Same epoch and cluster."""
     NOT_FENCED_YET = "not fenced yet"
     """No marker at epoch 0: the pair never switched."""
+    SWITCHING = "switch in progress"
+    """The marker is at a later epoch and a switch holds its lease: it is at work."""
     AHEAD = "fence ahead of record"
-    """The marker is at a later epoch: a switch advanced it and did not commit (interrupted)."""
+    """The marker is at a later epoch and no switch holds the lease: the switch was interrupted."""
     BEHIND = "fence behind record"
     MISSING = "fence missing"
     OTHER_CLUSTER = "fence names another cluster"
@@ -107,6 +110,7 @@ class PairReadings:
     :param fence_path: the fencing marker's file.
     :param fence: the marker's state, None when there is none (or it could not be read).
     :param fence_error: why the marker could not be read.
+    :param lease: the switch lease beside the marker, if any.
     :param job_status: the job's ``status.json`` (``{}`` when it wrote none).
     :param job_alive: whether its process runs (None: cannot be told, e.g. cluster deploy mode).
     :param job_where: where it runs, e.g. ``pid 123`` or a driver id.
@@ -129,6 +133,7 @@ class PairReadings:
     fence_path: str = ""
     fence: FenceState | None = None
     fence_error: str | None = None
+    lease: SwitchLease | None = None
     job_status: Mapping[str, Any] = field(default_factory=dict)
     job_alive: bool | None = None
     job_where: str | None = None

@@ -24,6 +24,7 @@ from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.record import ActiveRecord
 from airflow_kafka_failover.record_store import fencing_marker, read_stored_record
 from airflow_kafka_failover.status.model import PairReadings, ReplicationReading
+from airflow_kafka_failover.switch_lease import read_lease
 from airflow_kafka_failover.translation.replication_policy import (
     for_name,
     offset_syncs_cluster,
@@ -109,7 +110,11 @@ def _with_fence(readings: PairReadings, pair: PairConfig) -> PairReadings:
         fence = marker.read()
     except Exception as exc:  # a corrupt marker is shown with its error
         return replace(readings, fence_path=str(marker.path), fence_error=_short(exc))
-    return replace(readings, fence_path=str(marker.path), fence=fence)
+    try:
+        lease = read_lease(marker.path, pair.name)
+    except Exception as exc:  # a lease of another pair: the fence is shown, the lease's problem with it
+        return replace(readings, fence_path=str(marker.path), fence=fence, fence_error=_short(exc))
+    return replace(readings, fence_path=str(marker.path), fence=fence, lease=lease)
 
 
 def _job_where(handle: JobHandle) -> str | None:

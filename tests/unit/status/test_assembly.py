@@ -395,3 +395,28 @@ def test_ages_are_never_negative():
     reading = replace(healthy().replication, heartbeat_newest_ms=int((NOW + 2) * 1000))
     status = assemble(healthy(progress=progress, replication=reading))
     assert (status.job.last_batch_age_seconds, status.replication.heartbeat_age_seconds) == (0.0, 0.0)
+
+
+def test_a_fence_ahead_while_a_switch_holds_its_lease_is_a_switch_at_work_not_a_problem():
+    from airflow_kafka_failover.switch_lease import SwitchLease
+
+    readings = healthy(fence=FenceState("orders", 3, "A", ""))
+    lease = SwitchLease("orders", 3, "A", "failback", readings.now + 40, readings.now - 5)
+    status = assemble(replace(readings, lease=lease))
+    assert status.fence_agreement is FenceAgreement.SWITCHING and status.problems == []
+    assert exit_code([status]) != EXIT_ACT
+    assert any(
+        "a switch to A is at work: switch lease of epoch 3 (A) held by failback" in w for w in status.warnings
+    )
+
+
+def test_a_fence_ahead_whose_lease_expired_is_interrupted_and_the_keeper_finishes_it():
+    from airflow_kafka_failover.switch_lease import SwitchLease
+
+    readings = healthy(fence=FenceState("orders", 3, "A", ""))
+    lease = SwitchLease("orders", 3, "A", "failback", readings.now - 30, readings.now - 90)
+    status = assemble(replace(readings, lease=lease))
+    assert status.fence_agreement is FenceAgreement.AHEAD and exit_code([status]) == EXIT_ACT
+    action = status.problems[0].action
+    assert "the keeper (DAG kafka_failover_orders_keeper) finishes it" in action
+    assert "held by failback, expired 30 s ago" in action and "force the switch to A" in action
