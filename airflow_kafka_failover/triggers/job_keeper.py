@@ -33,6 +33,9 @@ from airflow_kafka_failover.keeper_findings import (
 WARN_EVERY_S = 300.0
 """How often the same kind of trouble (a lag that cannot be measured, a job whose state cannot be told) is
 logged again."""
+LIVENESS_POLL_S = 1.0
+"""How often, between two looks, the keeper checks that the job's process still runs (local and client
+mode: one read of ``/proc``)."""
 PARTITIONS_EVERY_S = 60.0
 """How often the active cluster's partition counts are read again (new partitions)."""
 
@@ -106,11 +109,27 @@ class JobKeeperTrigger(BaseTrigger):
                 look = await look_once()
                 event = self._event(look, looker)
                 if event is None:
-                    await asyncio.sleep(self.interval)
+                    await self._until_next_look(looker, was_alive=look.alive)
         except Exception as exc:  # the keeper task fails with this message in its own log
             self.log.exception("the keeper of pair %s failed", self.pair)
             event = {"status": "error", "message": describe_exception(exc)}
         yield TriggerEvent({**event, "state": self.state})
+
+    async def _until_next_look(self, looker: JobLooker, was_alive: bool | None) -> None:
+        """Wait ``interval`` seconds, but end the wait as soon as a job that ran is seen gone.
+
+        A full look reads files and asks the active cluster for its end offsets; whether the job's process
+        runs is one read of ``/proc``, so it is checked every ``LIVENESS_POLL_S`` in between: a killed
+        driver is noticed within about a second, not a whole interval.
+        """
+        from asgiref.sync import sync_to_async
+
+        deadline = time.monotonic() + self.interval
+        alive = sync_to_async(looker.process_alive, thread_sensitive=False)
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(LIVENESS_POLL_S, left))
+            if was_alive and await alive() is False:
+                return
 
     def _event(self, look: JobLook, looker: JobLooker) -> dict[str, Any] | None:
         """The event this look calls for, or None to look again."""
@@ -231,6 +250,14 @@ class JobLooker:
             committed_at=progress_at,
             behind=self._behind(committed),
         )
+
+    def process_alive(self) -> bool | None:
+        """The cheap check between looks: the job's process (None in cluster mode: only a look asks)."""
+        from airflow_kafka_failover.jobs.handle import DeployMode
+
+        if self.handle.deploy_mode == DeployMode.CLUSTER:
+            return None
+        return self.handle.process.is_running()
 
     def _alive(self) -> bool | None:
         """Whether the job runs; None when its cluster manager cannot tell (never taken as dead)."""

@@ -131,3 +131,26 @@ def test_a_cluster_manager_that_does_not_answer_is_unknown_never_dead(tmp_path, 
     seen = looker.look()
     assert seen.alive is None
     assert assess(seen, LIMITS) == [Finding.UNKNOWN]
+
+
+def test_between_looks_a_driver_that_dies_ends_the_wait_within_a_second():
+    import asyncio
+    import time as clock
+
+    from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
+
+    class Looker:
+        def __init__(self, dies_after: float) -> None:
+            self.dies_at = clock.monotonic() + dies_after
+
+        def process_alive(self):
+            return clock.monotonic() < self.dies_at
+
+    trigger = JobKeeperTrigger("orders", {}, "/nowhere", "unit_a", ["orders"], 8.0, {}, NOW, state={})
+    started = clock.monotonic()
+    asyncio.run(trigger._until_next_look(Looker(dies_after=0.5), was_alive=True))
+    assert clock.monotonic() - started < 2.5
+    started = clock.monotonic()  # a job that was not running (or unknown) waits the whole interval
+    trigger.interval = 1.5
+    asyncio.run(trigger._until_next_look(Looker(dies_after=0.0), was_alive=False))
+    assert clock.monotonic() - started >= 1.5
