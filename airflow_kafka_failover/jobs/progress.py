@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, read_checkpoint
+from airflow_kafka_failover.translation.spark_checkpoint import (
+    PROGRESS_FILE,
+    last_committed_offsets,
+    read_checkpoint,
+)
 from airflow_kafka_failover.types import TopicPartition
 
 
@@ -81,6 +85,68 @@ def uncommitted_output_records(
     committed = read_checkpoint(root).position if (root / "offsets").is_dir() else None
     last = committed.batch_id if committed is not None and committed.batch_id is not None else -1
     return rows_written_after(sink_root, epoch, last)
+
+
+TAIL_BYTES = 256 * 1024
+"""How much of the end of ``progress.jsonl`` :func:`read_last_commit` reads (thousands of batches)."""
+
+
+@dataclass(frozen=True)
+class LastCommit:
+    """A run's last committed batch, read cheaply (see :func:`read_last_commit`).
+
+    :param batch_id: the last committed batch; None before the first.
+    :param offsets: its position (next offset per partition).
+    :param committed_at: unix seconds of its progress record, None when that record is not in the file's tail.
+    """
+
+    batch_id: int | None
+    offsets: dict[TopicPartition, int]
+    committed_at: float | None = None
+
+
+def _tail_records(path: Path, max_bytes: int = TAIL_BYTES) -> list[dict[str, Any]]:
+    """The complete JSON lines in the last ``max_bytes`` of ``path`` (oldest first); [] when unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - max_bytes))
+            chunk = handle.read()
+    except OSError:
+        return []
+    lines = chunk.split(b"\n")
+    if size > max_bytes:
+        lines = lines[1:]  # the first line was cut by the seek
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue  # an empty or torn line
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def read_last_commit(checkpoint: str | os.PathLike[str]) -> LastCommit:
+    """The last committed batch and when it was written, without reading the whole progress file.
+
+    :raises CheckpointError: an offsets file that cannot be parsed.
+    """
+    root = Path(checkpoint)
+    last = last_committed_offsets(root)
+    if last is None:
+        return LastCommit(None, {})
+    batch_id, offsets = last
+    written = next(
+        (
+            record
+            for record in reversed(_tail_records(root / PROGRESS_FILE))
+            if record.get("batch_id") == batch_id
+        ),
+        None,
+    )
+    return LastCommit(batch_id, offsets, _written_at(written))
 
 
 def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:

@@ -142,6 +142,27 @@ def _batch_ids(directory: Path) -> set[int]:
         }
 
 
+def last_committed_offsets(path: str | os.PathLike[str]) -> tuple[int, dict[TopicPartition, int]] | None:
+    """The last committed batch of a checkpoint and its offsets, reading nothing else (no progress file).
+
+    The light read for a caller that looks often (the keeper): two directory listings and one offsets file.
+
+    :param path: the checkpoint directory.
+    :return: ``(batch id, offsets)``, or None before the first committed batch (or without a checkpoint).
+    :raises CheckpointError: an offsets file that cannot be parsed.
+    """
+    root = Path(path)
+    offsets_dir, commits_dir = root / "offsets", root / "commits"
+    if not offsets_dir.is_dir() or not commits_dir.is_dir():
+        return None
+    complete = _batch_ids(offsets_dir) & _batch_ids(commits_dir)
+    if not complete:
+        return None
+    batch_id = max(complete)
+    offsets_file = offsets_dir / str(batch_id)
+    return batch_id, parse_offsets_file(offsets_file, _read_text(offsets_file))
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")

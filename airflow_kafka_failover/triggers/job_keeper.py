@@ -271,10 +271,10 @@ class JobLooker:
 
     def _progress(self) -> tuple[dict[Any, int], float | None]:
         from airflow_kafka_failover.exceptions import CheckpointError
-        from airflow_kafka_failover.jobs.progress import read_progress
+        from airflow_kafka_failover.jobs.progress import read_last_commit
 
         try:
-            progress = read_progress(self.handle.checkpoint)
+            progress = read_last_commit(self.handle.checkpoint)
         except CheckpointError as exc:  # the restart or the plan reports it; the keeper only waits
             self._warn(f"cannot read the job's checkpoint: {exc}")
             return {}, None

@@ -157,3 +157,48 @@ def test_committed_at_is_the_progress_time_of_the_committed_batch(tmp_path):
     assert read_progress(tmp_path).committed_at == 101.0
     write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 1))  # batch 1 has no progress record
     assert read_progress(tmp_path).committed_at is None
+
+
+def timed_line(batch_id: int, end: dict, written_at: float, pad: int = 0) -> str:
+    return json.dumps(
+        {"epoch": 0, "batch_id": batch_id, "end_offsets": end, "written_at": written_at, "pad": "x" * pad}
+    )
+
+
+def test_the_last_commit_read_cheaply_agrees_with_the_full_read(tmp_path):
+    from airflow_kafka_failover.jobs.progress import LastCommit, read_last_commit
+
+    assert read_last_commit(tmp_path) == LastCommit(None, {})
+    batch(tmp_path, 0, {"t": {"0": 5, "1": 2}})
+    batch(tmp_path, 1, {"t": {"0": 9, "1": 4}})
+    batch(tmp_path, 2, {"t": {"0": 12, "1": 4}}, committed=False)  # planned, not committed
+    write_progress(
+        tmp_path,
+        timed_line(0, {"t": {"0": 5, "1": 2}}, 100.0),
+        timed_line(1, {"t": {"0": 9, "1": 4}}, 101.5),
+        '{"batch_id": 2, "torn',
+        trailing_newline=False,
+    )
+    full, light = read_progress(tmp_path), read_last_commit(tmp_path)
+    assert light == LastCommit(1, {T0: 9, T1: 4}, 101.5)
+    assert (light.batch_id, light.offsets, light.committed_at) == (
+        full.batch_id,
+        full.offsets,
+        full.committed_at,
+    )
+
+
+def test_the_last_commit_reads_only_the_end_of_a_long_progress_file(tmp_path):
+    from airflow_kafka_failover.jobs import progress
+
+    batch(tmp_path, 4000, {"t": {"0": 4001}})
+    lines = [timed_line(n, {"t": {"0": n + 1}}, 1000.0 + n, pad=200) for n in range(4001)]
+    write_progress(tmp_path, *lines)
+    assert (tmp_path / "progress.jsonl").stat().st_size > 3 * progress.TAIL_BYTES
+    assert progress.read_last_commit(tmp_path).committed_at == 5000.0
+    # A batch whose record is not in the tail (written long ago) has no time, not a wrong one.
+    batch(tmp_path, 4001, {"t": {"0": 4002}})
+    (tmp_path / "progress.jsonl").write_text(
+        "\n".join([timed_line(4001, {"t": {"0": 4002}}, 1.0)] + lines) + "\n"
+    )
+    assert progress.read_last_commit(tmp_path).committed_at is None
