@@ -387,18 +387,21 @@ class LocalAirflow:
         if self.producer is not None:
             self.producer.stop(flush_timeout=2.0)
             self.producer = None
-        runs = (self.job_home / "runs").glob("*/*/epoch-*")
-        processes = [ManagedProcess(PROCESS_NAME, run) for run in runs]
-        processes.extend(self.component(name) for name in COMPONENTS)
-        # In parallel: each may take seconds to wind down, none needs another to stop first.
-        threads = [threading.Thread(target=process.stop, kwargs={"timeout": 20}) for process in processes]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        # Airflow first, then the jobs: a keeper still running would restart a job stopped under it.
+        # Within each group in parallel: each may take seconds to wind down, none needs another to stop first.
+        _stop_all([self.component(name) for name in COMPONENTS])
+        _stop_all([ManagedProcess(PROCESS_NAME, run) for run in (self.job_home / "runs").glob("*/*/epoch-*")])
         if (self.run_dir / "sandbox").exists():
             self.sandbox.down()
         self.ready_file.unlink(missing_ok=True)
+
+
+def _stop_all(processes: list[ManagedProcess]) -> None:
+    threads = [threading.Thread(target=process.stop, kwargs={"timeout": 20}) for process in processes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def print_ready(ready: dict[str, Any], airflow: LocalAirflow) -> None:
