@@ -333,13 +333,35 @@ class KafkaClusterHook(KafkaBaseHook):
         )
         return {tp: (offset if offset >= 0 else None) for tp, (offset, _ts) in found.items()}
 
-    def _list_offsets(self, specs: Mapping[TopicPartition, Any], timeout: float | None) -> dict:
+    def offsets_at(
+        self, partitions: Iterable[TopicPartition], latest: bool, timeout_seconds: float, admin: Any
+    ) -> dict[TopicPartition, int]:
+        """End (``latest``) or start offsets of ``partitions`` through a client the caller keeps.
+
+        For a watcher that asks every few seconds (the keeper): one ListOffsets request on a client it
+        holds, instead of a new client, connection and authentication per question. The caller drops the
+        client after an error.
+
+        :param partitions: the partitions.
+        :param latest: the high watermarks (True) or the low ones (False).
+        :param timeout_seconds: the request's timeout.
+        :param admin: an AdminClient from :meth:`admin`.
+        """
+        from confluent_kafka.admin import OffsetSpec
+
+        spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
+        found = self._list_offsets({tp: spec for tp in partitions}, timeout_seconds, admin)
+        return {tp: offset for tp, (offset, _timestamp) in found.items()}
+
+    def _list_offsets(
+        self, specs: Mapping[TopicPartition, Any], timeout: float | None, admin: Any = None
+    ) -> dict:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         if not specs:
             return {}
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
-        admin = self.admin(timeout)  # must outlive its futures: they die with the client
+        admin = admin or self.admin(timeout)  # must outlive its futures: they die with the client
         futures = admin.list_offsets(request, request_timeout=timeout)
         result = {}
         for ktp, future in futures.items():

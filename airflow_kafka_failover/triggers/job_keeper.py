@@ -33,6 +33,8 @@ from airflow_kafka_failover.keeper_findings import (
 WARN_EVERY_S = 300.0
 """How often the same kind of trouble (a lag that cannot be measured, a job whose state cannot be told) is
 logged again."""
+READ_TIMEOUT_S = 5.0
+"""How long one read of the active cluster's offsets may take."""
 LIVENESS_POLL_S = 1.0
 """How often, between two looks, the keeper checks that the job's process still runs (local and client
 mode: one read of ``/proc``)."""
@@ -224,7 +226,9 @@ class JobLooker:
         self.pair, self.handle = pair, JobHandle.from_dict(job)
         self.fencing_marker, self.kafka_config_id, self.topics = fencing_marker, kafka_config_id, topics
         self._hook: Any = None
+        self._admin: Any = None
         self._partitions: list[Any] = []
+        self._starts: dict[Any, int] = {}
         self._partitions_at = 0.0
         self._warned_at = 0.0
         self._last_logged: tuple[str, ...] = ()
@@ -287,16 +291,23 @@ class JobLooker:
 
         try:
             if self._hook is None:
-                self._hook = KafkaClusterHook(self.kafka_config_id, timeout_seconds=5.0)
+                self._hook = KafkaClusterHook(self.kafka_config_id, timeout_seconds=READ_TIMEOUT_S)
+                self._admin = self._hook.admin(READ_TIMEOUT_S)
+            hook, admin = self._hook, self._admin
             if not self._partitions or time.monotonic() - self._partitions_at > PARTITIONS_EVERY_S:
-                counts = self._hook.partition_counts(self.topics)
+                counts = hook.partition_counts(self.topics)
                 self._partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
+                self._starts = hook.offsets_at(self._partitions, False, READ_TIMEOUT_S, admin)
                 self._partitions_at = time.monotonic()
-            marks = self._hook.watermarks(self._partitions)
+            ends = hook.offsets_at(self._partitions, True, READ_TIMEOUT_S, admin)
         except Exception as exc:  # a cluster that does not answer: the lag is unknown, not zero
+            self._hook = self._admin = None  # a new client next time: this one may be stuck
+            self._partitions = []
             self._warn(f"cannot measure the job's lag on {self.kafka_config_id}: {describe_exception(exc)}")
             return None
-        return {partition_key(tp): mark.high - committed.get(tp, mark.low) for tp, mark in marks.items()}
+        return {
+            partition_key(tp): end - committed.get(tp, self._starts.get(tp, 0)) for tp, end in ends.items()
+        }
 
     def _warn(self, text: str) -> None:
         import logging
