@@ -27,6 +27,7 @@ import platform
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -81,23 +82,54 @@ def measure_restarts(story: Story, rounds: int) -> list[float]:
 
 
 def measure_cpu(story: Story, seconds: float) -> dict[str, float]:
-    """Run the keeper's trigger loop here against the live job; CPU seconds per minute it used."""
-    os.environ.update(airflow_env(story.airflow_home))
+    """Run the keeper's trigger loop in a process of its own against the live job; its CPU per minute.
+
+    A process of its own: this one also runs the producer, whose CPU is not the keeper's. The child
+    counts from after its imports, librdkafka's threads included.
+    """
+    env = airflow_env(story.airflow_home, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "devtools")]))
+    child = subprocess.run(
+        [sys.executable, __file__, "--cpu-child", str(story.config_path), story.pair, str(seconds)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+        check=False,
+    )
+    if child.returncode != 0:
+        raise RuntimeError(f"the keeper loop failed: {child.stderr[-3000:]}")
+    figures = json.loads(child.stdout.strip().splitlines()[-1])
+    say(
+        f"  keeper loop: {figures['cpu_s']:.2f} s CPU in {figures['wall_s']:.0f} s = "
+        f"{figures['cpu_s_per_min']:.3f} s CPU per minute"
+    )
+    return figures
+
+
+def keeper_loop(config_path: str, pair_name: str, seconds: float) -> int:
+    """The child of :func:`measure_cpu`: drive ``JobKeeperTrigger.run`` for ``seconds``; print its CPU."""
+    json_out = json_line_output()
+    from akf_devtools.sandbox.airflow_env import read_variable
+
     from airflow_kafka_failover.config import load_pair
     from airflow_kafka_failover.keeper_findings import KeeperLimits
+    from airflow_kafka_failover.record import ActiveRecord
     from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
 
-    pair = load_pair(story.config_path, story.pair)
-    record = story.record()
+    pair = load_pair(config_path, pair_name)
+    home = Path(os.environ["AIRFLOW_HOME"])
+    data = read_variable(home, f"kafka_failover.{pair_name}.active_record")
+    record = ActiveRecord.from_dict(data, tuple(pair.clusters), "the benchmark's record")
+    assert record.job is not None
     limits = KeeperLimits.of(
         pair.keeper.stall_trigger_intervals, pair.job.trigger_interval_seconds, pair.keeper.max_lag_records
     )
     trigger = JobKeeperTrigger(
         pair=pair.name,
-        job=record["job"],
+        job=record.job,
         fencing_marker=str(pair.job.fencing_marker),
-        kafka_config_id=pair.cluster(record["active"]).connection,
-        topics=list(pair.topics_on(record["active"])),
+        kafka_config_id=pair.cluster(record.active).connection,
+        topics=list(pair.topics_on(record.active)),
         interval=pair.keeper.interval_seconds,
         limits=asdict(limits),
         deadline=time.time() + seconds,
@@ -113,9 +145,10 @@ def measure_cpu(story: Story, seconds: float) -> dict[str, float]:
     cpu, wall = time.process_time() - cpu_before, time.monotonic() - wall_before
     if event.get("status") != "window_end":
         raise RuntimeError(f"the keeper's loop ended with {event!r} instead of its window's end")
-    per_minute = cpu / wall * 60
-    say(f"  keeper loop: {cpu:.2f} s CPU in {wall:.0f} s = {per_minute:.3f} s CPU per minute")
-    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 1), "cpu_s_per_min": round(per_minute, 3)}
+    figures = {"cpu_s": round(cpu, 3), "wall_s": round(wall, 1), "cpu_s_per_min": round(cpu / wall * 60, 3)}
+    json_out.write(json.dumps(figures) + "\n")
+    json_out.flush()
+    return 0
 
 
 def parse_args() -> argparse.Namespace:
@@ -129,6 +162,8 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> int:
+    if len(sys.argv) == 5 and sys.argv[1] == "--cpu-child":
+        return keeper_loop(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     args = parse_args()
     json_out = json_line_output()
     machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -164,6 +165,11 @@ def step_start_and_keep(story) -> None:
     assert state == "success", output[-4000:]
     ensure_keeper(story)
     converged(story, "A", 0)
+    # The keeper's first look: the job runs, and its lag on A was measured (not "unknown").
+    seen = f"keeper of pair {story.pair}: the job of epoch 0 runs"
+    story.keeper.wait_for_text(seen, 60)
+    line = next(line for line in story.keeper.output().splitlines() if seen in line)
+    assert re.search(r"lag \d+ records", line), line
 
 
 def step_killed_driver_is_restarted_in_place(story) -> None:
