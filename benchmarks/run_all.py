@@ -149,6 +149,24 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         timeout_s=5400,
     ),
     Benchmark(
+        "keeper",
+        "bench_keeper.py",
+        (
+            Figure(
+                "restart_next_batch_median_s",
+                "keeper: kill -9 of the driver to the next batch, median",
+                "s",
+                "<= 30",
+            ),
+            Figure("restart_next_batch_max_s", "keeper: kill -9 of the driver to the next batch, max", "s"),
+            Figure(
+                "keeper_cpu_s_per_min", "keeper loop CPU per pair (default 10 s looks)", "s/min", "<= 0.5"
+            ),
+        ),
+        quick_args=("--rounds", "1", "--cpu-seconds", "30"),
+        timeout_s=1800,
+    ),
+    Benchmark(
         "dag_parse",
         "bench_dag_parse.py",
         (
