@@ -231,7 +231,7 @@ class JobLooker:
         self._starts: dict[Any, int] = {}
         self._partitions_at = 0.0
         self._warned_at = 0.0
-        self._last_logged: tuple[str, ...] = ()
+        self._last_logged: tuple[str, ...] | None = None  # nothing logged yet
 
     def look(self) -> JobLook:
         from airflow_kafka_failover.jobs.fencing import FencingMarker

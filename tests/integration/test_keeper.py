@@ -10,7 +10,8 @@ it) watching the whole chain; the switches are the real failover and failback DA
    finishes it with the right jars (A);
 5. a forced failover is killed right after ``fence_and_stop``, and A (down for it) returns before the keeper
    acts: the keeper finishes it (B);
-6. kill -9 of the driver and a forced failback at once: the keeper's restart and the switch race.
+6. kill -9 of the driver, and a forced failback while the keeper restarts it: the restart and the switch
+   race.
 
 After each step exactly one job runs, at the fence's epoch, the record names it, and (once both clusters
 answer) no acknowledged record is missing from the sink. The figures (kill to next batch, interruption to
@@ -237,16 +238,22 @@ def step_failover_interrupted_then_a_returns(story) -> None:
 
 
 def step_restart_and_failback_race(story) -> None:
+    """The driver dies; while the keeper restarts it in place, a forced failback starts."""
     ensure_keeper(story)
     pid = story.job().process.pid()
     assert pid is not None
-    running = story.start_run("failback", force=True, reason="racing the keeper")
-    running.wait_for_text("task_id=fence_and_stop", 420)
+    restarts_before = story.keeper.output().count("restarting it in place")
     os.kill(pid, signal.SIGKILL)
-    state, output = running.wait()
+    wait_for(
+        lambda: story.keeper.output().count("restarting it in place") > restarts_before,
+        60,
+        "the keeper's restart of the killed driver",
+        story,
+    )
+    state, output = story.run("failback", force=True, reason="racing the keeper's restart")
     assert state == "success", output[-4000:]
     story.active_for_producer = "A"
-    # The keeper saw the job of epoch 3 die: whatever it did, nothing of epoch 3 may run once it settles.
+    # Whatever the restarted job of epoch 3 managed to do, nothing of epoch 3 may run once the pair settles.
     wait_for(lambda: live_jobs(story) == ["A/epoch-4"], 120, "one job, at epoch 4", story)
     converged(story, "A", 4)
     check_no_loss(story, "a restart racing a failback")

@@ -154,3 +154,24 @@ def test_between_looks_a_driver_that_dies_ends_the_wait_within_a_second():
     trigger.interval = 1.5
     asyncio.run(trigger._until_next_look(Looker(dies_after=0.0), was_alive=False))
     assert clock.monotonic() - started >= 1.5
+
+
+def test_the_keeper_logs_its_first_look_and_then_only_changes():
+    from airflow_kafka_failover.triggers.job_keeper import JobLooker
+
+    class Lines:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def info(self, text, *args) -> None:
+            self.lines.append(text % args)
+
+    looker = JobLooker.__new__(JobLooker)
+    looker.pair, looker._last_logged = "orders", None
+    out = Lines()
+    for findings in ([], [], [Finding.STALLED], [Finding.STALLED], []):
+        looker.log_change(out, findings, look(), LIMITS)
+    assert (
+        out.lines[0] == "keeper of pair orders: the job of epoch 3 runs (last batch 5 s ago, lag 10 records)"
+    )
+    assert len(out.lines) == 3 and "committed its last batch" in out.lines[1]
