@@ -207,7 +207,7 @@ class HadoopMiniCluster:
         :param timeout: seconds for a clean stop before SIGKILL.
         """
         self.process.stop(timeout=timeout)
-        for pid in self._container_pids():
+        for pid in self.container_pids():
             log.warning("killing container process %s left behind by the minicluster", pid)
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -217,19 +217,26 @@ class HadoopMiniCluster:
                 except ProcessLookupError:
                     pass
 
-    def _container_pids(self) -> list[int]:
-        """Processes working inside this cluster's folder: containers run in their own sessions, so a killed
-        NodeManager leaves them running."""
+    def container_pids(self, application_id: str | None = None) -> list[int]:
+        """Processes of YARN containers working inside this cluster's folder (of one application, if given).
+
+        Containers run in their own sessions, so a NodeManager killed without its clean stop leaves them
+        running; the minicluster JVM itself (which also works there) is not counted.
+
+        :param application_id: only the containers of this application.
+        """
         work = str(self.work_dir.resolve())
+        own = self.process.pid()
         pids = []
         for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
+            if not proc.name.isdigit() or int(proc.name) == own:
                 continue
             try:
                 cwd = os.readlink(proc / "cwd")
             except OSError:
                 continue
-            if cwd == work or cwd.startswith(work + os.sep):
+            inside = cwd == work or cwd.startswith(work + os.sep)
+            if inside and (application_id is None or f"{os.sep}{application_id}{os.sep}" in cwd + os.sep):
                 pids.append(int(proc.name))
         return pids
 
