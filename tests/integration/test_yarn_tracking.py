@@ -2,15 +2,13 @@
 
 The module starts one Hadoop minicluster (ResourceManager, NodeManager, NameNode, DataNode in one JVM from
 the Maven Central jars) and submits real YARN applications to it: a JVM application master that registers
-and sleeps, and a PySpark application in ``yarn`` cluster deploy mode. The last test stops the cluster and
-checks that a silent ResourceManager is "cannot reach", never "dead".
+and sleeps, and a PySpark application in ``yarn`` cluster deploy mode submitted through StreamingJobHook.
+The last test stops the cluster and checks that a silent ResourceManager is "cannot reach", never "dead".
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -23,7 +21,8 @@ from akf_devtools.sandbox.hadoop import HadoopMiniCluster
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.layout import read_status
+from airflow_kafka_failover.jobs.layout import RunLayout, read_status
+from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.jobs.yarn_applications import (
     ResourceManagerClient,
     ResourceManagerUnreachable,
@@ -123,77 +122,86 @@ def test_an_application_id_the_resource_manager_does_not_know_is_a_clear_error(h
         ResourceManagerClient(hadoop.resource_manager_url).is_alive("app-20240101000000-0001")
 
 
-TINY_PYSPARK_APP = """
+TINY_JOB = """
+    import json
     import sys
     import time
 
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName("akf-yarn-tiny").getOrCreate()
+    # Keeps the job's contract only as far as the test needs: read --settings, report running in status.json.
+    settings = json.load(open(sys.argv[sys.argv.index("--settings") + 1]))
+    spark = SparkSession.builder.getOrCreate()
     count = spark.range(1000).count()
-    with open(sys.argv[1], "w") as marker:
-        marker.write(f"{count} {spark.sparkContext.applicationId}")
+    status = {"state": "running", "rows": count, "application_id": spark.sparkContext.applicationId}
+    with open(settings["run_dir"] + "/status.json", "w") as out:
+        json.dump(status, out)
     time.sleep(600)
 """
 
 
 @pytest.mark.spark
-def test_pyspark_runs_in_yarn_cluster_mode_and_is_tracked(hadoop, tmp_path):
-    app_file = tmp_path / "tiny.py"
-    app_file.write_text(textwrap.dedent(TINY_PYSPARK_APP))
-    marker = tmp_path / "driver-ran.txt"
-    python = sys.executable
-    command = [
-        "nice",
-        "-n",
-        "10",
-        str(Path(python).with_name("spark-submit")),
-        "--master",
-        "yarn",
-        "--deploy-mode",
-        "cluster",
-        "--driver-memory",
-        "512m",
-        "--executor-memory",
-        "512m",
-        "--num-executors",
-        "1",
-        "--conf",
-        "spark.yarn.submit.waitAppCompletion=false",
-        "--conf",
-        f"spark.yarn.appMasterEnv.PYSPARK_PYTHON={python}",
-        "--conf",
-        f"spark.executorEnv.PYSPARK_PYTHON={python}",
-        "--conf",
-        "spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-        "--conf",
-        "spark.executor.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-        str(app_file),
-        str(marker),
-    ]
-    env = {**os.environ, **hadoop.env, "PYSPARK_PYTHON": python}
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-3000:]
-    app = next(word for word in output.split() if word.startswith("application_")).strip(".,)")
-    client = ResourceManagerClient(hadoop.resource_manager_url)
-    handle = yarn_handle(tmp_path, app, hadoop.resource_manager_url)
-
-    def driver_ran() -> bool:
-        report = client.application(app)
-        assert report.alive, f"{app} ended {report.state}: {report.diagnostics[-3000:]}"
-        return marker.is_file() and marker.read_text().startswith("1000 ")
-
-    started = time.monotonic()
-    wait_for(driver_ran, 240, "the PySpark driver on YARN to count 1000 rows", interval=2.0)
-    print(
-        f"PySpark driver ran on YARN {time.monotonic() - started:.0f} s after submission: "
-        f"{marker.read_text()}"
+def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeypatch):
+    """spark-submit --master yarn --deploy-mode cluster through the hook; tracked and killed through REST."""
+    application = tmp_path / "tiny_job.py"
+    application.write_text(textwrap.dedent(TINY_JOB))
+    for name, value in hadoop.env.items():
+        monkeypatch.setenv(name, value)
+    extra = {"deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": hadoop.resource_manager_url}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_YARN_IT", json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra})
     )
-    assert marker.read_text().split()[1] == app
-    assert state(client, app) == YarnApplicationState.RUNNING and handle.is_alive() is True
-    assert client.kill(app, wait_seconds=60).state == YarnApplicationState.KILLED
+    python = sys.executable
+    jvm = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    hook = StreamingJobHook(
+        "spark_yarn_it",
+        conf={
+            "spark.yarn.appMasterEnv.PYSPARK_PYTHON": python,
+            "spark.executorEnv.PYSPARK_PYTHON": python,
+            "spark.executor.instances": "1",
+            "spark.driver.extraJavaOptions": jvm,
+            "spark.executor.extraJavaOptions": jvm,
+        },
+        jars="",
+        packages=None,
+        driver_memory="512m",
+        executor_memory="512m",
+    )
+    layout = RunLayout("orders", "B", 5, str(tmp_path / "ckpt"), str(tmp_path / "runs"))
+    settings = JobSettings(
+        pair="orders",
+        cluster="B",
+        epoch=5,
+        bootstrap_servers="127.0.0.1:9",
+        checkpoint=str(layout.checkpoint),
+        sink_root=str(tmp_path / "sink"),
+        bookkeeping_group="g",
+        fencing_marker=str(tmp_path / "fence"),
+        run_dir=str(layout.run_dir),
+        topics=("orders",),
+    )
+    submitted = time.monotonic()
+    handle = hook.submit(settings, layout, application=application)
+    assert (handle.deploy_mode, handle.master) == ("cluster", "yarn")
+    assert handle.application_id is not None and handle.application_id.startswith("application_")
+    assert handle.resource_manager == hadoop.resource_manager_url
+    client = ResourceManagerClient(hadoop.resource_manager_url)
+
+    def driver_reported_running() -> bool:
+        report = client.application(handle.application_id)
+        assert report.alive, f"{report.application_id} ended {report.state}: {report.diagnostics[-3000:]}"
+        return read_status(layout.run_dir).get("state") == "running"
+
+    wait_for(driver_reported_running, 240, "the PySpark driver on YARN to report running", interval=2.0)
+    print(f"PySpark driver on YARN reported running {time.monotonic() - submitted:.0f} s after submission")
+    status = read_status(layout.run_dir)
+    assert (status["rows"], status["application_id"]) == (1000, handle.application_id)
+    assert handle.is_alive() is True
+    # The tiny job ignores the stop request: the hook kills it through the ResourceManager.
+    assert hook.stop(handle.to_dict(), timeout=3) == "forced"
+    assert client.application(handle.application_id).state == YarnApplicationState.KILLED
     assert handle.is_alive() is False
+    assert read_status(layout.run_dir)["state"] == "killed"
 
 
 def test_a_stopped_resource_manager_is_unreachable_not_dead(hadoop, tmp_path):
