@@ -32,6 +32,14 @@ from airflow_kafka_failover.hooks import spark_submit_compat
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, mark_killed, read_status, stop_request_file
 from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.jobs.yarn_applications import (
+    RESOURCE_MANAGER_EXTRA,
+    ResourceManagerClient,
+    find_resource_manager,
+    is_yarn_master,
+    normalize_resource_manager_url,
+    resource_manager_from_hadoop_conf,
+)
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +289,15 @@ class StreamingJobHook(BaseHook):
                 f"spark-submit to {handle.master} returned without an application id or driver; "
                 "the job's state is unknown: check the cluster before retrying"
             )
-        handle = JobHandle(**{**handle.to_dict(), "driver_id": driver, "application_id": app_id})
+        resource_manager = self.yarn_resource_manager() if is_yarn_master(handle.master) else None
+        handle = JobHandle(
+            **{
+                **handle.to_dict(),
+                "driver_id": driver,
+                "application_id": app_id,
+                "resource_manager": resource_manager,
+            }
+        )
         log.info("submitted %s", handle.describe())
         return handle
 
@@ -350,6 +366,29 @@ class StreamingJobHook(BaseHook):
         )
         return "forced"
 
+    def yarn_resource_manager(self) -> str | None:
+        """The ``spark`` connection's extra ``yarn_resourcemanager_webapp_address``, else the one in
+        ``yarn-site.xml`` of ``YARN_CONF_DIR`` / ``HADOOP_CONF_DIR`` (None when neither names one)."""
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = self.get_connection(self.spark_conn_id).extra_dejson
+        except AirflowNotFoundException:
+            extra = {}
+        recorded = extra.get(RESOURCE_MANAGER_EXTRA)
+        if recorded:
+            return normalize_resource_manager_url(str(recorded))
+        return resource_manager_from_hadoop_conf()
+
+    def _kill_on_yarn(self, handle: JobHandle, application_id: str) -> str:
+        """Kill the YARN application through the ResourceManager's REST API; return what was done."""
+        client = ResourceManagerClient(
+            find_resource_manager(handle.resource_manager or self.yarn_resource_manager())
+        )
+        log.info("killing %s through the YARN ResourceManager at %s", handle.describe(), client.url)
+        report = client.kill(application_id)
+        return f"YARN application {application_id} is {report.state} (ResourceManager {client.url})"
+
     def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
         request = stop_request_file(handle.run_dir)
         try:
@@ -364,21 +403,22 @@ class StreamingJobHook(BaseHook):
             log.warning(
                 "cannot write the stop request %s (%s); killing through the cluster manager", request, exc
             )
-        if handle.application_id:
-            command = ["yarn", "application", "-kill", handle.application_id]
+        if handle.application_id and is_yarn_master(handle.master):
+            how = self._kill_on_yarn(handle, handle.application_id)
         else:
             command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]
-        log.info("killing %s: %s", handle.describe(), " ".join(command))
-        result = subprocess.run(
-            command, capture_output=True, text=True, env=self._child_env(None), check=False, timeout=120
-        )
-        if result.returncode != 0:
-            raise FailoverError(
-                f"could not kill {handle.describe()}: {' '.join(command)} exited "
-                f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
+            log.info("killing %s: %s", handle.describe(), " ".join(command))
+            result = subprocess.run(
+                command, capture_output=True, text=True, env=self._child_env(None), check=False, timeout=120
             )
+            if result.returncode != 0:
+                raise FailoverError(
+                    f"could not kill {handle.describe()}: {' '.join(command)} exited "
+                    f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
+                )
+            how = " ".join(command)
         try:
-            mark_killed(handle.run_dir, f"killed through the cluster manager: {' '.join(command)}")
+            mark_killed(handle.run_dir, f"killed through the cluster manager: {how}")
         except OSError as exc:  # the run folder may be out of reach, which is why the kill went this way
             log.info("could not record the kill in %s: %s", handle.run_dir, exc)
         return "forced"

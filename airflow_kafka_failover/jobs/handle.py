@@ -16,6 +16,11 @@ from pydantic.dataclasses import dataclass
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
+from airflow_kafka_failover.jobs.yarn_applications import (
+    ResourceManagerClient,
+    find_resource_manager,
+    is_yarn_master,
+)
 from airflow_kafka_failover.process_group import ManagedProcess
 
 
@@ -48,6 +53,7 @@ class JobHandle:
     :param submitted_at: ISO 8601 time of submission.
     :param driver_id: standalone driver id or Kubernetes ``namespace:pod`` (cluster mode).
     :param application_id: YARN application id (cluster mode), or Spark's id once the job reported it.
+    :param resource_manager: the YARN ResourceManager's web address recorded at submission (YARN only).
     """
 
     pair: str
@@ -62,6 +68,7 @@ class JobHandle:
     submitted_at: str = ""
     driver_id: str | None = None
     application_id: str | None = None
+    resource_manager: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (XCom, the active record)."""
@@ -110,8 +117,13 @@ class JobHandle:
         return read_status(self.run_dir)
 
     def is_alive(self) -> bool | None:
-        """True/False for a detached process; None in cluster mode, where only the cluster manager knows."""
+        """True/False for a detached process or a YARN application (asked of the ResourceManager, which
+        raises ``ResourceManagerUnreachable`` rather than guess); None for other cluster-mode drivers."""
         if self.deploy_mode == DeployMode.CLUSTER:
+            if is_yarn_master(self.master) and self.application_id:
+                return ResourceManagerClient(find_resource_manager(self.resource_manager)).is_alive(
+                    self.application_id
+                )
             return None
         return self.process.is_running()
 

@@ -8,6 +8,7 @@ recovered watch's replication lag from MirrorMaker 2's offset syncs, and the rep
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -31,6 +32,8 @@ from airflow_kafka_failover.translation.replication_policy import (
     offset_syncs_topic,
 )
 from airflow_kafka_failover.types import TopicPartition, partition_key
+
+log = logging.getLogger(__name__)
 
 _ERROR_CHARS = 300
 DATABASE_HINT = (
@@ -129,9 +132,14 @@ def _with_job(readings: PairReadings, record: ActiveRecord) -> PairReadings:
         return readings
     try:
         handle = JobHandle.from_dict(record.job)
-        status, alive, where = handle.status(), handle.is_alive(), _job_where(handle)
+        status, where = handle.status(), _job_where(handle)
     except Exception as exc:  # a malformed handle is shown with its error
         return replace(readings, job_error=_short(exc))
+    try:
+        alive = handle.is_alive()
+    except Exception as exc:  # the cluster manager did not answer: alive is unknown, the status.json stays
+        log.warning("cannot tell whether %s runs: %s", handle.describe(), exc)
+        alive = None
     readings = replace(readings, job_status=status, job_alive=alive, job_where=where)
     try:
         progress = read_progress(record.checkpoint or handle.checkpoint)

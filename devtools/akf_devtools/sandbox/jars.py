@@ -1,7 +1,8 @@
 """JVM artifacts of the sandbox and the Spark job: third-party jars resolved by Maven from the poms kept in
 ``jvm/``, and the job's own small jar compiled from ``jvm/record-id/src``.
 
-Each artifact set (``kafka``: broker and MirrorMaker 2; ``spark-kafka``: Spark's Kafka source) is copied
+Each artifact set (``kafka``: broker and MirrorMaker 2; ``spark-kafka``: Spark's Kafka source;
+``hadoop-minicluster``: YARN and HDFS for the sandbox's cluster-mode tests) is copied
 by ``mvn dependency:copy-dependencies`` into ``<jars root>/<name>/``. A manifest written after a complete
 resolution records the pom's hash and every jar's size, so a missing, partial or corrupt folder is
 noticed and resolved again instead of failing later with a ClassNotFoundException.
@@ -9,7 +10,8 @@ noticed and resolved again instead of failing later with a ClassNotFoundExceptio
 The record-id jar (``<jars root>/record-id/akf-record-id.jar``) holds the job's JSON field reader (see
 ``jvm/record-id/src/akf/jobs/JsonStringField.java``). It is compiled with ``javac`` against pyspark's own
 jars, so it needs a JDK but no download; its manifest records the sources' hash and the spark-sql-api jar
-it was compiled against.
+it was compiled against. The sandbox's Hadoop jar (``<jars root>/hadoop-minicluster-main/``, from
+``jvm/hadoop-minicluster/src``) is built the same way against the ``hadoop-minicluster`` set.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from akf_devtools.errors import SandboxError
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_SETS = ("kafka", "spark-kafka")
+ARTIFACT_SETS = ("kafka", "spark-kafka", "hadoop-minicluster")
 MANIFEST = ".manifest.json"
 # Pinned so resolution behaves the same whatever Maven's default plugin version is.
 COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
@@ -210,15 +212,16 @@ def record_id_jar(pyspark_jars_dir: Path | None = None) -> Path:
     return jar
 
 
-def _compile_jar(sources: list[Path], classpath_dir: Path, jar: Path) -> None:
+def _compile_jar(sources: list[Path], classpath_dir: Path, jar: Path, what: str = "record-id") -> None:
     javac = shutil.which("javac")
     if javac is None:
         raise SandboxError(
-            "javac is not on PATH: the record-id jar needs a Java 17 JDK (e.g. `apt-get install "
-            "openjdk-17-jdk-headless`); without it the job reads record ids with get_json_object"
+            f"javac is not on PATH: the {what} jar needs a Java 17 JDK (e.g. `apt-get install "
+            "openjdk-17-jdk-headless`)"
+            + ("; without it the job reads record ids with get_json_object" if what == "record-id" else "")
         )
     if not sources:
-        raise SandboxError(f"no Java sources under {project_root() / 'jvm' / 'record-id' / 'src'}")
+        raise SandboxError(f"no Java sources under {project_root() / 'jvm' / what / 'src'}")
     with tempfile.TemporaryDirectory(prefix="akf-record-id-") as work:
         classes = Path(work) / "classes"
         result = subprocess.run(
@@ -239,7 +242,7 @@ def _compile_jar(sources: list[Path], classpath_dir: Path, jar: Path) -> None:
         )
         if result.returncode != 0:
             raise SandboxError(
-                f"javac could not compile the record-id jar (exit {result.returncode}):\n"
+                f"javac could not compile the {what} jar (exit {result.returncode}):\n"
                 + "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
             )
         jar.parent.mkdir(parents=True, exist_ok=True)
@@ -251,6 +254,40 @@ def _compile_jar(sources: list[Path], classpath_dir: Path, jar: Path) -> None:
             for path in sorted(classes.rglob("*.class")):
                 archive.write(path, str(path.relative_to(classes)))
         os.replace(partial, jar)
+
+
+HADOOP_MINICLUSTER_JAR = "akf-hadoop-minicluster.jar"
+
+
+def hadoop_minicluster_classpath() -> str:
+    """Return the Java classpath of the sandbox's Hadoop minicluster and its YARN test application.
+
+    Resolves the ``hadoop-minicluster`` set and compiles ``jvm/hadoop-minicluster/src`` against it when
+    either is missing or changed (the jar's manifest records the sources' hash and the set's pom hash).
+
+    :raises SandboxError: Maven or ``javac`` is missing, or resolution or compilation fails.
+    """
+    artifact_set = ArtifactSet("hadoop-minicluster")
+    artifact_set.ensure()
+    sources = sorted((project_root() / "jvm" / "hadoop-minicluster" / "src").rglob("*.java"))
+    wanted = {
+        "sources_sha256": hashlib.sha256(b"".join(_sha256(src).encode() for src in sources)).hexdigest(),
+        "pom_sha256": _sha256(artifact_set.pom),
+    }
+    folder = jars_root() / "hadoop-minicluster-main"
+    jar = folder / HADOOP_MINICLUSTER_JAR
+    with open(jars_root() / ".resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            current = json.loads((folder / MANIFEST).read_text())
+        except (OSError, ValueError):
+            current = None
+        fresh = current == {**wanted, "size": jar.stat().st_size if jar.is_file() else None}
+        if not (fresh and _is_jar(jar)):
+            log.info("Compiling the sandbox's Hadoop minicluster jar")
+            _compile_jar(sources, artifact_set.folder, jar, what="hadoop-minicluster")
+            (folder / MANIFEST).write_text(json.dumps({**wanted, "size": jar.stat().st_size}, indent=1))
+    return f"{jar}{os.pathsep}{artifact_set.folder / '*'}"
 
 
 def job_jars() -> list[Path]:
@@ -309,6 +346,7 @@ def main() -> None:
         jars = artifact_set.ensure(check_zip=True)
         print(f"{name}: {len(jars)} jars in {artifact_set.folder}")
     print(f"record-id: {record_id_jar()}")
+    print(f"hadoop-minicluster main: {hadoop_minicluster_classpath().split(os.pathsep)[0]}")
     print(f"job jars for your own Airflow: export {JOB_JARS_ENV}={','.join(str(jar) for jar in job_jars())}")
 
 

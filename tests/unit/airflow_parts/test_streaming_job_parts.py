@@ -1,5 +1,5 @@
 """The job's Airflow parts without Spark: provider registration, cluster deploy mode through a fake
-spark-submit (YARN output), and the stop operator's idempotence."""
+spark-submit (YARN output) and a fake ResourceManager, and the stop operator's idempotence."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status, status_file
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.operators.streaming_job import StopStreamingJobOperator
+from tests.unit.fake_resource_manager import FakeResourceManager, running
 
 
 def test_every_registered_module_imports():
@@ -40,6 +41,7 @@ def _script(path, body: str) -> None:
 
 @pytest.fixture
 def fake_yarn(tmp_path, monkeypatch):
+    """A fake spark-submit printing YARN's submission line, and a fake ResourceManager for the kill."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
@@ -48,13 +50,13 @@ def fake_yarn(tmp_path, monkeypatch):
         f'echo "spark-submit $*" >> {calls}\n'
         'echo "INFO Client: Submitting application application_1700000000000_0042 to ResourceManager"\n',
     )
-    _script(bin_dir / "yarn", f'echo "yarn $*" >> {calls}\n')
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPARK_YARN",
-        json.dumps({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}),
-    )
-    return bin_dir, calls
+    with running(FakeResourceManager(apps={"application_1700000000000_0042": "RUNNING"})) as rm:
+        extra = {"deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": rm.url}
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra})
+        )
+        yield bin_dir, calls, rm
 
 
 def _settings(tmp_path) -> tuple[JobSettings, RunLayout]:
@@ -74,25 +76,32 @@ def _settings(tmp_path) -> tuple[JobSettings, RunLayout]:
     return settings, layout
 
 
-def test_cluster_mode_submits_without_waiting_and_kills_through_yarn(tmp_path, fake_yarn):
-    bin_dir, calls = fake_yarn
+def test_cluster_mode_submits_without_waiting_and_kills_through_the_resource_manager(tmp_path, fake_yarn):
+    bin_dir, calls, rm = fake_yarn
     hook = StreamingJobHook("spark_yarn", jars="/jars/kafka.jar", py_files="/dist/provider.zip")
     settings, layout = _settings(tmp_path)
     handle = hook.submit(settings, layout, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    assert (handle.deploy_mode, handle.master, handle.application_id) == (
+    assert (handle.deploy_mode, handle.master, handle.application_id, handle.resource_manager) == (
         "cluster",
         "yarn",
         "application_1700000000000_0042",
+        rm.url,
     )
     submitted = calls.read_text()
     assert "--deploy-mode cluster" in submitted
     assert "spark.yarn.submit.waitAppCompletion=false" in submitted
     assert f"--settings {layout.settings_file}" in submitted
     assert stat.S_IMODE(layout.settings_file.stat().st_mode) == 0o600
+    assert handle.is_alive() is True
     assert hook.stop(handle.to_dict(), timeout=0.1) == "forced"
-    assert "yarn application -kill application_1700000000000_0042" in calls.read_text()
+    assert ("PUT", "/ws/v1/cluster/apps/application_1700000000000_0042/state") in rm.requests
+    assert rm.apps["application_1700000000000_0042"] == "KILLED" and handle.is_alive() is False
     status = read_status(layout.run_dir)
-    assert status["state"] == "killed" and "yarn application -kill" in status["reason"]
+    assert status["state"] == "killed"
+    assert status["reason"] == (
+        "killed through the cluster manager: YARN application application_1700000000000_0042 is KILLED "
+        f"(ResourceManager {rm.url})"
+    )
 
 
 def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(tmp_path):
