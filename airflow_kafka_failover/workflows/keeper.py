@@ -307,7 +307,17 @@ class KeepStreamingJobOperator(BaseOperator):
             self.log.info("the record or the fence moved since the job was seen dead; looking again")
             return self._watch(pair, state)
         handle = JobHandle.from_dict(record.job)
-        if handle.is_alive():
+        try:
+            alive = handle.is_alive()
+        except Exception as exc:  # a cluster manager that does not answer: never a second job of this epoch
+            self.log.warning(
+                "cannot tell whether %s runs (%s): not restarting it; looking again in %.0f s",
+                handle.describe(),
+                exc,
+                IDLE_RECHECK_S,
+            )
+            return self._watch(pair, state, not_before=time.time() + IDLE_RECHECK_S)
+        if alive:
             self.log.info("%s runs again (restarted by someone else); watching it", handle.describe())
             return self._watch(pair, state)
         restarted_at, committed_at = state.get("restarted_at"), look.get("committed_at")

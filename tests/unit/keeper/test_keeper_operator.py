@@ -195,3 +195,18 @@ def test_a_fence_two_epochs_ahead_fails_for_a_person(world):
     FencingMarker(tmp_path / "fence.json", "orders").write(4, "B")
     with pytest.raises(Exception, match="more than one switch apart"):
         operator.resume({}, event("act", finding="fence_ahead"))
+
+
+def test_a_cluster_manager_that_does_not_answer_at_restart_time_is_never_a_second_job(world, monkeypatch):
+    from airflow_kafka_failover.jobs.handle import JobHandle
+
+    operator, _, _ = world
+
+    def unreachable(self):
+        raise ConnectionError("ResourceManager at http://rm:8088 does not answer")
+
+    monkeypatch.setattr(JobHandle, "is_alive", unreachable)
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
+    assert deferred.value.trigger.not_before > time.time() + 20
