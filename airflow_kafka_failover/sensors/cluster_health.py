@@ -77,6 +77,16 @@ class _ClusterHealthSensor(BaseSensorOperator):
         """Seconds of probing one poke needs to be able to reach a decision on its own."""
         raise NotImplementedError
 
+    def starting_state(self, context) -> dict[str, Any]:
+        """Probe history to start the watch from (empty: start afresh).
+
+        A DAG woken by ``ClusterVerdictTrigger`` returns the history that trigger decided on, so that the
+        sensor confirms the verdict with one more probe instead of gathering it all again.
+
+        :param context: the task's context.
+        """
+        return {}
+
     # ---- mechanics ---------------------------------------------------------------------------------
 
     def _build(self, state: dict[str, Any] | None = None):
@@ -115,7 +125,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
     def execute(self, context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        watch = self._build()
+        watch = self._build(self.starting_state(context))
         watch.observe()  # check once: no trigger round trip when the answer is already known
         event = decision_event(self.kind, watch, watch.decide())
         if event["status"] != "waiting":
@@ -142,7 +152,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
 
     def poke(self, context) -> bool:
         if self._watch is None:
-            self._watch = self._build()
+            self._watch = self._build(self.starting_state(context))
         from airflow_kafka_failover.health.watch import watch_until
 
         decision = watch_until(self._watch, time.time() + self.observation_window())
