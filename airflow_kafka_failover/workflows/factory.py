@@ -107,7 +107,7 @@ def verdict_event(context: Any, asset_name: str | None) -> dict[str, Any] | None
 
 class _Forceable(BaseSensorOperator):
     """Sensor mix-in: with ``force`` or ``dry_run`` set, do not wait for the verdict; when the run was woken
-    by the verdict event, start from the evidence the trigger decided on.
+    by the verdict event, confirm the trigger's verdict with one probe instead of watching again.
 
     :param verdict_asset_name: the verdict asset whose events wake the DAG (``switch.wake: event``).
     """
@@ -134,16 +134,16 @@ class _Forceable(BaseSensorOperator):
             )
         return super().execute(context)
 
-    def starting_state(self, context: Any) -> dict[str, Any]:
+    def woken_verdict(self, context: Any) -> dict[str, Any] | None:
         woken_by = verdict_event(context, self.verdict_asset_name)
-        if woken_by is None:
-            return {}
+        if woken_by is None or woken_by.get("status") != "success":
+            return None
         self.log.info(
             "woken by the %s verdict of the triggerer's watch (%s): confirming it with one more probe",
             woken_by.get("kind"),
             woken_by.get("message"),
         )
-        return dict(woken_by.get("state") or {})
+        return woken_by
 
 
 class PairDownSensor(_Forceable, KafkaClusterDownSensor):

@@ -128,21 +128,45 @@ def _sensor(tmp_path: Path):
     return dag.get_task("wait_for_down")
 
 
-def test_the_woken_sensor_starts_from_the_triggers_evidence(tmp_path):
+def test_the_woken_sensor_reads_the_newest_verdict_event(tmp_path):
     sensor = _sensor(tmp_path)
     older, newest = _down_payload(), _down_payload()
     newest["state"]["history"][0]["at"] = 2.0
     context = _context([older, newest], sensor.verdict_asset_name)
     assert verdict_event(context, sensor.verdict_asset_name) == newest
-    assert sensor.starting_state(context) == newest["state"]
+    assert sensor.woken_verdict(context) == newest
 
 
-def test_a_run_not_woken_by_the_event_starts_afresh(tmp_path):
+def test_a_run_not_woken_by_the_event_watches_afresh(tmp_path):
     sensor = _sensor(tmp_path)
-    assert sensor.starting_state({"params": {}, "triggering_asset_events": {}}) == {}
+    assert sensor.woken_verdict({"params": {}, "triggering_asset_events": {}}) is None
     other = _context([_down_payload()], sensor.verdict_asset_name)
     assert verdict_event(other, "kafka_failover.orders.failback_verdict") is None
     assert verdict_event(other, None) is None
+    assert sensor.woken_verdict(_context([_down_payload("error")], sensor.verdict_asset_name)) is None
+
+
+@pytest.mark.parametrize(("reachable", "confirmed"), [(False, True), (True, False)])
+def test_a_new_probe_confirms_the_woken_down_verdict_or_sends_the_sensor_back_to_watching(
+    tmp_path, reachable, confirmed
+):
+    from airflow_kafka_failover.health.evidence import ProbeResult
+
+    sensor = _sensor(tmp_path)
+    woken = _down_payload()
+    probe = {
+        **woken["state"]["history"][0],
+        "at": 5.0,
+        "reachable": reachable,
+        "broker_count": int(reachable),
+    }
+    watch = SimpleNamespace(history=[ProbeResult.model_validate(probe)], state=lambda: {"history": [probe]})
+    event = sensor._confirm(woken, watch)
+    if confirmed:
+        assert event["status"] == "success" and event["state"] == {"history": [probe]}
+        assert event["message"] == "A is down (confirmed by a new probe)"
+    else:
+        assert event is None
 
 
 def test_a_run_woken_by_a_failed_watch_fails_with_the_triggers_message(tmp_path):
@@ -177,9 +201,11 @@ def test_the_woken_sensor_confirms_the_verdict_with_one_probe_instead_of_waiting
     sensor = _sensor(tmp_path)
     payload = _down_payload()
     now = time.time()
-    # Two failed probes 8 s and 4 s ago (the trigger's evidence); the default thresholds need 3 over 6 s.
+    # The trigger's evidence: 3 failed probes over 8 s, which ended 12 s ago (the run took that long to
+    # start). After that gap a fresh verdict would start counting again; the new probe confirms instead.
     first = payload["state"]["history"][0]
-    payload["state"]["history"] = [{**first, "at": now - 8}, {**first, "at": now - 4}]
+    payload["state"]["history"] = [{**first, "at": now - at} for at in (20, 16, 12)]
+    payload["decision"] = {"kind": "down", "is_down": True, "verdict": {"failing_since": now - 20}}
     pushed = {}
     ti = SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))
     context = {**_context([payload], sensor.verdict_asset_name), "ti": ti}
@@ -187,4 +213,5 @@ def test_the_woken_sensor_confirms_the_verdict_with_one_probe_instead_of_waiting
     decision = sensor.execute(context)  # no defer: it would raise TaskDeferred
     assert decision["is_down"] is True
     assert time.monotonic() - started < 20
-    assert len(pushed["health_evidence"]["history"]) == 3
+    history = pushed["health_evidence"]["history"]
+    assert history[-1]["at"] > now - 1 and not history[-1]["reachable"]
