@@ -15,7 +15,12 @@ that only the wake-up differs. The start DAG (through the API) starts the job on
    it, with the detection (the end of ``wait_for_down``) on the way.
 
     nice -n 10 .venv/bin/python benchmarks/bench_wakeup.py [--modes continuous,event] [--idle-seconds 300]
-        [--watch-timeout 600]
+        [--watch-timeout 600] [--settle-seconds 30]
+
+In event mode the failback trigger finds the primary healthy when the triggerer starts, so it wakes the
+failback DAG once; that run's ``gate`` waits ``--watch-timeout`` seconds (the failback does not apply while
+the primary is active) and ends skipped. With the default ``--settle-seconds`` the idle window includes
+that start-up run; ``--settle-seconds`` longer than ``--watch-timeout`` measures after it.
 
 Progress goes to stderr; the last line on stdout is JSON.
 """
