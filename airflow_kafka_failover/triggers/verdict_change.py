@@ -4,8 +4,8 @@ Event-driven scheduling (``switch.wake: event``): the trigger is an ``AssetWatch
 runs it for as long as the DAG is active, with the kwargs stored when the DAG was parsed. It drives the
 same watch and the same loop as the sensors (``build_watch`` and ``observe_until``) and yields an event
 each time the verdict *becomes* down (failover) or recovered (failback): once the verdict holds it waits
-until it no longer does before watching for the next change, so a cluster that stays down wakes the
-failover DAG once, not on every probe.
+until it changed back (down: the cluster answers; recovered: the cluster fails a probe) before watching
+for the next change, so a cluster that stays down wakes the failover DAG once, not on every probe.
 
 The triggerer identifies an event trigger by the hash of its classpath and kwargs: the kwargs hold
 configuration only (no deadline, no probe history), so every parse of the DAG maps to the same trigger.
@@ -89,6 +89,21 @@ class ClusterVerdictTrigger(BaseEventTrigger):
                     yield TriggerEvent({"status": "error", "kind": self.kind.value, "message": message})
             await asyncio.sleep(self.error_backoff_seconds)
 
+    def rearms(self, watch, decision) -> bool:
+        """Say whether the verdict changed back, so that the next time it becomes ``kind`` is an event.
+
+        Down changes back when the watch no longer says down (the cluster answered). Recovered changes back
+        only when the cluster fails a probe again: a replication lag that rises above the threshold for a
+        moment (a busy pair with ``max_replication_lag: 0``) would otherwise wake the failback DAG again
+        and again while nothing happened to the cluster (39 wake-ups in 11 minutes, measured).
+
+        :param watch: the watch, after its latest observation.
+        :param decision: its latest decision.
+        """
+        if self.kind is WatchKind.DOWN:
+            return not watch.conclusive(decision)
+        return bool(watch.history) and watch.history[-1].failed
+
     async def verdict_changes(self) -> AsyncIterator[dict[str, Any]]:
         """Yield one payload each time the verdict becomes ``kind``; runs until cancelled or it fails."""
         from asgiref.sync import sync_to_async
@@ -103,7 +118,7 @@ class ClusterVerdictTrigger(BaseEventTrigger):
             decision = await observe_until(watch, None)
             self.log.info("%s watch of %s: %s", self.kind.value, watch.cluster, decision.reason)
             yield {**decision_event(self.kind, watch, decision), "observed_at": time.time()}
-            decision = await observe_until(watch, None, until=lambda d: not watch.conclusive(d))
+            decision = await observe_until(watch, None, until=lambda d: self.rearms(watch, d))
             self.log.info(
                 "%s watch of %s: no longer %s (%s); watching for the next change",
                 self.kind.value,

@@ -124,6 +124,40 @@ def test_yields_when_the_verdict_becomes_down_and_not_again_until_it_changed(mon
     assert watch.seen > 20  # it kept watching after the second event without yielding a third
 
 
+@dataclass
+class _Probe:
+    failed: bool
+
+
+@dataclass
+class _RecoveryScript(_ScriptedWatch):
+    """Each step: (recovered, newest probe failed); a lag flap is not recovered without a failed probe."""
+
+    steps: list[tuple[bool, bool]] = field(default_factory=list)
+    history: list[_Probe] = field(default_factory=list)
+
+    def observe(self, at: float | None = None) -> None:
+        super().observe(at)
+        self.history.append(_Probe(self.steps[min(self.seen, len(self.steps)) - 1][1]))
+
+    def decide(self, now: float | None = None) -> _Decision:
+        recovered = self.steps[min(self.seen, len(self.steps)) - 1][0] if self.seen else False
+        return _Decision(
+            f"observation {self.seen}: {'recovered' if recovered else 'not recovered'}", recovered
+        )
+
+
+def test_a_recovered_verdict_wakes_again_only_after_the_cluster_failed_again(monkeypatch):
+    ok, lagging, failed = (True, False), (False, False), (False, True)
+    # recovered; two lag flaps (no failed probe: no new event); a failure; recovered again: the 2nd event.
+    steps = [ok, lagging, ok, lagging, ok, failed, lagging, ok]
+    watch = _RecoveryScript(script=[], steps=steps)
+    monkeypatch.setattr(verdict_change, "build_watch", lambda *args: watch)
+    events = asyncio.run(_events(_trigger(kind="recovered"), count=3, within=1.0))
+    assert [event["message"] for event in events] == ["observation 1: recovered", "observation 8: recovered"]
+    assert all(event["kind"] == "recovered" for event in events)
+
+
 def test_a_verdict_that_holds_from_the_start_wakes_once(monkeypatch):
     monkeypatch.setattr(verdict_change, "build_watch", lambda *args: _ScriptedWatch([True]))
     events = asyncio.run(_events(_trigger(), count=2, within=0.8))
