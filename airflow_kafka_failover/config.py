@@ -106,6 +106,13 @@ class StartPosition(StrEnum):
     LATEST = "latest"
 
 
+class SwitchWake(StrEnum):
+    """How the switch DAGs are woken when they run on their own."""
+
+    CONTINUOUS = "continuous"
+    EVENT = "event"
+
+
 class GapAction(StrEnum):
     """What a switch does when the target lacks records the job has not processed yet."""
 
@@ -262,7 +269,15 @@ class SwitchSpec(Schema):
         "with one slot so that only one switch of the pair runs at a time.",
     )
     automatic: Flag = Field(
-        True, description="The switch DAGs run on their own (`@continuous`); false makes them manual only."
+        True, description="The switch DAGs run on their own (see `wake`); false makes them manual only."
+    )
+    wake: Annotated[SwitchWake, choice(SwitchWake)] = Field(
+        SwitchWake.CONTINUOUS,
+        description="How the switch DAGs run on their own: `continuous` (`@continuous`: one run at a time "
+        "watches the primary for `watch_timeout_seconds`, then ends skipped and the next begins) or `event` "
+        "(the triggerer watches the primary without end and starts a run only when the verdict becomes down "
+        '(failover) or recovered (failback); no runs while the pair is quiet). See docs/concepts.md, "How '
+        'the switch DAGs are woken".',
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,17 +301,25 @@ class RecoveryWatch(ClusterWatch):
         return bool(getattr(decision, "is_recovered", False) or getattr(decision, "data_loss", None))
 
 
-async def observe_until(watch: ClusterWatch, deadline: float | None, on_decision=None) -> Decision:
+async def observe_until(
+    watch: ClusterWatch,
+    deadline: float | None,
+    on_decision=None,
+    until: Callable[[Decision], bool] | None = None,
+) -> Decision:
     """Observe on a fixed cadence until the decision is conclusive or ``deadline`` (unix seconds) passes.
 
-    The one implementation of the cadence, shared by the trigger (in the triggerer's event loop) and by
+    The one implementation of the cadence, shared by the triggers (in the triggerer's event loop) and by
     :func:`watch_until` (poke mode, tests, benchmarks). Observations run in worker threads and overlap
     when the cluster is slow to answer, so the cadence holds during a hang; each is stamped with its tick.
 
     :param watch: the watch to drive.
     :param deadline: when to give up and return the last (inconclusive) decision; None waits forever.
     :param on_decision: called with each new decision, e.g. to log progress.
+    :param until: ends the watch instead of ``watch.conclusive``, e.g. to wait until a verdict no longer
+        holds (the event trigger of ``ClusterVerdictTrigger``).
     """
+    ends = watch.conclusive if until is None else until
     import asyncio
 
     from asgiref.sync import sync_to_async
@@ -340,7 +348,7 @@ async def observe_until(watch: ClusterWatch, deadline: float | None, on_decision
             decision = watch.decide()
             if on_decision is not None:
                 on_decision(decision)
-            if watch.conclusive(decision):
+            if ends(decision):
                 return decision
         return decision
     finally:

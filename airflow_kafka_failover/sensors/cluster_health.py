@@ -77,6 +77,32 @@ class _ClusterHealthSensor(BaseSensorOperator):
         """Seconds of probing one poke needs to be able to reach a decision on its own."""
         raise NotImplementedError
 
+    def woken_verdict(self, context) -> dict[str, Any] | None:
+        """The verdict event of ``ClusterVerdictTrigger`` that woke this run; None when none did.
+
+        :param context: the task's context.
+        """
+        return None
+
+    def _confirm(self, woken: dict[str, Any], watch) -> dict[str, Any] | None:
+        """The trigger's verdict, confirmed by the probe just taken; None when that probe contradicts it.
+
+        The trigger's evidence ends when it decided; the run it woke starts seconds later, and that gap in
+        probing would restart the counting of a fresh verdict. One probe that agrees is enough to act on a
+        verdict the same watch reached moments ago; a primary that answers again (down) or fails again
+        (recovered) makes the sensor watch anew.
+        """
+        newest = watch.history[-1] if watch.history else None
+        agrees = newest is not None and (newest.failed if self.kind is WatchKind.DOWN else not newest.failed)
+        if not agrees:
+            self.log.info("the probe just taken contradicts the woken %s verdict: watching anew", self.kind)
+            return None
+        return {
+            **woken,
+            "state": watch.state(),
+            "message": f"{woken.get('message')} (confirmed by a new probe)",
+        }
+
     # ---- mechanics ---------------------------------------------------------------------------------
 
     def _build(self, state: dict[str, Any] | None = None):
@@ -115,9 +141,12 @@ class _ClusterHealthSensor(BaseSensorOperator):
     def execute(self, context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        watch = self._build()
+        woken = self.woken_verdict(context)
+        watch = self._build(dict(woken.get("state") or {}) if woken else None)
         watch.observe()  # check once: no trigger round trip when the answer is already known
         event = decision_event(self.kind, watch, watch.decide())
+        if event["status"] == "waiting" and woken is not None:
+            event = self._confirm(woken, watch) or event
         if event["status"] != "waiting":
             return self.execute_complete(context, event)
         timeout_seconds = self._timeout_seconds()

@@ -14,9 +14,11 @@ Per pair ``<p>``:
 - ``kafka_failover_<p>_keeper``: keep (deferrable): restarts a dead job in place, finishes a switch that was
   interrupted after it moved the fence, alerts on a stalled or lagging job.
 
-The switch DAGs run on their own (``@continuous``, one run at a time: each run watches for up to
-``switch.watch_timeout_seconds`` and ends skipped when nothing happened) and can be triggered by hand with
-the Params ``force``, ``dry_run`` and ``reason``.
+The switch DAGs run on their own and can be triggered by hand with the Params ``force``, ``dry_run`` and
+``reason``. ``switch.wake`` says how they are woken: ``continuous`` (``@continuous``, one run at a time:
+each run watches for up to ``switch.watch_timeout_seconds`` and ends skipped when nothing happened) or
+``event`` (scheduled on the pair's verdict asset, whose ``AssetWatcher`` runs ``ClusterVerdictTrigger`` in
+the triggerer: a run starts only when the primary's verdict becomes down, or recovered).
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, BaseSensorOperator, Param, task
+from airflow.sdk import DAG, Asset, AssetWatcher, BaseSensorOperator, Param, task
 
-from airflow_kafka_failover.config import PairConfig, load_pairs
+from airflow_kafka_failover.config import PairConfig, SwitchWake, load_pairs
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor, KafkaClusterRecoveredSensor
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
@@ -70,8 +72,49 @@ def pair_asset(pair: str) -> Asset:
     return Asset(name=f"kafka_failover.{pair}", uri=f"kafka-failover://{pair}/active")
 
 
+def verdict_asset(pair: str, kind: str, watchers: list[AssetWatcher] | None = None) -> Asset:
+    """The asset whose events wake the ``kind`` DAG of ``pair`` under ``switch.wake: event``.
+
+    :param pair: the pair's name.
+    :param kind: ``failover`` (the primary's verdict became down) or ``failback`` (it became recovered).
+    :param watchers: the asset's watcher (in the DAG that is scheduled on it); none to refer to it.
+    """
+    return Asset(
+        name=f"kafka_failover.{pair}.{kind}_verdict",
+        uri=f"kafka-failover://{pair}/{kind}-verdict",
+        watchers=watchers or [],
+    )
+
+
+def verdict_event(context: Any, asset_name: str | None) -> dict[str, Any] | None:
+    """The newest payload of ``ClusterVerdictTrigger`` among the events that triggered this run, if any.
+
+    :param context: the task's context; a manual or ``@continuous`` run has no triggering events.
+    :param asset_name: the verdict asset's name; None: the DAG is not woken by events.
+    """
+    if not asset_name:
+        return None
+    events = context.get("triggering_asset_events") or {}
+    for asset in events:
+        if getattr(asset, "name", None) != asset_name:
+            continue
+        payloads = [(event.extra or {}).get("payload") for event in events[asset]]
+        found = [payload for payload in payloads if isinstance(payload, dict)]
+        if found:
+            return found[-1]
+    return None
+
+
 class _Forceable(BaseSensorOperator):
-    """Sensor mix-in: with ``force`` or ``dry_run`` set, do not wait for the verdict."""
+    """Sensor mix-in: with ``force`` or ``dry_run`` set, do not wait for the verdict; when the run was woken
+    by the verdict event, confirm the trigger's verdict with one probe instead of watching again.
+
+    :param verdict_asset_name: the verdict asset whose events wake the DAG (``switch.wake: event``).
+    """
+
+    def __init__(self, *, verdict_asset_name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.verdict_asset_name = verdict_asset_name
 
     def execute(self, context: Any) -> Any:
         params = context.get("params") or {}
@@ -83,7 +126,24 @@ class _Forceable(BaseSensorOperator):
                 params.get("dry_run"),
             )
             return None
+        woken_by = verdict_event(context, self.verdict_asset_name)
+        if woken_by is not None and woken_by.get("status") == "error":
+            raise RuntimeError(
+                f"the {woken_by.get('kind')} watch in the triggerer failed: {woken_by.get('message')}; fix "
+                "the cause (the triggerer's log has the traceback), the watch starts again on its own"
+            )
         return super().execute(context)
+
+    def woken_verdict(self, context: Any) -> dict[str, Any] | None:
+        woken_by = verdict_event(context, self.verdict_asset_name)
+        if woken_by is None or woken_by.get("status") != "success":
+            return None
+        self.log.info(
+            "woken by the %s verdict of the triggerer's watch (%s): confirming it with one more probe",
+            woken_by.get("kind"),
+            woken_by.get("message"),
+        )
+        return woken_by
 
 
 class PairDownSensor(_Forceable, KafkaClusterDownSensor):
@@ -258,12 +318,19 @@ def down_corroboration(pair: PairConfig) -> dict[str, Any]:
 def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
     """The failover or failback DAG of one pair."""
     source, target = (pair.primary, pair.standby) if kind == "failover" else (pair.standby, pair.primary)
-    primary = pair.cluster(pair.primary)
     watch_timeout = pair.switch.watch_timeout_seconds
+    by_event = pair.switch.automatic and pair.switch.wake is SwitchWake.EVENT
+    asset_name = verdict_asset(pair.name, kind).name if by_event else None
+    wait = _verdict_sensor(pair, kind, watch_timeout, asset_name)
+    schedule: Any = None
+    if by_event:
+        schedule = [verdict_asset(pair.name, kind, [verdict_watcher(pair, kind, wait)])]
+    elif pair.switch.automatic:
+        schedule = "@continuous"
     with DAG(
         dag_id=f"kafka_failover_{pair.name}_{kind}",
         description=f"{kind} of pair {pair.name}: move the streaming job from {source} to {target}",
-        schedule="@continuous" if pair.switch.automatic else None,
+        schedule=schedule,
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -282,37 +349,66 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
             timeout=watch_timeout,
             soft_fail=True,
         )
-        if kind == "failover":
-            wait: _Forceable = PairDownSensor(
-                task_id="wait_for_down",
-                kafka_config_id=primary.connection,
-                cluster_alias=primary.alias,
-                thresholds=pair.health.model_dump(),
-                deferrable=True,
-                timeout=watch_timeout,
-                soft_fail=True,
-                **down_corroboration(pair),
-            )
-        else:
-            active = pair.cluster(pair.standby)
-            wait = PairRecoveredSensor(
-                task_id="wait_for_recovery",
-                watched_cluster=pair.primary,
-                kafka_config_id=primary.connection,
-                cluster_alias=primary.alias,
-                active_kafka_config_id=active.connection,
-                active_alias=active.alias,
-                replicated_topics=list(pair.topics),
-                replication_policy=pair.replication.policy,
-                separator=pair.replication.separator,
-                offset_syncs_location=pair.replication.offset_syncs_location,
-                thresholds=pair.health.model_dump(),
-                deferrable=True,
-                timeout=watch_timeout,
-                soft_fail=True,
-            )
+        dag.add_task(wait)
         _switch_tasks(config_path, pair, kind, gate, wait)
     return dag
+
+
+def _verdict_sensor(pair: PairConfig, kind: str, watch_timeout: float, asset_name: str | None) -> _Forceable:
+    """The primary's down (failover) or recovered (failback) sensor of a switch DAG, outside any DAG yet."""
+    primary = pair.cluster(pair.primary)
+    if kind == "failover":
+        return PairDownSensor(
+            task_id="wait_for_down",
+            kafka_config_id=primary.connection,
+            cluster_alias=primary.alias,
+            thresholds=pair.health.model_dump(),
+            deferrable=True,
+            timeout=watch_timeout,
+            soft_fail=True,
+            verdict_asset_name=asset_name,
+            **down_corroboration(pair),
+        )
+    active = pair.cluster(pair.standby)
+    return PairRecoveredSensor(
+        task_id="wait_for_recovery",
+        watched_cluster=pair.primary,
+        kafka_config_id=primary.connection,
+        cluster_alias=primary.alias,
+        active_kafka_config_id=active.connection,
+        active_alias=active.alias,
+        replicated_topics=list(pair.topics),
+        replication_policy=pair.replication.policy,
+        separator=pair.replication.separator,
+        offset_syncs_location=pair.replication.offset_syncs_location,
+        thresholds=pair.health.model_dump(),
+        deferrable=True,
+        timeout=watch_timeout,
+        soft_fail=True,
+        verdict_asset_name=asset_name,
+    )
+
+
+def verdict_watcher(pair: PairConfig, kind: str, sensor: _Forceable) -> AssetWatcher:
+    """The watcher of the ``kind`` verdict asset: the sensor's own watch, run in the triggerer without end.
+
+    The recovered watch carries no recorded watermarks here (they live in the record, which changes with
+    every switch, and the trigger's kwargs must not): the woken run's sensor checks for data loss.
+
+    :param pair: the pair.
+    :param kind: ``failover`` or ``failback``.
+    :param sensor: the DAG's verdict sensor, whose watch arguments the trigger uses.
+    """
+    from airflow_kafka_failover.triggers.verdict_change import ClusterVerdictTrigger
+
+    return AssetWatcher(
+        name=f"kafka_failover_{pair.name}_{kind}_verdict",
+        trigger=ClusterVerdictTrigger(
+            kind=sensor.kind,  # type: ignore[attr-defined]
+            watch_kwargs=sensor.watch_kwargs(),  # type: ignore[attr-defined]
+            thresholds=pair.health.model_dump(),
+        ),
+    )
 
 
 def build_start_dag(config_path: str, pair: PairConfig) -> DAG:

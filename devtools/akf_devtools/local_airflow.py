@@ -70,12 +70,15 @@ def dag_ids() -> list[str]:
     return [f"kafka_failover_{PAIR}_{kind}" for kind in DAG_KINDS]
 
 
-def sandbox_pair_config(example: Path, automatic: bool, home: Path) -> dict[str, Any]:
+def sandbox_pair_config(
+    example: Path, automatic: bool, home: Path, settings: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The example pair of ``example`` set up for the sandbox: job files under ``home``, a light Spark job.
 
     :param example: the example config (``examples/pairs.yaml``).
-    :param automatic: whether the switch DAGs run on their own (``@continuous``) or only when triggered.
+    :param automatic: whether the switch DAGs run on their own (``switch.wake``) or only when triggered.
     :param home: where the job's sink, checkpoints, runs and fencing marker go.
+    :param settings: pair config sections to merge in last, e.g. ``{"switch": {"wake": "event"}}``.
     """
     pair = yaml.safe_load(example.read_text())["pairs"][PAIR]
     pair["job"] = {
@@ -87,6 +90,8 @@ def sandbox_pair_config(example: Path, automatic: bool, home: Path) -> dict[str,
         "fencing_marker": str(home / "fencing" / f"{PAIR}.json"),
     }
     pair["switch"] = {**(pair.get("switch") or {}), "automatic": automatic}
+    for section, values in (settings or {}).items():
+        pair[section] = {**(pair.get(section) or {}), **values}
     return {"pairs": {PAIR: pair}}
 
 
@@ -118,6 +123,7 @@ class LocalAirflow:
     :param automatic: run the switch DAGs on their own (``@continuous``) instead of only on a trigger.
     :param login: require the generated admin password; False lets everyone in as admin.
     :param produce_rate: records per second written to the topic on the active cluster (0: none).
+    :param pair_settings: pair config sections merged into the example pair's (benchmarks, tests).
     """
 
     run_dir: Path
@@ -125,6 +131,7 @@ class LocalAirflow:
     automatic: bool = False
     login: bool = True
     produce_rate: float = 2.0
+    pair_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     producer: Any = field(default=None, init=False)
     _token: str = field(default="", init=False, repr=False)
     _lock: Any = field(default=None, init=False, repr=False)
@@ -176,7 +183,7 @@ class LocalAirflow:
         bootstraps = {name: cluster["bootstrap"] for name, cluster in info["clusters"].items()}
         self._create_topics(bootstraps)
         example = project_root() / "examples" / "pairs.yaml"
-        config = sandbox_pair_config(example, self.automatic, self.job_home)
+        config = sandbox_pair_config(example, self.automatic, self.job_home, self.pair_settings)
         self.config_path.write_text(yaml.safe_dump(config))
         env = self.airflow_env(connection_env(config, bootstraps))
         _say("preparing Airflow's metadata database ...")
@@ -361,6 +368,17 @@ class LocalAirflow:
                 return json.loads(response.read())
         except (OSError, ValueError, KeyError):  # URLError and HTTPError are OSErrors
             return None
+
+    def api_post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` to Airflow's API as the admin user; return the JSON answer (HTTP errors raise)."""
+        request = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
 
     # ---- producer and stop ---------------------------------------------------------------------------
 
