@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +111,6 @@ def keeper_loop(config_path: str, pair_name: str, seconds: float) -> int:
     from akf_devtools.sandbox.airflow_env import read_variable
 
     from airflow_kafka_failover.config import load_pair
-    from airflow_kafka_failover.keeper_findings import KeeperLimits
     from airflow_kafka_failover.record import ActiveRecord
     from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
 
@@ -120,21 +118,7 @@ def keeper_loop(config_path: str, pair_name: str, seconds: float) -> int:
     home = Path(os.environ["AIRFLOW_HOME"])
     data = read_variable(home, f"kafka_failover.{pair_name}.active_record")
     record = ActiveRecord.from_dict(data, tuple(pair.clusters), "the benchmark's record")
-    assert record.job is not None
-    limits = KeeperLimits.of(
-        pair.keeper.stall_trigger_intervals, pair.job.trigger_interval_seconds, pair.keeper.max_lag_records
-    )
-    trigger = JobKeeperTrigger(
-        pair=pair.name,
-        job=record.job,
-        fencing_marker=str(pair.job.fencing_marker),
-        kafka_config_id=pair.cluster(record.active).connection,
-        topics=list(pair.topics_on(record.active)),
-        interval=pair.keeper.interval_seconds,
-        limits=asdict(limits),
-        deadline=time.time() + seconds,
-        state={"deadline": time.time() + seconds},
-    )
+    trigger = JobKeeperTrigger.for_record(pair, record, {"deadline": time.time() + seconds})
 
     async def drive() -> dict[str, Any]:
         events = [event async for event in trigger.run()]

@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_kafka_failover.config import PairConfig
 from airflow_kafka_failover.keeper_findings import (
     ACTIONS,
     ALERTS,
@@ -29,6 +31,7 @@ from airflow_kafka_failover.keeper_findings import (
     assess,
     describe,
 )
+from airflow_kafka_failover.record import ActiveRecord
 
 WARN_EVERY_S = 300.0
 """How often the same kind of trouble (a lag that cannot be measured, a job whose state cannot be told) is
@@ -96,6 +99,44 @@ class JobKeeperTrigger(BaseTrigger):
                 "alerted": self.alerted,
                 "state": self.state,
             },
+        )
+
+    @classmethod
+    def for_record(
+        cls,
+        pair: PairConfig,
+        record: ActiveRecord,
+        state: dict[str, Any],
+        not_before: float = 0.0,
+        alerted: list[str] | None = None,
+    ) -> JobKeeperTrigger:
+        """The trigger that keeps the job ``record`` names, with the pair's keeper settings.
+
+        :param pair: the pair.
+        :param record: its active record (with a job).
+        :param state: the keeper run's state; its ``deadline`` ends the window.
+        :param not_before: unix seconds before which a dead job is not reported.
+        :param alerted: findings already alerted on.
+        """
+        if record.job is None:
+            raise ValueError(f"the record of pair {pair.name!r} names no job to keep")
+        limits = KeeperLimits.of(
+            pair.keeper.stall_trigger_intervals,
+            pair.job.trigger_interval_seconds,
+            pair.keeper.max_lag_records,
+        )
+        return cls(
+            pair=pair.name,
+            job=record.job,
+            fencing_marker=str(pair.job.fencing_marker),
+            kafka_config_id=pair.cluster(record.active).connection,
+            topics=list(pair.topics_on(record.active)),
+            interval=pair.keeper.interval_seconds,
+            limits=asdict(limits),
+            deadline=state["deadline"],
+            not_before=not_before,
+            alerted=alerted,
+            state=state,
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

@@ -240,28 +240,9 @@ class KeepStreamingJobOperator(BaseOperator):
         memory: KeeperMemory,
         not_before: float,
     ) -> Any:
-        from airflow_kafka_failover.keeper_findings import KeeperLimits
         from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
 
-        assert record.job is not None
-        limits = KeeperLimits.of(
-            pair.keeper.stall_trigger_intervals,
-            pair.job.trigger_interval_seconds,
-            pair.keeper.max_lag_records,
-        )
-        trigger = JobKeeperTrigger(
-            pair=pair.name,
-            job=record.job,
-            fencing_marker=str(pair.job.fencing_marker),
-            kafka_config_id=pair.cluster(record.active).connection,
-            topics=list(pair.topics_on(record.active)),
-            interval=pair.keeper.interval_seconds,
-            limits=asdict(limits),
-            deadline=state["deadline"],
-            not_before=not_before,
-            alerted=memory.alerted,
-            state=state,
-        )
+        trigger = JobKeeperTrigger.for_record(pair, record, state, not_before, memory.alerted)
         self.defer(trigger=trigger, method_name="resume")
 
     def _sleep(self, state: dict[str, Any], seconds: float, reason: str = "looking again") -> Any:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from akf_devtools.demo.story import QUICK_HEALTH, RunningDag, switch_figures
 from akf_devtools.demo.story import Story as _Story
 
 TEST_HEALTH = QUICK_HEALTH
 
-__all__ = ["TEST_HEALTH", "RunningDag", "Story", "new_pair_story", "timed"]
+__all__ = ["TEST_HEALTH", "RunningDag", "Story", "new_pair_story", "run_chain", "timed"]
 
 
 class Story(_Story):
@@ -61,3 +62,27 @@ def new_pair_story(
         if story.producer is not None:
             story.producer.stop()
         story.stop_job()
+
+
+def run_chain(
+    steps: list[Callable[..., None]], story: Story, outcomes: dict[str, str], step: Callable[..., None]
+) -> None:
+    """Run every step of ``steps`` up to and including ``step`` that has not run yet on this story.
+
+    A chained module's tests each call this, so a test run alone (``-k``) first runs the steps before it,
+    and in file order every test runs only its own step.
+
+    :param steps: the module's chain, in order.
+    :param story: the module's pair story.
+    :param outcomes: the module's ``steps_run`` fixture (name -> "passed" or "failed"), updated here.
+    :param step: the last step to run.
+    """
+    for earlier in steps[: steps.index(step) + 1]:
+        name = earlier.__name__
+        if outcomes.get(name) == "failed":
+            pytest.fail(f"{name} failed earlier on this sandbox; the later steps cannot run (see its test)")
+        if name in outcomes:
+            continue
+        outcomes[name] = "failed"
+        earlier(story)
+        outcomes[name] = "passed"

@@ -33,7 +33,7 @@ from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.process_group import ManagedProcess
-from tests.integration.switch_story import new_pair_story
+from tests.integration.switch_story import new_pair_story, run_chain
 
 pytestmark = pytest.mark.spark
 
@@ -275,16 +275,7 @@ def steps_run() -> dict[str, str]:
 
 
 def run_through(story, outcomes: dict[str, str], step: Callable[..., None]) -> None:
-    """Run the steps of the chain up to ``step`` that have not run yet (as test_switch_dags does)."""
-    for earlier in STEPS[: STEPS.index(step) + 1]:
-        name = earlier.__name__
-        if outcomes.get(name) == "failed":
-            pytest.fail(f"{name} failed earlier on this sandbox; the later steps cannot run (see its test)")
-        if name in outcomes:
-            continue
-        outcomes[name] = "failed"
-        earlier(story)
-        outcomes[name] = "passed"
+    run_chain(STEPS, story, outcomes, step)
 
 
 @pytest.mark.timeout(1200)

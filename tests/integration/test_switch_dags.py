@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 
-from tests.integration.switch_story import new_pair_story, timed
+from tests.integration.switch_story import new_pair_story, run_chain, timed
 
 pytestmark = pytest.mark.spark
 
@@ -179,21 +179,7 @@ def steps_run() -> dict[str, str]:
 
 
 def run_through(story, outcomes: dict[str, str], step: Callable[..., None]) -> None:
-    """Run every step of the chain up to and including ``step`` that has not run yet on this story.
-
-    :param story: the module's pair story.
-    :param outcomes: the ``steps_run`` fixture, updated as the steps run.
-    :param step: the last step to run.
-    """
-    for earlier in STEPS[: STEPS.index(step) + 1]:
-        name = earlier.__name__
-        if outcomes.get(name) == "failed":
-            pytest.fail(f"{name} failed earlier on this sandbox; the later steps cannot run (see its test)")
-        if name in outcomes:
-            continue
-        outcomes[name] = "failed"
-        earlier(story)
-        outcomes[name] = "passed"
+    run_chain(STEPS, story, outcomes, step)
 
 
 @chain_timeout(step_start_runs_the_job_on_the_primary)
