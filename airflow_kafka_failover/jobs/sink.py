@@ -18,12 +18,16 @@ of switches is checked for exactly-once.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("airflow_kafka_failover.job")
 
 STAGING = "_staging"
 COLUMNS = (
@@ -79,6 +83,89 @@ def rows_written_after(sink_root: str | os.PathLike[str], epoch: int, batch_id: 
         if batch_epoch == epoch and batch > batch_id
         for file in path.glob("*.parquet")
     )
+
+
+class ParquetBatchSink:
+    """The packaged job's ``foreachBatch`` writer: one complete directory per (epoch, batch).
+
+    :param sink_root: the sink's root folder (a path every writer of the pair shares).
+    :param epoch: the run's epoch.
+    """
+
+    def __init__(self, sink_root: str | os.PathLike[str], epoch: int) -> None:
+        self.sink_root = sink_root
+        self.epoch = epoch
+
+    def write_batch(self, batch_df: Any, batch_id: int) -> dict[str, Any] | None:
+        """Write ``batch_df`` (plus a ``batch_id`` column) unless the batch's directory is already there.
+
+        :return: for a replayed batch (nothing read from Kafka), its statistics from the Parquet footers of
+            the output already there, for its progress line; None after a write (the source's observation
+            counts it).
+        """
+        from pyspark.sql import functions as F
+
+        final = batch_dir(self.sink_root, self.epoch, batch_id)
+        if final.is_dir():
+            log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
+            return footer_stats(final)
+        staging = staging_dir(self.sink_root, self.epoch, batch_id, uuid.uuid4().hex[:8])
+        batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("errorifexists").parquet(
+            str(staging)
+        )
+        final.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            log.info("batch %s: another attempt placed %s first; keeping it", batch_id, final)
+        return None
+
+
+def footer_stats(batch: Path) -> dict[str, Any] | None:
+    """Batch statistics from Parquet footers, or None when they cannot give them (no pyarrow, mixed files)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    records = without_id = 0
+    newest: dict[str, dict[str, int]] = {}
+    last: dict[str, dict[str, int]] = {}
+    for file in sorted(batch.glob("*.parquet")):
+        metadata = pq.ParquetFile(file).metadata
+        schema = metadata.schema.to_arrow_schema()
+        columns = {
+            name: schema.get_field_index(name)
+            for name in ("record_id", "topic", "partition", "offset", "timestamp_ms")
+        }
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            if row_group.num_rows == 0:
+                continue
+            found = {name: row_group.column(index).statistics for name, index in columns.items()}
+            if any(
+                stat is None or not stat.has_min_max for name, stat in found.items() if name != "record_id"
+            ):
+                return None
+            topic = found["topic"].min
+            if (
+                not isinstance(topic, str)
+                or topic != found["topic"].max
+                or found["partition"].min != found["partition"].max
+            ):
+                return None
+            records += row_group.num_rows
+            id_stats = found["record_id"]
+            if id_stats is None or id_stats.null_count is None:
+                return None
+            without_id += id_stats.null_count
+            key = str(found["partition"].min)
+            for into, column in ((newest, "timestamp_ms"), (last, "offset")):
+                value = int(found[column].max)
+                partitions = into.setdefault(topic, {})
+                partitions[key] = max(value, partitions.get(key, value))
+    return {"records": records, "without_id": without_id, "max_timestamp_ms": newest, "max_offset": last}
 
 
 @dataclass

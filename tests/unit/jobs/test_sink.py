@@ -193,7 +193,7 @@ def test_rows_written_after_a_batch_count_only_that_epoch(tmp_path):
 
 
 def test_batch_statistics_come_from_the_parquet_footers(tmp_path):
-    from airflow_kafka_failover.jobs.stream_job import _footer_stats
+    from airflow_kafka_failover.jobs.sink import footer_stats as _footer_stats
 
     write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row(None, 6, partition=0)], name="part-0.parquet")
     write_batch(tmp_path, 1, 0, [row("b", 9, partition=1)], name="part-1.parquet")
@@ -210,7 +210,7 @@ def test_batch_statistics_come_from_the_parquet_footers(tmp_path):
 
 
 def test_batch_statistics_need_one_kafka_partition_per_file(tmp_path):
-    from airflow_kafka_failover.jobs.stream_job import _footer_stats
+    from airflow_kafka_failover.jobs.sink import footer_stats as _footer_stats
 
     write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row("b", 6, partition=1)])
     assert _footer_stats(batch_dir(tmp_path, 1, 0)) is None

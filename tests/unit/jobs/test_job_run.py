@@ -1,4 +1,4 @@
-"""The job's batch bookkeeping without Spark: a replayed batch, its log line, and the one Admin client.
+"""The job protocol without Spark: the fence before a batch, progress lines from observations, group commits.
 
 Spark and the JVM are stood in for by small fakes; the write itself (a real Spark job) is covered by the
 integration tests that run the job under spark-submit.
@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.jobs.sink import batch_dir
-from airflow_kafka_failover.jobs.stream_job import StepTimes, StreamRun
-from tests.unit.jobs.test_sink import row, write_batch
+from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, JobRun, RunStopping
+from airflow_kafka_failover.types import TopicPartition
 
 BENCH_JOB = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_job.py"
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
@@ -100,7 +100,7 @@ def job_log() -> list[str]:
 
 
 @pytest.fixture
-def run(tmp_path, calls) -> StreamRun:
+def run(tmp_path, calls) -> JobRun:
     settings = JobSettings(
         pair="orders",
         cluster="A",
@@ -118,63 +118,84 @@ def run(tmp_path, calls) -> StreamRun:
         id="query-1", runId="run-1", awaitTermination=lambda timeout: True, stop=lambda: None
     )
     spark = SimpleNamespace(sparkContext=SimpleNamespace(_jvm=fake_jvm(calls), applicationId="local-1"))
-    spark.readStream = FluentStream(calls, query)
-    return StreamRun(settings, spark)
-
-
-def replayed_batch(run: StreamRun, batch_id: int, end: dict[str, dict[str, int]]) -> None:
-    """A batch whose output is already in place, as after a crash between the sink and Spark's commit."""
-    write_batch(
-        Path(run.settings.sink_root),
-        run.settings.epoch,
-        batch_id,
-        [row("r-1", 10, partition=0), row("r-2", 11, partition=0)],
+    spark.streams = SimpleNamespace(
+        addListener=lambda listener: calls.append(("listen",)),
+        removeListener=lambda listener: calls.append(("unlisten",)),
     )
-    offsets = Path(run.settings.checkpoint) / "offsets" / str(batch_id)
-    offsets.parent.mkdir(parents=True, exist_ok=True)
-    offsets.write_text("\n".join(["v1", METADATA, json.dumps(end)]))
+    spark.readStream = FluentStream(calls, query)
+    FencingMarker(Path(settings.fencing_marker), "orders").write(0, "A")
+    return JobRun(settings, spark)
 
 
-def test_step_times_laps_in_order():
-    steps = StepTimes()
-    steps.lap("write")
-    steps.lap("stats")
-    assert [name for name, _ in steps.steps] == ["write", "stats"]
-    assert all(seconds >= 0 for _, seconds in steps.steps)
-    assert steps.total() >= sum(seconds for _, seconds in steps.steps)
-    assert str(steps).startswith("write 0.00 s, stats 0.00 s")
+def committed_batch(run: JobRun, batch_id: int, end: dict[str, dict[str, int]]) -> None:
+    """The checkpoint files Spark writes for a committed batch."""
+    for folder, text in (("offsets", "\n".join(["v1", METADATA, json.dumps(end)])), ("commits", "v1\n{}")):
+        path = Path(run.settings.checkpoint) / folder / str(batch_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
-def test_replayed_batch_writes_nothing_and_still_records_progress_and_commits(run, calls, job_log):
-    replayed_batch(run, 5, {"orders": {"0": 12}})
-    before = sorted(p.name for p in batch_dir(run.settings.sink_root, 0, 5).iterdir())
-    run.process_batch(None, 5)  # no DataFrame: a replayed batch must not touch it
-    assert sorted(p.name for p in batch_dir(run.settings.sink_root, 0, 5).iterdir()) == before
-    lines = (Path(run.settings.checkpoint) / "progress.jsonl").read_text().splitlines()
-    progress = [json.loads(line) for line in lines]
-    assert [(p["batch_id"], p["records"], p["end_offsets"]) for p in progress] == [
-        (5, 2, {"orders": {"0": 12}})
-    ]
+def progress_lines(run: JobRun) -> list[dict]:
+    path = Path(run.settings.checkpoint) / "progress.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_batch_is_written_then_recorded_from_the_source_observation(run, calls, job_log):
+    run.partitions = [TopicPartition("orders", 0), TopicPartition("orders", 1)]
+    written = []
+    run.guarded(lambda df, batch_id: written.append(batch_id))("batch-df", 5)
+    committed_batch(run, 5, {"orders": {"0": 12, "1": 30}})
+    observed = {"records": 3, "o0": 11, "t0": 1700, "o1": None, "t1": None}
+    run.record_batch(5, {SOURCE_METRICS: observed}, {"triggerExecution": 1500, "addBatch": 1200})
+    assert written == [5] and run.last_batch == 5
+    [line] = progress_lines(run)
+    assert (line["batch_id"], line["records"], line["end_offsets"]) == (5, 3, {"orders": {"0": 12, "1": 30}})
+    assert line["max_offset"] == {"orders": {"0": 11}} and line["max_timestamp_ms"] == {"orders": {"0": 1700}}
     assert calls == [
         ("create", {"bootstrap.servers": "a1:9092", "security.protocol": "PLAINTEXT"}),
-        ("commit", "bk-orders", {("orders", 0): 12}),
+        ("commit", "bk-orders", {("orders", 0): 12, ("orders", 1): 30}),
     ]
-    assert run.last_batch == 5
-    line = next(message for message in job_log if message.startswith("batch 5: 2 records in"))
-    assert "(write " in line and ", stats " in line and ", progress " in line and ", group commit " in line
+    line = next(message for message in job_log if message.startswith("batch 5: 3 records in"))
+    assert "(write " in line and ", progress " in line and ", group commit " in line
 
 
-def test_one_admin_client_for_every_batch(run, calls):
-    replayed_batch(run, 0, {"orders": {"0": 2}})
-    replayed_batch(run, 1, {"orders": {"0": 4}})
-    run.process_batch(None, 0)
-    run.process_batch(None, 1)
-    assert [call[0] for call in calls] == ["create", "commit", "commit"]
+def test_a_replayed_batch_keeps_the_statistics_its_writer_returns(run):
+    stats = {"records": 2, "max_timestamp_ms": {"orders": {"0": 9}}, "max_offset": {"orders": {"0": 11}}}
+    run.guarded(lambda df, batch_id: stats)(None, 4)
+    committed_batch(run, 4, {"orders": {"0": 12}})
+    run.record_batch(4, {SOURCE_METRICS: {"records": 0}})
+    [line] = progress_lines(run)
+    assert (line["records"], line["max_offset"]) == (2, {"orders": {"0": 11}})
 
 
-def test_run_opens_the_admin_client_before_the_query_and_closes_it_after(run, calls):
-    assert run.run() == 0
-    assert [call[0] for call in calls] == ["create", "start", "close"]
+def test_a_batch_is_recorded_once_and_only_when_spark_committed_it(run, calls):
+    committed_batch(run, 0, {"orders": {"0": 2}})
+    run.record_batch(1, {})  # planned, not committed
+    run.record_batch(0, {})
+    run.record_batch(0, {})  # Spark may report a batch twice
+    assert [line["batch_id"] for line in progress_lines(run)] == [0]
+    assert [call[0] for call in calls] == ["create", "commit"]
+
+
+def test_catch_up_records_what_the_listener_left(run):
+    for batch_id in (0, 1, 2):
+        committed_batch(run, batch_id, {"orders": {"0": batch_id + 1}})
+    run.record_batch(0, {SOURCE_METRICS: {"records": 1}})
+    run.catch_up()
+    assert [(line["batch_id"], line["records"]) for line in progress_lines(run)] == [(0, 1), (1, None), (2, None)]
+
+
+def test_a_fenced_run_writes_nothing(run):
+    FencingMarker(Path(run.settings.fencing_marker), "orders").write(1, "B")
+    written = []
+    with pytest.raises(RunStopping, match="epoch is now 1"):
+        run.guarded(lambda df, batch_id: written.append(batch_id))("batch-df", 0)
+    assert written == [] and run.stop_state == "fenced"
+
+
+def test_run_opens_the_admin_client_and_the_listener_before_the_query_and_closes_them_after(run, calls):
+    assert run.run(lambda: run.spark.readStream.start()) == 0
+    assert [call[0] for call in calls] == ["create", "listen", "start", "unlisten", "close"]
     status = json.loads((Path(run.settings.run_dir) / "status.json").read_text())
     assert status["state"] == "stopped"
 
@@ -187,8 +208,9 @@ def test_the_batch_line_is_what_the_benchmark_parses(run, job_log):
         spec.loader.exec_module(bench)
     finally:
         sys.modules.pop(spec.name, None)
-    replayed_batch(run, 3, {"orders": {"0": 7}})
-    run.process_batch(None, 3)
+    run.guarded(lambda df, batch_id: None)("batch-df", 3)
+    committed_batch(run, 3, {"orders": {"0": 7}})
+    run.record_batch(3, {SOURCE_METRICS: {"records": 2}}, {"triggerExecution": 900})
     text = "\n".join(f"[akf-job] {message}" for message in job_log)
     match = bench.JOB_BATCH_LINE.search(text)
     assert match is not None and match[1] == "3" and match[2] == "2"

@@ -1,0 +1,284 @@
+"""Run your own PySpark streaming job under the failover DAGs.
+
+The DAGs submit your application with ``--settings <file>``; :class:`FailoverStream` reads that file and
+does the rest of the contract (status, stop requests, the fence, progress lines, bookkeeping-group commits)
+around every micro-batch, so that your code is only your transformation and your sink::
+
+    from airflow_kafka_failover.jobs.api import FailoverStream
+
+    with FailoverStream.from_args(delta=True) as stream:
+        orders = stream.read_kafka()                      # the active cluster, at the planned offsets
+        parsed = orders.select(...)                       # your transformation
+        stream.write_delta(parsed, "/lake/orders", mode="merge", merge_on="order_id")
+
+Three ways to write, each of which blocks until the run is stopped or fenced:
+
+- :meth:`FailoverStream.foreach_batch` with a function ``(batch DataFrame, batch id)`` of yours; the fence and
+  the stop request are checked before each call;
+- :meth:`FailoverStream.write_delta`, the Delta Lake sink: ``append`` with Delta's idempotent transaction ids
+  (a replayed batch writes nothing), or ``merge`` on a key (a record re-delivered after a switch is not
+  inserted twice: exactly once across switches);
+- :meth:`FailoverStream.write_stream` with a ``DataStreamWriter`` of yours (format and options) whose sink is
+  idempotent per batch in Spark itself; the fence is checked between batches there.
+
+Leaving the ``with`` block ends the process with the exit code the operators read (0 stopped or fenced, 1
+failed, 2 refused). Needs pyspark only (no Airflow) on the driver; ``write_delta`` needs ``delta-spark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.jobs.job_run import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    RECORD_ID_METRICS,
+    JobRun,
+    first_line,
+    prepare,
+    write_refusal,
+)
+from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
+from airflow_kafka_failover.jobs.settings import JobSettings
+
+__all__ = ["DELTA_SESSION_CONFIG", "FailoverStream"]
+
+log = logging.getLogger("airflow_kafka_failover.job")
+
+DELTA_SESSION_CONFIG = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+"""What a SparkSession needs for Delta's MERGE; ``from_args(delta=True)`` sets it."""
+
+
+class FailoverStream:
+    """One run of your streaming job under the failover DAGs.
+
+    Build it with :meth:`from_args`; use it as a context manager.
+
+    :param settings: the run's settings.
+    :param spark: the SparkSession.
+    """
+
+    def __init__(self, settings: JobSettings, spark: Any) -> None:
+        self.settings = settings
+        self.spark = spark
+        self._run = JobRun(settings, spark)
+        self._record_id_reader: bool | None = None
+        self._source: Any = None
+        self.exit_code: int | None = None
+
+    # ---- building one -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_args(
+        cls,
+        argv: list[str] | None = None,
+        *,
+        app_name: str | None = None,
+        delta: bool = False,
+        spark_config: dict[str, str] | None = None,
+    ) -> FailoverStream:
+        """Read ``--settings`` from the command line, check the run may start, and build the SparkSession.
+
+        A run that must not start (bad settings, a checkpoint of another run, a fence at another epoch) writes
+        ``refused`` with the reason to its status file and exits with code 2 before Spark starts.
+
+        :param argv: the arguments (``sys.argv[1:]`` by default); other arguments than ``--settings`` are
+            left to your job (see :attr:`extra_args`).
+        :param app_name: the Spark application name (default ``akf-<pair>-<cluster>-epoch-<n>``).
+        :param delta: configure the session for Delta Lake (:data:`DELTA_SESSION_CONFIG`).
+        :param spark_config: more session settings.
+        """
+        _configure_logging()
+        parser = argparse.ArgumentParser(description="a streaming job run by the Kafka failover DAGs")
+        parser.add_argument("--settings", required=True, help="the settings file written by the operator")
+        args, extra = parser.parse_known_args(argv)
+        try:
+            settings = JobSettings.load(args.settings)
+            prepare(settings)
+        except (ConfigError, CheckpointError) as exc:
+            log.error("refusing to start: %s", exc)
+            write_refusal(Path(args.settings).resolve().parent, str(exc))
+            raise SystemExit(EXIT_BAD_INPUT) from None
+
+        from pyspark.sql import SparkSession
+
+        name = app_name or f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
+        builder = SparkSession.builder.appName(name)
+        for key, value in {**(DELTA_SESSION_CONFIG if delta else {}), **(spark_config or {})}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel(os.environ.get("AKF_SPARK_LOG_LEVEL", "WARN"))
+        stream = cls(settings, spark)
+        stream.extra_args = extra
+        stream._run.write_status("starting")
+        return stream
+
+    extra_args: list[str] = []
+    """Command-line arguments after ``--settings`` that are your job's own."""
+
+    # ---- what the run reads -------------------------------------------------------------------------
+
+    @property
+    def cluster(self) -> str:
+        """The name of the cluster this run reads (``A``, ``B``)."""
+        return self.settings.cluster
+
+    @property
+    def epoch(self) -> int:
+        """This run's epoch; it grows by one at every switch."""
+        return self.settings.epoch
+
+    @property
+    def application_id(self) -> str:
+        """A name for this run that no other run of the pair shares: ``akf-<pair>-<cluster>-epoch-<n>``."""
+        return f"akf-{self.settings.pair}-{self.settings.cluster}-epoch-{self.settings.epoch}"
+
+    def read_kafka(self) -> Any:
+        """The Kafka source of the active cluster as a streaming DataFrame.
+
+        Its columns are Spark's Kafka source columns (``key``, ``value``, ``topic``, ``partition``,
+        ``offset``, ``timestamp``, ...); it reads the pair's topics on this cluster from the planned start
+        offsets (or from the checkpoint), with the connection's security options and
+        ``maxOffsetsPerTrigger``. Build your query on it; call it once.
+        """
+        if self._source is None:
+            self._source = self._run.source()
+        return self._source
+
+    def record_id(self) -> Any:
+        """The record id of a row of :meth:`read_kafka`, as a Column (the pair's ``record_id_field``)."""
+        if self._record_id_reader is None:
+            self._record_id_reader = register_reader(self.spark, self.settings.record_id_field)
+        return record_id_column(self.settings.record_id_field, self._record_id_reader)
+
+    def with_record_id_count(self, df: Any, column: str = "record_id") -> Any:
+        """``df`` observed for the progress lines' ``without_id`` count (rows whose ``column`` is null)."""
+        from pyspark.sql import functions as F
+
+        return df.observe(
+            RECORD_ID_METRICS, F.count(F.lit(1)).alias("rows"), F.count(F.col(column)).alias("with_id")
+        )
+
+    # ---- what the run writes ------------------------------------------------------------------------
+
+    def foreach_batch(self, df: Any, function: Callable[[Any, int], Any]) -> int:
+        """Run the query, calling ``function(batch_df, batch_id)`` for each micro-batch; block until it ends.
+
+        ``function`` must be idempotent per batch id: after a crash Spark calls it again with the same id.
+        The stop request and the fence are checked before each call; a fenced run writes nothing more.
+
+        :return: the exit code (also kept for the ``with`` block).
+        """
+        self._check_built_on_source(df)
+        writer = self._run.stream_writer(df.writeStream.foreachBatch(self._run.guarded(function)))
+        return self._finish(self._run.run(writer.start))
+
+    def write_delta(
+        self,
+        df: Any,
+        path: str,
+        *,
+        mode: str = "append",
+        merge_on: str | list[str] | None = None,
+        partition_by: list[str] | None = None,
+        merge_window: tuple[str, str] | None = None,
+    ) -> int:
+        """Write to the Delta table at ``path``; block until the run ends.
+
+        :param mode: ``append`` (Delta's transaction ids ``txnAppId``/``txnVersion`` make a replayed batch
+            write nothing) or ``merge`` (insert the rows whose ``merge_on`` key is not in the table:
+            exactly once across switches, no dedup step afterwards).
+        :param merge_on: the key column(s) of ``merge`` mode.
+        :param partition_by: the table's partition columns when the sink creates it.
+        :param merge_window: ``(column, interval)``, e.g. ``("order_date", "7 days")``: a merge only looks at
+            table rows whose ``column`` is within ``interval`` of the batch's oldest value, which bounds its
+            cost as the table grows (partition pruning when the table is partitioned by ``column``).
+        :return: the exit code.
+        """
+        from airflow_kafka_failover.jobs.delta_sink import DeltaSink
+
+        sink = DeltaSink(
+            self.spark,
+            path,
+            mode=mode,
+            merge_on=merge_on,
+            partition_by=partition_by,
+            merge_window=merge_window,
+            app_id=self.application_id,
+        )
+        sink.check(df)
+        return self.foreach_batch(df, sink.write_batch)
+
+    def write_stream(self, writer: Any) -> int:
+        """Start ``writer`` (``df.writeStream.format(...)...``) with the run's checkpoint and trigger.
+
+        For sinks that Spark itself keeps idempotent per batch (file sinks, Delta's streaming sink). The stop
+        request and the fence are checked every ``poll_interval_seconds`` between batches: a fenced run may
+        finish the batch in flight. The writer's own ``checkpointLocation`` and trigger are replaced.
+
+        :return: the exit code.
+        """
+        return self._finish(self._run.run(self._run.stream_writer(writer).start))
+
+    # ---- the end ------------------------------------------------------------------------------------
+
+    def _check_built_on_source(self, df: Any) -> None:
+        if self._source is None:
+            raise ConfigError(
+                "the job writes a DataFrame that was not built on FailoverStream.read_kafka(): read the "
+                "Kafka source through it, so the run reads the active cluster at the planned offsets"
+            )
+        if not getattr(df, "isStreaming", True):
+            raise ConfigError("foreach_batch/write_delta take the streaming DataFrame built on read_kafka()")
+
+    def _finish(self, code: int) -> int:
+        self.exit_code = code
+        return code
+
+    def __enter__(self) -> FailoverStream:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        try:
+            if error is not None and not isinstance(error, SystemExit):
+                if isinstance(error, ConfigError):
+                    log.error("the job cannot run: %s", error)
+                    self._run.write_status("failed", reason=first_line(str(error)))
+                else:
+                    log.error("the job failed", exc_info=(kind, error, trace))  # type: ignore[arg-type]
+                    self._run.write_status("failed", reason=first_line(f"{type(error).__name__}: {error}"))
+                self.exit_code = EXIT_FAILED
+            elif error is None and self.exit_code is None:
+                reason = (
+                    "the job ended without starting a query: call foreach_batch, write_delta or "
+                    "write_stream inside the with block"
+                )
+                log.error(reason)
+                self._run.write_status("failed", reason=reason)
+                self.exit_code = EXIT_FAILED
+        finally:
+            self.spark.stop()
+        if error is None or not isinstance(error, SystemExit):
+            raise SystemExit(self.exit_code if self.exit_code is not None else EXIT_FAILED)
+
+
+def _configure_logging() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s [akf-job] %(message)s"
+        )
+    logging.getLogger("airflow_kafka_failover.job").setLevel(logging.INFO)
+    logging.getLogger("py4j").setLevel(logging.WARNING)

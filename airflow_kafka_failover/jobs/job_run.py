@@ -1,0 +1,496 @@
+"""The protocol between the failover operators and one run of a streaming job, implemented once.
+
+Every job the DAGs submit, the packaged one and a user's own (through :mod:`airflow_kafka_failover.jobs.api`),
+runs it through :class:`JobRun`:
+
+- **status**: ``<run_dir>/status.json`` says ``starting``, ``running`` (with the Spark application id),
+  then ``stopped``, ``fenced`` or ``failed`` with a reason;
+- **stop and fence**: before a batch is written (``foreachBatch`` sinks) and every ``poll_interval_seconds``
+  between batches, the run checks the stop request and the fencing marker. A fenced or stopping run raises
+  before writing, so the batch is not committed in the checkpoint and the next run reads it again; between
+  batches it waits for the batch in flight and stops the query;
+- **progress**: after Spark commits batch ``b``, one JSON line in ``<checkpoint>/progress.jsonl`` (epoch,
+  batch id, the end offsets of ``offsets/<b>``, records, and per partition the newest record's timestamp and
+  offset, observed on the Kafka source itself so that any transformation of the user's keeps them);
+- **bookkeeping group**: then the batch's end offsets are committed to the bookkeeping group on the cluster
+  the run reads, so MirrorMaker 2 checkpoints the job's position to the other cluster.
+
+Progress and group commit run after Spark's commit, in a streaming query listener: a run that dies between
+the two leaves a committed batch without them, which makes the next switch plan from older marks (more
+re-read records, never fewer). When the query ends, batches committed without a progress line get one from
+the checkpoint (without the marks).
+
+Setting ``AKF_JOB_FAULT=exit-after-sink:<batch>`` makes the run die right after writing that batch's output
+(before Spark's commit), the crash an idempotent sink is there for; tests use it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_failover.atomic_file import write_json_atomically
+from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.layout import claim_checkpoint, status_file, stop_request_file
+from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file
+from airflow_kafka_failover.types import TopicPartition
+
+log = logging.getLogger("airflow_kafka_failover.job")
+
+EXIT_STOPPED = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+SOURCE_METRICS = "akf_source"
+"""The observation on the Kafka source: records, and per partition the newest offset and timestamp."""
+RECORD_ID_METRICS = "akf_record_ids"
+"""An optional observation of a job's output: ``rows`` and ``with_id`` (rows that carry a record id)."""
+PROGRESS_WAIT_SECONDS = 10.0
+"""How long a stopping run waits for the progress line of its last committed batch."""
+
+
+class RunStopping(Exception):
+    """Raised inside a batch when the run must not process it (fenced or asked to stop)."""
+
+
+def prepare(settings: JobSettings) -> None:
+    """Check the checkpoint and the fence before Spark starts; raise ConfigError/CheckpointError to refuse."""
+    claim_checkpoint(
+        settings.checkpoint, settings.pair, settings.cluster, settings.epoch, settings.bootstrap_servers
+    )
+    fence = FencingMarker(Path(settings.fencing_marker), settings.pair).read()
+    if fence is None:
+        raise ConfigError(
+            f"fencing marker {settings.fencing_marker} does not exist; the operator writes it "
+            "before it submits the job"
+        )
+    if fence.epoch != settings.epoch:
+        raise ConfigError(
+            f"fencing marker {settings.fencing_marker} holds epoch {fence.epoch}; this run is for "
+            f"epoch {settings.epoch} and must not start"
+        )
+    stop_request_file(settings.run_dir).unlink(missing_ok=True)
+
+
+def write_refusal(run_dir: str | os.PathLike[str], reason: str) -> None:
+    """Tell the operator why the run did not start (``status.json`` state ``refused``)."""
+    write_json_atomically(status_file(run_dir), {"state": "refused", "reason": reason, "pid": os.getpid()})
+
+
+class JobRun:
+    """One run of a job: its status file, stop and fence checks, progress lines and group commits.
+
+    :param settings: the run's settings (the file the operator wrote).
+    :param spark: the run's SparkSession.
+    """
+
+    def __init__(self, settings: JobSettings, spark: Any) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.fence = FencingMarker(Path(settings.fencing_marker), settings.pair)
+        self.batch_lock = threading.Lock()
+        self.stop_reason: str | None = None
+        self.stop_state = "stopped"
+        self.admin: Any = None
+        self.last_batch: int | None = None
+        self.recorded_batch = -1
+        self.progress_lock = threading.Lock()
+        self.write_seconds: dict[int, float] = {}
+        self.written_stats: dict[int, dict[str, Any]] = {}
+        self.partitions: list[TopicPartition] = []
+        self.fault_batch = _fault_batch()
+        self.query_id: str | None = None
+
+    # ---- status ---------------------------------------------------------------------------------------
+
+    def write_status(self, state: str, **extra: Any) -> None:
+        data = {
+            "state": state,
+            "pid": os.getpid(),
+            "epoch": self.settings.epoch,
+            "cluster": self.settings.cluster,
+            "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            **extra,
+        }
+        write_json_atomically(status_file(self.settings.run_dir), data)
+
+    # ---- stop and fence -------------------------------------------------------------------------------
+
+    def why_stop(self) -> tuple[str, str] | None:
+        """Return (state, reason) when the run must stop now, else None."""
+        if stop_request_file(self.settings.run_dir).exists():
+            return "stopped", "a stop was requested"
+        try:
+            fence = self.fence.read()
+        except ConfigError as exc:
+            log.warning(
+                "cannot read the fencing marker (%s); going on with epoch %s", exc, self.settings.epoch
+            )
+            return None
+        if fence is not None and fence.epoch != self.settings.epoch:
+            return "fenced", (
+                f"the pair's epoch is now {fence.epoch} (cluster {fence.cluster}), this run "
+                f"belongs to epoch {self.settings.epoch}"
+            )
+        return None
+
+    def guarded(self, write: Callable[[Any, int], Any]) -> Callable[[Any, int], None]:
+        """A ``foreachBatch`` function that checks the stop request and the fence before ``write``.
+
+        :param write: the sink's batch function ``(batch DataFrame, batch id)``. It may return the batch's
+            statistics (``records``, ``max_timestamp_ms``, ``max_offset``, ``without_id``) when it wrote
+            nothing (a replayed batch): the source's observation then saw no record.
+        """
+
+        def batch(batch_df: Any, batch_id: int) -> None:
+            with self.batch_lock:
+                if self.stop_reason is None:
+                    verdict = self.why_stop()
+                    if verdict is not None:
+                        self.stop_state, self.stop_reason = verdict
+                if self.stop_reason is not None:
+                    raise RunStopping(f"batch {batch_id} not processed: {self.stop_reason}")
+                started = time.monotonic()
+                stats = write(batch_df, batch_id)
+                self.write_seconds[batch_id] = time.monotonic() - started
+                if isinstance(stats, dict):
+                    self.written_stats[batch_id] = stats
+                if self.fault_batch == batch_id:
+                    log.error("fault injection: exiting after writing batch %s, before its commit", batch_id)
+                    os._exit(EXIT_FAILED)
+                self.last_batch = batch_id
+
+        return batch
+
+    # ---- the Kafka source -----------------------------------------------------------------------------
+
+    def source(self) -> Any:
+        """The Kafka source DataFrame of the active cluster, observed for the progress lines."""
+        from pyspark.sql import functions as F
+
+        settings = self.settings
+        reader = (
+            self.spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+            .option("startingOffsets", settings.starting_offsets_option)
+            .option("failOnDataLoss", "true")
+            .option("kafka.isolation.level", "read_committed")
+        )
+        if settings.topics:
+            reader = reader.option("subscribe", ",".join(settings.topics))
+        else:
+            reader = reader.option("subscribePattern", settings.topic_pattern)
+        if settings.max_offsets_per_trigger is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+        for key, value in settings.kafka_options.items():
+            reader = reader.option(f"kafka.{key}", value)
+        self.partitions = self._subscribed_partitions()
+        marks = []
+        for index, tp in enumerate(self.partitions):
+            here = (F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
+            marks.append(F.max(F.when(here, F.col("offset"))).alias(f"o{index}"))
+            marks.append(F.max(F.when(here, F.expr("unix_millis(timestamp)"))).alias(f"t{index}"))
+        return reader.load().observe(SOURCE_METRICS, F.count(F.lit(1)).alias("records"), *marks)
+
+    def _subscribed_partitions(self) -> list[TopicPartition]:
+        """The partitions the run reads now (a partition added later gets no marks, only offsets)."""
+        jvm = self.spark.sparkContext._jvm
+        unit = jvm.java.util.concurrent.TimeUnit.SECONDS
+        admin = self._admin()
+        if self.settings.topics:
+            names = list(self.settings.topics)
+        else:
+            listed = admin.listTopics().names().get(30, unit)
+            pattern = jvm.java.util.regex.Pattern.compile(self.settings.topic_pattern)
+            names = sorted(str(name) for name in listed if pattern.matcher(name).matches())
+        if not names:
+            return []
+        topics = jvm.java.util.ArrayList()
+        for name in names:
+            topics.add(name)
+        described = admin.describeTopics(topics).allTopicNames().get(30, unit)
+        return sorted(
+            TopicPartition(str(name), int(info.partition()))
+            for name in names
+            for info in described.get(name).partitions()
+        )
+
+    # ---- after each batch: progress line and group commit ---------------------------------------------
+
+    def listener(self) -> Any:
+        """A streaming query listener that records each committed batch of this run's query."""
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        run = self
+
+        class ProgressListener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                progress = event.progress
+                if run.query_id is not None and str(progress.id) != run.query_id:
+                    return
+                try:
+                    metrics = {name: row.asDict() for name, row in progress.observedMetrics.items()}
+                    run.record_batch(int(progress.batchId), metrics, progress.durationMs)
+                except Exception:  # a listener that raises is dropped by Spark; keep it and say why
+                    log.exception("could not record batch %s", progress.batchId)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        return ProgressListener()
+
+    def record_batch(
+        self, batch_id: int, metrics: dict[str, dict[str, Any]], durations: dict[str, int] | None = None
+    ) -> None:
+        """Append the progress line of committed batch ``batch_id`` and commit it to the bookkeeping group.
+
+        Called once per batch (a batch recorded already, or one Spark did not commit, is skipped).
+
+        :param batch_id: the batch.
+        :param metrics: the batch's observed metrics (:data:`SOURCE_METRICS`, :data:`RECORD_ID_METRICS`).
+        :param durations: Spark's ``durationMs`` of the batch, for the log line.
+        """
+        with self.progress_lock:
+            if batch_id <= self.recorded_batch or not self._committed(batch_id):
+                return
+            started = time.monotonic()
+            end_offsets = self._end_offsets(batch_id)
+            stats = self.written_stats.pop(batch_id, None) or self._stats(
+                metrics.get(SOURCE_METRICS), metrics.get(RECORD_ID_METRICS)
+            )
+            self._append_progress(batch_id, end_offsets, stats)
+            progress_seconds = time.monotonic() - started
+            self._commit_group(end_offsets)
+            self.recorded_batch = batch_id
+            commit_seconds = time.monotonic() - started - progress_seconds
+        write = self.write_seconds.pop(batch_id, None)
+        if write is None and durations:
+            write = durations.get("addBatch", 0) / 1000
+        total = (durations or {}).get("triggerExecution", 0) / 1000 or (write or 0.0)
+        log.info(
+            "batch %s: %s records in %.2f s (write %.2f s, progress %.2f s, group commit %.2f s), "
+            "end offsets %s",
+            batch_id,
+            stats["records"],
+            max(total, write or 0.0),
+            write or 0.0,
+            progress_seconds,
+            commit_seconds,
+            _short(end_offsets),
+        )
+
+    def catch_up(self) -> None:
+        """Record the committed batches the listener did not get to (a run that stops right after a batch)."""
+        committed = _batch_numbers(Path(self.settings.checkpoint) / "commits")
+        for batch_id in (b for b in committed if b > self.recorded_batch):
+            self.record_batch(batch_id, {})
+
+    def _committed(self, batch_id: int) -> bool:
+        return (Path(self.settings.checkpoint) / "commits" / str(batch_id)).is_file()
+
+    def _end_offsets(self, batch_id: int) -> dict[TopicPartition, int]:
+        path = Path(self.settings.checkpoint) / "offsets" / str(batch_id)
+        return parse_offsets_file(path, path.read_text())
+
+    def _stats(self, source: dict[str, Any] | None, ids: dict[str, Any] | None) -> dict[str, Any]:
+        """Records, and the newest offset and timestamp per partition, from the batch's observations."""
+        newest: dict[str, dict[str, int]] = {}
+        last: dict[str, dict[str, int]] = {}
+        records = None
+        if source is not None:
+            records = int(source.get("records") or 0)
+            for index, tp in enumerate(self.partitions):
+                for into, key in ((last, f"o{index}"), (newest, f"t{index}")):
+                    value = source.get(key)
+                    if value is not None:
+                        into.setdefault(tp.topic, {})[str(tp.partition)] = int(value)
+        stats: dict[str, Any] = {"records": records, "max_timestamp_ms": newest, "max_offset": last}
+        if ids is not None:
+            stats["without_id"] = int(ids.get("rows") or 0) - int(ids.get("with_id") or 0)
+            if stats["without_id"]:
+                log.warning(
+                    "%s records of this batch have no record id (field %r); they cannot be deduplicated",
+                    stats["without_id"],
+                    self.settings.record_id_field,
+                )
+        return stats
+
+    def _append_progress(
+        self, batch_id: int, end_offsets: dict[TopicPartition, int], stats: dict[str, Any]
+    ) -> None:
+        nested: dict[str, dict[str, int]] = {}
+        for tp in sorted(end_offsets):
+            nested.setdefault(tp.topic, {})[str(tp.partition)] = end_offsets[tp]
+        record = {
+            "epoch": self.settings.epoch,
+            "batch_id": batch_id,
+            "end_offsets": nested,
+            **stats,
+            "written_at": time.time(),
+        }
+        path = Path(self.settings.checkpoint) / PROGRESS_FILE
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        with os.fdopen(descriptor, "a") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _admin(self) -> Any:
+        """The Kafka Admin client (Java, through Py4J) of the cluster the run reads; opened once."""
+        if self.admin is None:
+            jvm = self.spark.sparkContext._jvm
+            props = jvm.java.util.Properties()
+            props.put("bootstrap.servers", self.settings.bootstrap_servers)
+            for key, value in self.settings.kafka_options.items():
+                props.put(key, value)
+            self.admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+        return self.admin
+
+    def _commit_group(self, end_offsets: dict[TopicPartition, int]) -> None:
+        jvm = self.spark.sparkContext._jvm
+        offsets = jvm.java.util.HashMap()
+        for tp, offset in end_offsets.items():
+            offsets.put(
+                jvm.org.apache.kafka.common.TopicPartition(tp.topic, tp.partition),
+                jvm.org.apache.kafka.clients.consumer.OffsetAndMetadata(offset),
+            )
+        unit = jvm.java.util.concurrent.TimeUnit.SECONDS
+        self._admin().alterConsumerGroupOffsets(self.settings.bookkeeping_group, offsets).all().get(30, unit)
+
+    # ---- the query ------------------------------------------------------------------------------------
+
+    def run(self, start: Callable[[], Any]) -> int:
+        """Start the query with ``start`` and supervise it; return the run's exit code.
+
+        :param start: starts the query and returns it (a ``DataStreamWriter.start`` bound to its options).
+        """
+        # Opened before the query starts, so that the first batch does not pay for it (the client connects
+        # lazily; an unusable Kafka option still fails here, before anything is read).
+        self._admin()
+        listener = self.listener()
+        self.spark.streams.addListener(listener)
+        try:
+            query = start()
+            self.query_id = str(query.id)
+            self.write_status(
+                "running",
+                query_id=str(query.id),
+                run_id=str(query.runId),
+                application_id=self.spark.sparkContext.applicationId,
+            )
+            log.info(
+                "query %s running on cluster %s, epoch %s",
+                query.id,
+                self.settings.cluster,
+                self.settings.epoch,
+            )
+            return self._supervise(query)
+        finally:
+            self.spark.streams.removeListener(listener)
+            self.admin.close()
+
+    def stream_writer(self, writer: Any) -> Any:
+        """``writer`` with this run's checkpoint, trigger and query name."""
+        settings = self.settings
+        return (
+            writer.option("checkpointLocation", settings.checkpoint)
+            .trigger(processingTime=f"{settings.trigger_interval_seconds} seconds")
+            .queryName(f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}")
+        )
+
+    def _wait_committed(self, timeout: float = 30.0) -> None:
+        """Wait until Spark marked the last processed batch committed, so stopping does not undo it.
+
+        Spark writes ``commits/<b>`` after the batch function returns; a stop in between would leave a batch
+        whose output exists but which the checkpoint does not count, and the next run would read it again.
+        """
+        if self.last_batch is None:
+            return
+        marker = Path(self.settings.checkpoint) / "commits" / str(self.last_batch)
+        deadline = time.monotonic() + timeout
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not marker.exists():
+            log.warning(
+                "batch %s is still not committed after %.0f s; stopping anyway (it will be read again)",
+                self.last_batch,
+                timeout,
+            )
+
+    def _wait_recorded(self, timeout: float = PROGRESS_WAIT_SECONDS) -> None:
+        """Give the listener the time to record the last committed batch, then record what it left."""
+        committed = _batch_numbers(Path(self.settings.checkpoint) / "commits")
+        if not committed:
+            return
+        deadline = time.monotonic() + timeout
+        while self.recorded_batch < committed[-1] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.catch_up()
+
+    def _supervise(self, query: Any) -> int:
+        from pyspark.errors import StreamingQueryException
+
+        while True:
+            try:
+                if query.awaitTermination(self.settings.poll_interval_seconds):
+                    break
+            except StreamingQueryException as exc:
+                if self.stop_reason is not None:
+                    break
+                self.write_status("failed", reason=first_line(str(exc)))
+                log.error("the query failed: %s", exc)
+                return EXIT_FAILED
+            verdict = self.why_stop()
+            if verdict is not None:
+                with self.batch_lock:  # lets the batch in flight finish
+                    if self.stop_reason is None:
+                        self.stop_state, self.stop_reason = verdict
+                log.info("stopping: %s", self.stop_reason)
+                self._wait_committed()
+                query.stop()
+                break
+        self._wait_recorded()
+        if self.stop_reason is None:
+            self.stop_reason = "the query ended"
+        self.write_status(self.stop_state, reason=self.stop_reason)
+        log.info("%s: %s", self.stop_state, self.stop_reason)
+        return EXIT_STOPPED
+
+
+def _batch_numbers(folder: Path) -> list[int]:
+    try:
+        return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+    except OSError:
+        return []
+
+
+def _fault_batch() -> int | None:
+    fault = os.environ.get("AKF_JOB_FAULT", "")
+    if fault.startswith("exit-after-sink:"):
+        return int(fault.split(":", 1)[1])
+    return None
+
+
+def _short(offsets: dict[Any, int], limit: int = 6) -> str:
+    items = [f"{tp.topic}-{tp.partition}:{offset}" for tp, offset in sorted(offsets.items())]
+    return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def first_line(text: str) -> str:
+    """The first line of an error's text, cut to 500 characters (for ``status.json``)."""
+    return text.strip().splitlines()[0][:500] if text.strip() else ""
