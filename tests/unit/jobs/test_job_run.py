@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, JobRun, RunStopping
+from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.types import TopicPartition
 
 BENCH_JOB = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_job.py"
@@ -182,7 +182,11 @@ def test_catch_up_records_what_the_listener_left(run):
         committed_batch(run, batch_id, {"orders": {"0": batch_id + 1}})
     run.record_batch(0, {SOURCE_METRICS: {"records": 1}})
     run.catch_up()
-    assert [(line["batch_id"], line["records"]) for line in progress_lines(run)] == [(0, 1), (1, None), (2, None)]
+    assert [(line["batch_id"], line["records"]) for line in progress_lines(run)] == [
+        (0, 1),
+        (1, None),
+        (2, None),
+    ]
 
 
 def test_a_fenced_run_writes_nothing(run):
