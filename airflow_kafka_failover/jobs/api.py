@@ -140,6 +140,11 @@ class FailoverStream:
         return self.settings.epoch
 
     @property
+    def sink_root(self) -> str:
+        """The pair config's ``job.sink_root``: where your job writes (a Delta table, a folder, ...)."""
+        return self.settings.sink_root
+
+    @property
     def application_id(self) -> str:
         """A name for this run that no other run of the pair shares: ``akf-<pair>-<cluster>-epoch-<n>``."""
         return f"akf-{self.settings.pair}-{self.settings.cluster}-epoch-{self.settings.epoch}"
@@ -172,16 +177,21 @@ class FailoverStream:
 
     # ---- what the run writes ------------------------------------------------------------------------
 
-    def foreach_batch(self, df: Any, function: Callable[[Any, int], Any]) -> int:
+    def foreach_batch(self, df: Any, function: Callable[[Any, int], Any], *, cache_batch: bool = True) -> int:
         """Run the query, calling ``function(batch_df, batch_id)`` for each micro-batch; block until it ends.
 
         ``function`` must be idempotent per batch id: after a crash Spark calls it again with the same id.
         The stop request and the fence are checked before each call; a fenced run writes nothing more.
 
+        :param cache_batch: keep the batch cached while ``function`` runs (default), so that the progress
+            line counts each record once however many actions ``function`` runs; ``False`` for a function
+            that runs exactly one action (one write), which saves the cache.
+
         :return: the exit code (also kept for the ``with`` block).
         """
         self._check_built_on_source(df)
-        writer = self._run.stream_writer(df.writeStream.foreachBatch(self._run.guarded(function)))
+        batch = self._run.guarded(function, cache=cache_batch)
+        writer = self._run.stream_writer(df.writeStream.foreachBatch(batch))
         return self._finish(self._run.run(writer.start))
 
     def write_delta(
@@ -218,7 +228,8 @@ class FailoverStream:
             app_id=self.application_id,
         )
         sink.check(df)
-        return self.foreach_batch(df, sink.write_batch)
+        # An append is one action; a merge reads the batch several times and is better off cached anyway.
+        return self.foreach_batch(df, sink.write_batch, cache_batch=mode == "merge")
 
     def write_stream(self, writer: Any) -> int:
         """Start ``writer`` (``df.writeStream.format(...)...``) with the run's checkpoint and trigger.

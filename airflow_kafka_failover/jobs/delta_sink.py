@@ -137,10 +137,11 @@ class DeltaSink:
         if self.merge_window is not None:
             column, interval = self.merge_window
             oldest = batch.agg(F.min(F.col(column)).alias("oldest")).collect()[0]["oldest"]
-            if oldest is None:
-                return  # an empty batch
-            # A literal bound on the table's rows, so that Delta skips the files (and partitions) before it.
-            condition = condition & (F.col(f"t.`{column}`") >= F.lit(oldest) - F.expr(f"INTERVAL {interval}"))
+            if oldest is not None:  # None: an empty batch, or no row has the column (then no bound)
+                # A literal bound on the table's rows, so that Delta skips the files (and partitions) before
+                # it. Rows without the column are outside every window: they are merged on the key alone.
+                bound = F.col(f"t.`{column}`") >= F.lit(oldest) - F.expr(f"INTERVAL {interval}")
+                condition = condition & (bound | F.col(f"s.`{column}`").isNull())
         (
             DeltaTable.forPath(self.spark, self.path)
             .alias("t")

@@ -143,12 +143,16 @@ class JobRun:
             )
         return None
 
-    def guarded(self, write: Callable[[Any, int], Any]) -> Callable[[Any, int], None]:
+    def guarded(self, write: Callable[[Any, int], Any], cache: bool = True) -> Callable[[Any, int], None]:
         """A ``foreachBatch`` function that checks the stop request and the fence before ``write``.
 
         :param write: the sink's batch function ``(batch DataFrame, batch id)``. It may return the batch's
             statistics (``records``, ``max_timestamp_ms``, ``max_offset``, ``without_id``) when it wrote
             nothing (a replayed batch): the source's observation then saw no record.
+        :param cache: cache the batch while ``write`` runs. Spark adds up a batch's observation over every
+            action run on it, so a ``write`` that runs more than one (a MERGE, a count then a write) would
+            count its records twice; from the cache the source is read, and observed, once. A ``write`` known
+            to run a single action may leave it off.
         """
 
         def batch(batch_df: Any, batch_id: int) -> None:
@@ -160,7 +164,13 @@ class JobRun:
                 if self.stop_reason is not None:
                     raise RunStopping(f"batch {batch_id} not processed: {self.stop_reason}")
                 started = time.monotonic()
-                stats = write(batch_df, batch_id)
+                if cache:
+                    batch_df = batch_df.persist()
+                try:
+                    stats = write(batch_df, batch_id)
+                finally:
+                    if cache:
+                        batch_df.unpersist()
                 self.write_seconds[batch_id] = time.monotonic() - started
                 if isinstance(stats, dict):
                     self.written_stats[batch_id] = stats

@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> None:
             F.lit(stream.epoch).alias("epoch"),
         )
         sink = ParquetBatchSink(stream.settings.sink_root, stream.epoch)
-        stream.foreach_batch(stream.with_record_id_count(records), sink.write_batch)
+        # One write per batch: the batch is read once without a cache.
+        stream.foreach_batch(stream.with_record_id_count(records), sink.write_batch, cache_batch=False)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, read_all
@@ -160,3 +161,37 @@ def test_replayed_batch_writes_nothing_new(world, sandbox, unique_topic, monkeyp
     contents = read_sink(world.sink)
     assert (contents.rows, contents.duplicates, len(contents.records)) == (120, 0, 120)
     assert "replayed batch" in JobHandle.from_dict(again).log_tail(400)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
+
+
+def test_user_job_on_the_api_replays_a_crashed_batch_into_delta_once(
+    world, sandbox, unique_topic, monkeypatch
+):
+    """The Delta MERGE example, killed after writing batch 0 and before Spark's commit, then run again: the
+    table holds every id once; the progress lines and the group commits are the API's."""
+    from akf_devtools.demo.user_sinks import read_delta_orders
+
+    a = sandbox.bootstrap("A")
+    topic = unique_topic("delta")
+    create_topic(a, topic, PARTITIONS)
+    ids = [f"d-{n}" for n in range(150)]
+    data.produce_ids(a, topic, ids, PARTITIONS)
+    table = world.root / "orders_delta"
+    job = {"application": str(EXAMPLES / "orders_to_delta" / "job.py"), "sink_root": str(table)}
+    monkeypatch.setenv("AKF_JOB_FAULT", "exit-after-sink:0")
+    handle = world.submit("A", 0, [topic], "earliest", **job)
+    wait_for(lambda: not JobHandle.from_dict(handle).is_alive(), 180, "the job to die after writing batch 0")
+    assert read_delta_orders(table).rows == 150
+    assert read_progress(handle["checkpoint"]).batch_id is None  # batch 0 was never committed
+
+    monkeypatch.delenv("AKF_JOB_FAULT")
+    again = world.submit("A", 0, [topic], "earliest", **job)  # Spark replays batch 0 from the checkpoint
+    wait_progress(again, timeout=180, min_records=150)
+    contents = read_delta_orders(table)
+    assert (contents.rows, contents.duplicates, contents.record_ids) == (150, 0, set(ids))
+    [line] = [json.loads(x) for x in (Path(again["checkpoint"]) / "progress.jsonl").read_text().splitlines()]
+    assert line["records"] == 150 and set(line["max_offset"][topic]) == {"0", "1"}
+    hook = KafkaClusterHook(world.kafka_conns["A"])
+    assert sum(hook.committed_offsets(f"bk-{world.pair}").values()) == 150

@@ -1,7 +1,8 @@
 """JVM artifacts of the sandbox and the Spark job: third-party jars resolved by Maven from the poms kept in
 ``jvm/``, and the job's own small jar compiled from ``jvm/record-id/src``.
 
-Each artifact set (``kafka``: broker and MirrorMaker 2; ``spark-kafka``: Spark's Kafka source;
+Each artifact set (``kafka``: broker and MirrorMaker 2; ``spark-kafka``: Spark's Kafka source; ``delta``:
+Delta Lake for the job-side API's Delta sink;
 ``hadoop-minicluster``: YARN and HDFS for the sandbox's cluster-mode tests) is copied
 by ``mvn dependency:copy-dependencies`` into ``<jars root>/<name>/``. A manifest written after a complete
 resolution records the pom's hash and every jar's size, so a missing, partial or corrupt folder is
@@ -33,7 +34,7 @@ from akf_devtools.errors import SandboxError
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_SETS = ("kafka", "spark-kafka", "hadoop-minicluster")
+ARTIFACT_SETS = ("kafka", "spark-kafka", "delta", "hadoop-minicluster")
 MANIFEST = ".manifest.json"
 # Pinned so resolution behaves the same whatever Maven's default plugin version is.
 COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
@@ -167,7 +168,15 @@ def spark_kafka_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
 
     :param pyspark_jars_dir: pyspark's own jar folder; found from the installed pyspark when omitted.
     """
-    jars = ArtifactSet("spark-kafka").ensure()
+    return _not_shipped(ArtifactSet("spark-kafka").ensure(), pyspark_jars_dir)
+
+
+def delta_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
+    """Return Delta Lake's jars for spark-submit ``--jars`` (without those pyspark already ships)."""
+    return _not_shipped(ArtifactSet("delta").ensure(), pyspark_jars_dir)
+
+
+def _not_shipped(jars: list[Path], pyspark_jars_dir: Path | None) -> list[Path]:
     if pyspark_jars_dir is None:
         pyspark_jars_dir = _pyspark_jars_dir()
     shipped = {_artifact_name(jar.name) for jar in pyspark_jars_dir.glob("*.jar")}
@@ -291,11 +300,12 @@ def hadoop_minicluster_classpath() -> str:
 
 
 def job_jars() -> list[Path]:
-    """The job's default ``--jars``: Spark's Kafka source, and the record-id jar when a JDK can build it.
+    """The job's default ``--jars``: Spark's Kafka source, Delta Lake, and the record-id jar when a JDK can
+    build it.
 
     Without the record-id jar the job still runs; it reads record ids with ``get_json_object`` (slower).
     """
-    jars = spark_kafka_jars()
+    jars = spark_kafka_jars() + delta_jars()
     try:
         jars.append(record_id_jar())
     except SandboxError as exc:

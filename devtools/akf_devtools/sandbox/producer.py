@@ -86,7 +86,9 @@ class SteadyProducer:
         while not self._stop.is_set():
             cluster = self.target()
             record_id = f"{self.prefix}-{n}"
-            value = json.dumps({"id": record_id, "ts": int(time.time() * 1000)}).encode()
+            value = json.dumps(
+                {"id": record_id, "ts": int(time.time() * 1000), "customer": f"c-{n % 50}", "amount": n % 250}
+            ).encode()
 
             def delivered(err, _msg, record_id=record_id, cluster=cluster) -> None:
                 with self._lock:

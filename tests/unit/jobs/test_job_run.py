@@ -143,7 +143,7 @@ def progress_lines(run: JobRun) -> list[dict]:
 def test_a_batch_is_written_then_recorded_from_the_source_observation(run, calls, job_log):
     run.partitions = [TopicPartition("orders", 0), TopicPartition("orders", 1)]
     written = []
-    run.guarded(lambda df, batch_id: written.append(batch_id))("batch-df", 5)
+    run.guarded(lambda df, batch_id: written.append(batch_id), cache=False)("batch-df", 5)
     committed_batch(run, 5, {"orders": {"0": 12, "1": 30}})
     observed = {"records": 3, "o0": 11, "t0": 1700, "o1": None, "t1": None}
     run.record_batch(5, {SOURCE_METRICS: observed}, {"triggerExecution": 1500, "addBatch": 1200})
@@ -161,7 +161,7 @@ def test_a_batch_is_written_then_recorded_from_the_source_observation(run, calls
 
 def test_a_replayed_batch_keeps_the_statistics_its_writer_returns(run):
     stats = {"records": 2, "max_timestamp_ms": {"orders": {"0": 9}}, "max_offset": {"orders": {"0": 11}}}
-    run.guarded(lambda df, batch_id: stats)(None, 4)
+    run.guarded(lambda df, batch_id: stats, cache=False)(None, 4)
     committed_batch(run, 4, {"orders": {"0": 12}})
     run.record_batch(4, {SOURCE_METRICS: {"records": 0}})
     [line] = progress_lines(run)
@@ -193,7 +193,7 @@ def test_a_fenced_run_writes_nothing(run):
     FencingMarker(Path(run.settings.fencing_marker), "orders").write(1, "B")
     written = []
     with pytest.raises(RunStopping, match="epoch is now 1"):
-        run.guarded(lambda df, batch_id: written.append(batch_id))("batch-df", 0)
+        run.guarded(lambda df, batch_id: written.append(batch_id), cache=False)("batch-df", 0)
     assert written == [] and run.stop_state == "fenced"
 
 
@@ -212,7 +212,7 @@ def test_the_batch_line_is_what_the_benchmark_parses(run, job_log):
         spec.loader.exec_module(bench)
     finally:
         sys.modules.pop(spec.name, None)
-    run.guarded(lambda df, batch_id: None)("batch-df", 3)
+    run.guarded(lambda df, batch_id: None, cache=False)("batch-df", 3)
     committed_batch(run, 3, {"orders": {"0": 7}})
     run.record_batch(3, {SOURCE_METRICS: {"records": 2}}, {"triggerExecution": 900})
     text = "\n".join(f"[akf-job] {message}" for message in job_log)
