@@ -30,7 +30,13 @@ from airflow.sdk import BaseHook
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.hooks import spark_submit_compat
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
-from airflow_kafka_failover.jobs.layout import RunLayout, mark_killed, read_status, stop_request_file
+from airflow_kafka_failover.jobs.layout import (
+    RunLayout,
+    mark_killed,
+    read_status,
+    status_file,
+    stop_request_file,
+)
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.jobs.yarn_applications import (
     RESOURCE_MANAGER_EXTRA,
@@ -321,8 +327,10 @@ class StreamingJobHook(BaseHook):
                 tail = handle.log_tail()
                 handle.process.stop(timeout=10)
                 raise JobStartError(
-                    f"{handle.describe()} did not report running within {timeout:.0f} s; it was "
-                    f"stopped. Raise startup_timeout_seconds on a slow machine.\n--- log tail ---\n{tail}"
+                    f"{handle.describe()} did not report running in {status_file(handle.run_dir)} within "
+                    f"{timeout:.0f} s (last state {state!r}); it was stopped. A job of your own must write "
+                    "it (the job-side API does: docs/jobs.md); on a slow machine raise "
+                    f"startup_timeout_seconds.\n--- log tail ---\n{tail}"
                 )
             time.sleep(0.5)
 

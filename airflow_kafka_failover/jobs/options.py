@@ -73,7 +73,9 @@ class JobOptions(StreamOptions):
     sink_root: LocalPath = Field(  # type: ignore[assignment]
         None,
         json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/sink/<pair>`"},
-        description="Parquet sink root (default `$AIRFLOW_HOME/kafka-failover/sink/<pair>`).",
+        description="Where the job writes: the packaged job's Parquet sink root, or whatever a job of your "
+        "own writes to (a Delta table, a folder), read there as `stream.sink_root` (default "
+        "`$AIRFLOW_HOME/kafka-failover/sink/<pair>`).",
     )
     checkpoint_root: LocalPath = Field(  # type: ignore[assignment]
         None,
@@ -110,7 +112,9 @@ class JobOptions(StreamOptions):
         None, description="`client` or `cluster`; null: the spark connection's deploy mode."
     )
     application: Text | None = Field(
-        None, description="The job file spark-submit runs (null: the packaged `jobs/stream_job.py`)."
+        None,
+        description="The job file spark-submit runs: your own, written on the job-side API or to the job "
+        "contract (docs/jobs.md); null: the packaged `jobs/stream_job.py`.",
     )
     startup_timeout_seconds: JobSeconds = Field(
         180.0,

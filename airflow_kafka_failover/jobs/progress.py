@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,14 @@ class JobProgress:
     :param records: records written by the committed batches.
     :param committed_at: unix seconds when the job wrote the progress record of ``batch_id`` (its
         ``written_at``), None before the first batch or when that batch has no progress record.
+    :param written_any: whether the job wrote any progress record (a job that never does breaks the contract).
     """
 
     batch_id: int | None
     offsets: dict[TopicPartition, int]
     records: int
     committed_at: float | None = None
+    written_any: bool = field(default=False, compare=False)
 
     def reached(self, position: dict[TopicPartition, int]) -> list[str]:
         """The partitions of ``position`` not reached yet, as ``topic-partition: committed < wanted``."""
@@ -165,4 +167,4 @@ def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:
         if committed is not None and batch <= committed
     )
     committed_at = _written_at(batches.get(committed)) if committed is not None else None
-    return JobProgress(committed, dict(reading.position.offsets), records, committed_at)
+    return JobProgress(committed, dict(reading.position.offsets), records, committed_at, bool(batches))

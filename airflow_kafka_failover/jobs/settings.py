@@ -91,7 +91,9 @@ class JobSettings(StreamOptions):
     checkpoint: Text = Field(
         description="The checkpoint directory of this (cluster, epoch); never shared with another run."
     )
-    sink_root: Text = Field(description="Where the Parquet output goes (one directory per epoch and batch).")
+    sink_root: Text = Field(
+        description="Where the job writes (the packaged job: one Parquet directory per epoch and batch)."
+    )
     bookkeeping_group: Text = Field(description="Consumer group the job commits each batch's end offsets to.")
     fencing_marker: Text = Field(description="File holding the pair's current epoch.")
     run_dir: Text = Field(description="Folder of this run's status file and stop request.")

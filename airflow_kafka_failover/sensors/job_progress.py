@@ -13,6 +13,10 @@ from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.translation.spark_checkpoint import kafka_offsets_from_json
 
+SILENT_BATCHES = 3
+"""Committed batches without a single progress line after which a job is taken to break the contract
+(the lines follow each commit within moments; a few batches leave room for a slow listener)."""
+
 
 class StreamingJobProgressSensor(BaseSensorOperator):
     """Succeed once the job has committed a batch past ``position``, or processed ``min_records`` records.
@@ -73,6 +77,12 @@ class StreamingJobProgressSensor(BaseSensorOperator):
                 progress.records,
             )
             return True
+        if progress.batch_id is not None and progress.batch_id >= SILENT_BATCHES and not progress.written_any:
+            raise AirflowFailException(
+                f"{handle.describe()} committed batches 0 to {progress.batch_id} in its checkpoint but "
+                f"wrote no progress line to {handle.checkpoint}/progress.jsonl: the job does not follow "
+                "the job contract (the job-side API writes them: docs/jobs.md)"
+            )
         status = handle.status()
         if handle.is_alive() is False or status.get("state") in ("failed", "refused", "fenced", "stopped"):
             raise AirflowFailException(

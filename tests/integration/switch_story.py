@@ -44,15 +44,17 @@ def timed(story: Story, label: str, fault_at: float, cluster: str, epoch: int, o
 
 @contextmanager
 def new_pair_story(
-    sandbox: Any, airflow_home: Path, root: Path, prefix: str, rate: float = 40.0
+    sandbox: Any, airflow_home: Path, root: Path, prefix: str, rate: float = 40.0, **story_fields: Any
 ) -> Iterator[Story]:
     """The story of a fresh pair ``<prefix><random>`` on ``sandbox``.
 
     Its config is written, its topic created and a steady producer running; on the way out the producer and
     every job run of the pair are stopped.
+
+    :param story_fields: more fields of the story (``job_options``, a ``sink_reader``).
     """
     pair = f"{prefix}{uuid.uuid4().hex[:6]}"
-    story = Story(sandbox, airflow_home, root, pair, f"orders-{pair}")
+    story = Story(sandbox, airflow_home, root, pair, f"orders-{pair}", **story_fields)
     try:
         story.write_config()
         story.create_topics()

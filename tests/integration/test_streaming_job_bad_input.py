@@ -112,3 +112,40 @@ def test_no_connection_of_this_file_outlives_its_test():
     prefixes = ("AIRFLOW_CONN_BADJOB_", "AIRFLOW_CONN_SPARK_BADJOB")
     leaked = sorted(name for name in os.environ if name.startswith(prefixes))
     assert not leaked, f"connections left in os.environ by the tests above: {leaked}"
+
+
+def user_job(world: JobWorld, text: str) -> str:
+    path = world.root / "user_job.py"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_job_that_never_reports_running_fails_the_submit_naming_status_json(world, topic):
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+    from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+    from airflow_kafka_failover.process_group import ManagedProcess
+
+    FencingMarker(world.fence, world.pair).write(0, "A")
+    fence_before = world.fence.read_text()
+    silent = user_job(world, "import time\ntime.sleep(600)  # a job that ignores the contract\n")
+    operator = world.submit_operator(
+        "A", 0, [topic], "earliest", application=silent, startup_timeout_seconds=10
+    )
+    with pytest.raises(JobStartError, match=r"did not report running in .*status\.json within 10 s"):
+        operator.execute({})
+    run_dir = RunLayout(world.pair, "A", 0, "", str(world.root / "runs")).run_dir
+    assert not ManagedProcess(PROCESS_NAME, run_dir).is_running(), "the silent job was left running"
+    assert world.fence.read_text() == fence_before
+
+
+def test_a_job_that_raises_at_import_fails_the_submit_with_its_error(world, topic):
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+
+    FencingMarker(world.fence, world.pair).write(0, "A")
+    broken = user_job(world, "import orders_lib_that_is_not_installed\n")
+    operator = world.submit_operator("A", 0, [topic], "earliest", application=broken)
+    started = time.monotonic()
+    with pytest.raises(JobStartError, match="did not start") as failure:
+        operator.execute({})
+    assert "orders_lib_that_is_not_installed" in str(failure.value)  # the log tail shows the error
+    assert time.monotonic() - started < 120

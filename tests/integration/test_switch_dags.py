@@ -1,9 +1,12 @@
 """End to end: the start, failover and failback DAGs move a running job between real clusters.
 
-A steady producer writes records with unique ids; the job runs on A. The steps share one sandbox and
+The job is a user's own, written on the job-side API: ``examples/jobs/orders_to_delta`` (JSON orders parsed,
+filtered and enriched into a Delta table with a MERGE on the order id). A steady producer writes records
+with unique ids; the job runs on A. The steps share one sandbox and
 form one chain (STEPS): start; crash A -> failover; restart A -> failback; hang A -> failover; resume ->
 failback; a dry run; a forced failover; wipe A -> failback refused. After each switch no acknowledged id
-may be missing from the deduplicated sink.
+may be missing from the table, and none may be there twice: the MERGE makes the table exactly once
+without a dedup step (checked again at the end by reading the table with Spark).
 
 Each test stands alone: it first runs, in order, the steps of the chain before its own that have not run
 yet (``-k hang`` runs start, crash and restart, then hang). A step runs once per module and holds its
@@ -15,21 +18,33 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
+from akf_devtools.demo.user_sinks import read_delta_orders
 
 from tests.integration.switch_story import new_pair_story, run_chain, timed
 
 pytestmark = pytest.mark.spark
 
+EXAMPLE_JOB = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "orders_to_delta" / "job.py"
+
 
 @pytest.fixture(scope="module")
 def story(own_sandbox, airflow_home, tmp_path_factory):
-    with new_pair_story(own_sandbox, airflow_home, tmp_path_factory.mktemp("story"), "e2e") as story:
+    with new_pair_story(
+        own_sandbox,
+        airflow_home,
+        tmp_path_factory.mktemp("story"),
+        "e2e",
+        job_options={"application": str(EXAMPLE_JOB)},
+        sink_reader=read_delta_orders,
+    ) as story:
         yield story
     print("figures:", story.figures)
     results = Path(__file__).resolve().parents[2] / "results"
@@ -69,9 +84,7 @@ def check_counts(story, record) -> dict:
     story.counts[f"epoch {record['epoch']}"] = counts
     print(f"counts at epoch {record['epoch']}:", counts)
     assert counts["lost"] == 0 and counts["without_id"] == 0
-    bounds = [entry["plan"]["max_duplicates"] for entry in record["history"]]
-    if all(bound is not None for bound in bounds):
-        assert counts["duplicates"] <= sum(bounds), (counts, bounds)
+    assert counts["duplicates"] == 0, counts  # the MERGE inserts a re-delivered order id never twice
     return counts
 
 
@@ -135,6 +148,38 @@ def step_forced_failover_of_a_healthy_primary_loses_nothing(story) -> None:
     check_counts(story, record)
 
 
+SPARK_READ = """
+import json, sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").config("spark.jars", sys.argv[3])
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+         .getOrCreate())
+ids = [row[0] for row in spark.read.format("delta").load(sys.argv[1]).select("order_id").collect()]
+open(sys.argv[2], "w").write(json.dumps(ids))
+"""
+
+
+def step_the_table_read_with_spark_holds_each_acknowledged_id_once(story) -> None:
+    from akf_devtools.sandbox.jars import delta_jars
+
+    acked = set(story.producer.acked_ids)
+    counts = story.check_no_loss()
+    out = story.root / "table_ids.json"
+    jars = ",".join(str(jar) for jar in delta_jars())
+    subprocess.run(
+        [sys.executable, "-c", SPARK_READ, str(story.root / "sink"), str(out), jars], check=True, timeout=300
+    )
+    ids = json.loads(out.read_text())
+    produced = story.producer.prefix + "-"
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} order ids are in the table twice"
+    assert acked <= set(ids), f"{len(acked - set(ids))} acknowledged ids are missing"
+    strangers = [i for i in ids if not i.startswith(produced)]
+    assert not strangers, f"ids the producer never wrote: {strangers[:5]}"
+    print(f"the Delta table read with Spark: {len(ids)} rows, all distinct; {counts}")
+
+
 def step_failback_to_a_wiped_primary_is_refused(story) -> None:
     before, fence = story.record(), story.fence()
     running = story.start_run("failback")
@@ -157,6 +202,7 @@ STEPS: list[Callable[..., None]] = [
     step_resume_of_a_fails_back_without_loss,
     step_dry_run_changes_nothing,
     step_forced_failover_of_a_healthy_primary_loses_nothing,
+    step_the_table_read_with_spark_holds_each_acknowledged_id_once,
     step_failback_to_a_wiped_primary_is_refused,
 ]
 
@@ -215,6 +261,11 @@ def test_dry_run_changes_nothing(story, steps_run):
 @chain_timeout(step_forced_failover_of_a_healthy_primary_loses_nothing)
 def test_forced_failover_of_a_healthy_primary_loses_nothing(story, steps_run):
     run_through(story, steps_run, step_forced_failover_of_a_healthy_primary_loses_nothing)
+
+
+@chain_timeout(step_the_table_read_with_spark_holds_each_acknowledged_id_once)
+def test_the_table_read_with_spark_holds_each_acknowledged_id_once(story, steps_run):
+    run_through(story, steps_run, step_the_table_read_with_spark_holds_each_acknowledged_id_once)
 
 
 @chain_timeout(step_failback_to_a_wiped_primary_is_refused)

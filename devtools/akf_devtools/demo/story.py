@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ import yaml
 
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-from airflow_kafka_failover.jobs.sink import read_sink
+from airflow_kafka_failover.jobs.sink import SinkContents, read_sink
 from airflow_kafka_failover.process_group import ManagedProcess
 from akf_devtools.sandbox.airflow_env import (
     airflow_env,
@@ -118,6 +119,10 @@ class Story:
     producer: SteadyProducer | None = None
     active_for_producer: str = "A"
     spark_conn: str = "spark_e2e"
+    job_options: dict[str, Any] = field(default_factory=dict)
+    """Job options over the story's own (``application`` for a user's job)."""
+    sink_reader: Callable[[Path], SinkContents] = read_sink
+    """Reads the sink root back (the packaged job's Parquet sink by default)."""
     figures: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     runs: int = 0
@@ -157,6 +162,7 @@ class Story:
                         "spark_conf": LOCAL_SPARK_CONF,
                         "startup_timeout_seconds": 240,
                         "stop_timeout_seconds": 30,
+                        **self.job_options,
                     },
                     "switch": {"watch_timeout_seconds": 240, "gap_wait_seconds": 60, **switch},
                     "keeper": keeper or {},
@@ -242,7 +248,7 @@ class Story:
         """Acknowledged records (``acked``, default all so far) against the deduplicated sink."""
         assert self.producer is not None
         acked = self.producer.acked_ids if acked is None else acked
-        contents = read_sink(self.root / "sink")
+        contents = self.sink_reader(self.root / "sink")
         return {
             "produced": len(acked),
             "lost": len(acked - contents.record_ids),

@@ -202,3 +202,10 @@ def test_the_last_commit_reads_only_the_end_of_a_long_progress_file(tmp_path):
         "\n".join([timed_line(4001, {"t": {"0": 4002}}, 1.0)] + lines) + "\n"
     )
     assert progress.read_last_commit(tmp_path).committed_at is None
+
+
+def test_written_any_tells_a_job_that_writes_no_progress_lines(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}})
+    assert read_progress(tmp_path).written_any is False
+    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 5))
+    assert read_progress(tmp_path).written_any is True

@@ -108,12 +108,14 @@ def test_without_javac_the_job_jars_leave_out_the_record_id_jar_and_say_why(
     tmp_path: Path, monkeypatch, caplog
 ):
     spark_kafka = jars.spark_kafka_jars()  # resolved with the real PATH
+    delta = jars.delta_jars()
     monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
     shutil.copytree(spark_kafka[0].parent, tmp_path / "spark-kafka")
+    shutil.copytree(delta[0].parent, tmp_path / "delta")
     monkeypatch.setattr(jars.shutil, "which", lambda name: None if name == "javac" else shutil.which(name))
     with pytest.raises(SandboxError, match=r"javac is not on PATH: the record-id jar needs a Java 17 JDK"):
         jars.record_id_jar()
     caplog.set_level("WARNING", logger=jars.__name__)
     names = [jar.name for jar in jars.job_jars()]
-    assert names == [jar.name for jar in spark_kafka]
+    assert names == [jar.name for jar in spark_kafka + delta]
     assert "the job runs without the record-id jar: javac is not on PATH" in caplog.text
