@@ -149,6 +149,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         timeout_s=5400,
     ),
     Benchmark(
+        "delta",
+        "bench_delta.py",
+        (
+            Figure("append_ratio", "job into Delta, append mode / plain Delta query", "", ">= 0.85"),
+            Figure("merge_ratio", "job into Delta, MERGE mode / plain Delta query", ""),
+            Figure("plain_records_per_s", "plain Kafka -> Delta query", "records/s"),
+            Figure("other_load_max_share", "largest share of the cores used by other work", ""),
+        ),
+        quick_args=("--records", "100000", "--skip-growth"),
+        timeout_s=5400,
+    ),
+    Benchmark(
         "keeper",
         "bench_keeper.py",
         (

@@ -13,9 +13,11 @@ it) watching the whole chain; the switches are the real failover and failback DA
 6. kill -9 of the driver, and a forced failback while the keeper restarts it: the restart and the switch
    race.
 
-After each step exactly one job runs, at the fence's epoch, the record names it, and (once both clusters
-answer) no acknowledged record is missing from the sink. The figures (kill to next batch, interruption to
-convergence) are printed and written to results/keeper_figures.json.
+The job is the example of a user's own foreachBatch writer, ``examples/jobs/orders_to_sqlite`` (an upsert
+keyed on the order id). After each step exactly one job runs, at the fence's epoch, the record names it, and
+(once both clusters answer) no acknowledged record is missing from the table, and none is there twice. The
+figures (kill to next batch, interruption to convergence) are printed and written to
+results/keeper_figures.json.
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ from pathlib import Path
 
 import pytest
 from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
+from akf_devtools.demo.user_sinks import read_sqlite_orders
 
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.process_group import ManagedProcess
 from tests.integration.switch_story import new_pair_story, run_chain
 
 pytestmark = pytest.mark.spark
+
+EXAMPLE_JOB = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "orders_to_sqlite" / "job.py"
+"""The job is a user's own on the job-side API: a foreachBatch upsert into SQLite (examples/jobs/)."""
 
 KEEPER = {
     "interval_seconds": 2,
@@ -52,7 +58,14 @@ FENCE_STEP_DONE = "end task task_id=fence_and_stop"
 
 @pytest.fixture(scope="module")
 def story(own_sandbox, airflow_home, tmp_path_factory):
-    with new_pair_story(own_sandbox, airflow_home, tmp_path_factory.mktemp("keeper"), "kp") as story:
+    with new_pair_story(
+        own_sandbox,
+        airflow_home,
+        tmp_path_factory.mktemp("keeper"),
+        "kp",
+        job_options={"application": str(EXAMPLE_JOB)},
+        sink_reader=read_sqlite_orders,
+    ) as story:
         story.write_config(keeper=KEEPER)
         story.keeper = None
         try:
@@ -128,6 +141,7 @@ def check_no_loss(story, label: str) -> None:
     story.counts[label] = counts
     print(f"counts after {label}:", counts)
     assert counts["lost"] == 0 and counts["without_id"] == 0
+    assert counts["duplicates"] == 0, counts  # the upsert keeps the first row of an order id
 
 
 def interrupted_switch(story, kind: str, **run: object) -> float:
