@@ -58,12 +58,12 @@ def main(work: Path, jars: str) -> dict:
     sink(table, "append", "akf-p-B-epoch-1").write_batch(batch(["b", "c"]), 0)
     out["append_next_epoch"] = len(rows(table))
 
-    # merge: a replayed batch and re-delivered keys insert nothing twice; duplicates within a batch once
+    # merge: keys re-delivered by the next epoch, and duplicates within a batch, are inserted once (a
+    # replayed merge batch is covered by test_streaming_job's crash of the Delta example)
     table = work / "merge"
-    merge = sink(table, "merge", "akf-p-A-epoch-0", merge_on="order_id", partition_by=["d"])
-    merge.write_batch(batch(["a", "b", "b"]), 0)
-    merge.write_batch(batch(["a", "b"]), 0)
-    out["merge_replayed"] = [r[0] for r in rows(table)]
+    sink(table, "merge", "akf-p-A-epoch-0", merge_on="order_id", partition_by=["d"]).write_batch(
+        batch(["a", "b", "b"]), 0
+    )
     sink(table, "merge", "akf-p-B-epoch-1", merge_on="order_id").write_batch(batch(["b", "c"]), 0)
     out["merge_next_epoch"] = [r[0] for r in rows(table)]
 

@@ -195,3 +195,42 @@ def test_user_job_on_the_api_replays_a_crashed_batch_into_delta_once(
     assert line["records"] == 150 and set(line["max_offset"][topic]) == {"0", "1"}
     hook = KafkaClusterHook(world.kafka_conns["A"])
     assert sum(hook.committed_offsets(f"bk-{world.pair}").values()) == 150
+
+
+STREAM_SINK_JOB = """
+from pyspark.sql import functions as F
+from airflow_kafka_failover.jobs.api import FailoverStream
+
+with FailoverStream.from_args(delta=True) as stream:
+    rows = stream.read_kafka().select(
+        F.get_json_object(F.col("value").cast("string"), "$.id").alias("order_id"),
+        F.lit(stream.cluster).alias("source_cluster"),
+    )
+    stream.write_stream(rows.writeStream.format("delta").option("path", stream.sink_root))
+"""
+
+
+def test_user_job_with_its_own_write_stream_sink_gets_progress_lines_and_group_commits(
+    world, sandbox, unique_topic
+):
+    """A ``writeStream`` sink of the user's (Delta's streaming sink): the API sets the checkpoint and
+    trigger, records each committed batch, and stops the query on a stop request."""
+    from akf_devtools.demo.user_sinks import read_delta_orders
+
+    a = sandbox.bootstrap("A")
+    topic = unique_topic("wstream")
+    create_topic(a, topic, PARTITIONS)
+    ids = [f"w-{n}" for n in range(100)]
+    data.produce_ids(a, topic, ids, PARTITIONS)
+    application = world.root / "stream_sink_job.py"
+    application.write_text(STREAM_SINK_JOB)
+    table = world.root / "stream_delta"
+    handle = world.submit("A", 0, [topic], "earliest", application=str(application), sink_root=str(table))
+    wait_progress(handle, timeout=180, min_records=100)
+    assert read_delta_orders(table).record_ids == set(ids)
+    lines = [json.loads(x) for x in (Path(handle["checkpoint"]) / "progress.jsonl").read_text().splitlines()]
+    assert sum(line["records"] for line in lines) == 100
+    assert {p for line in lines for p in line["max_timestamp_ms"].get(topic, {})} == {"0", "1"}
+    assert sum(KafkaClusterHook(world.kafka_conns["A"]).committed_offsets(f"bk-{world.pair}").values()) == 100
+    assert StreamingJobHook(world.spark_conn).stop(handle, timeout=30) == "stopped"
+    assert JobHandle.from_dict(handle).status()["state"] == "stopped"
