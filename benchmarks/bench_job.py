@@ -35,7 +35,8 @@ offsets cover ``--records`` records; throughput = records / interval. JVM start-
 and query start-up are excluded for both; the first batch's one-off costs (Kafka consumers, code
 generation) are included for both. For the job the result is cross-checked against ``progress.jsonl``
 (``written_at`` of the last batch) and its log's per-batch seconds (the batch's time as Spark measured it,
-and of that the time in the batch function), and the records each query wrote are counted in its Parquet output.
+and of that the time in the batch function), and the records each query wrote are counted in its Parquet
+output.
 ``steady_throughput_ratio`` compares the batches after the first one alone (records after batch 0 / time
 from ``commits/0`` to the end).
 
