@@ -218,10 +218,21 @@ class StreamingJobHook(BaseHook):
         startup_timeout: float = 180.0,
         env: dict[str, str] | None = None,
     ) -> JobHandle:
-        """Start one run detached and wait until it reports running; return its handle.
+        """Start one run and wait until it runs; return its handle.
 
-        A run of the same (pair, cluster, epoch) that is already running is adopted, not started twice, so
-        a retried task converges.
+        Local and client mode wait for the job's ``status.json`` to say ``running``; cluster mode on YARN for
+        the ResourceManager to say ``RUNNING``. A run of the same (pair, cluster, epoch) that is already
+        running (its process, its application on the standalone master, or its YARN application) is
+        adopted, not started twice, so a retried task converges; when that cannot be told (a cluster
+        manager that does not answer) nothing is started and :class:`JobStartError` says why.
+
+        :param settings: the run's settings (written owner-only to the run folder).
+        :param layout: the run's folders.
+        :param application: the PySpark application file.
+        :param startup_timeout: seconds allowed until the run runs; it is stopped (killed on YARN) after.
+        :param env: environment variables for spark-submit on top of this process's (minus Airflow's).
+        :raises JobStartError: the run ended or did not run within ``startup_timeout``, or adopting could
+            not be decided.
         """
         application = Path(application)
         if not application.is_file():
