@@ -496,3 +496,28 @@ def test_the_standalone_web_ui_port_comes_from_the_connection_extra(monkeypatch)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_SA", connection({"standalone_master_webui_port": "ui"}))
     with pytest.raises(ConfigError, match="'standalone_master_webui_port' is 'ui'"):
         StreamingJobHook("spark_sa").standalone_master_webui_port()
+
+
+def test_on_kill_while_waiting_for_yarn_kills_the_submitted_application(
+    tmp_path, fake_yarn, checked_without_kafka
+):
+    import threading
+
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+
+    bin_dir, calls, rm = fake_yarn
+    rm.apps[YARN_APP] = "ACCEPTED"  # never RUNNING: the submit waits until the task is killed
+    operator = _submit_operator(tmp_path, spark_conn_id="spark_yarn", stop_timeout_seconds=0.5)
+
+    def kill_the_task_once_submitted() -> None:
+        while _submissions(calls) == 0:
+            threading.Event().wait(0.1)
+        operator._starting = operator.request()  # what execute() holds while the hook submits
+        operator.on_kill()
+
+    killer = threading.Thread(target=kill_the_task_once_submitted)
+    killer.start()
+    with pytest.raises(JobStartError, match=f"YARN application {YARN_APP} .* ended KILLED"):
+        _submit(StreamingJobHook("spark_yarn", jars=""), tmp_path, bin_dir, startup_timeout=60)
+    killer.join(timeout=30)
+    assert rm.apps[YARN_APP] == "KILLED" and ("PUT", f"/ws/v1/cluster/apps/{YARN_APP}/state") in rm.requests
