@@ -8,12 +8,20 @@ so this hook uses it differently per deploy mode:
   runs as a detached process in its own process group, output to ``<run_dir>/logs/job.log``. Stopping the
   process group stops the application. Spark standalone runs Python drivers only this way.
 - **cluster** (YARN, Kubernetes): spark-submit is run with ``waitAppCompletion=false``, so it returns once
-  the application is accepted; the handle keeps the application id or driver pod for the kill.
+  the application is accepted; the handle keeps the application id or driver pod for the kill. On YARN the
+  submit then waits until the ResourceManager reports the application ``RUNNING``, and the handle is kept
+  in ``<run_dir>/cluster_handle.json`` so that a retried submit of the same run adopts a live application
+  instead of submitting a second one.
+
+A client-mode driver on a standalone master is tracked through its process and through the master: the
+handle records the master's web UI port (the connection's extra ``standalone_master_webui_port``, default
+8080) and Spark's application id once the job reports running.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import subprocess
@@ -27,6 +35,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.hooks import spark_submit_compat
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
@@ -38,9 +47,17 @@ from airflow_kafka_failover.jobs.layout import (
     stop_request_file,
 )
 from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.jobs.standalone_master import (
+    MASTER_WEBUI_PORT_EXTRA,
+    check_webui_port,
+    is_standalone_master,
+)
 from airflow_kafka_failover.jobs.yarn_applications import (
     RESOURCE_MANAGER_EXTRA,
     ResourceManagerClient,
+    ResourceManagerUnreachable,
+    UnknownYarnApplication,
+    YarnApplicationState,
     find_resource_manager,
     is_yarn_master,
     normalize_resource_manager_url,
@@ -64,6 +81,8 @@ WAIT_APP_COMPLETION = {
     "k8s": "spark.kubernetes.submission.waitAppCompletion",
     "spark": "spark.standalone.submit.waitAppCompletion",
 }
+CLUSTER_HANDLE_FILE = "cluster_handle.json"
+"""In the run folder: the handle of the run's cluster-mode application (a retried submit adopts it)."""
 
 
 @contextmanager
@@ -205,10 +224,21 @@ class StreamingJobHook(BaseHook):
         startup_timeout: float = 180.0,
         env: dict[str, str] | None = None,
     ) -> JobHandle:
-        """Start one run detached and wait until it reports running; return its handle.
+        """Start one run and wait until it runs; return its handle.
 
-        A run of the same (pair, cluster, epoch) that is already running is adopted, not started twice, so
-        a retried task converges.
+        Local and client mode wait for the job's ``status.json`` to say ``running``; cluster mode on YARN for
+        the ResourceManager to say ``RUNNING``. A run of the same (pair, cluster, epoch) that is already
+        running (its process, its application on the standalone master, or its YARN application) is
+        adopted, not started twice, so a retried task converges; when that cannot be told (a cluster
+        manager that does not answer) nothing is started and :class:`JobStartError` says why.
+
+        :param settings: the run's settings (written owner-only to the run folder).
+        :param layout: the run's folders.
+        :param application: the PySpark application file.
+        :param startup_timeout: seconds allowed until the run runs; it is stopped (killed on YARN) after.
+        :param env: environment variables for spark-submit on top of this process's (minus Airflow's).
+        :raises JobStartError: the run ended or did not run within ``startup_timeout``, or adopting could
+            not be decided.
         """
         application = Path(application)
         if not application.is_file():
@@ -232,14 +262,80 @@ class StreamingJobHook(BaseHook):
             submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         if mode == "cluster":
-            return self._start(settings, layout, application, handle, env)
+            with _submit_lock(layout.run_dir):
+                adopted = self._live_cluster_run(handle, layout)
+                if adopted is not None:
+                    log.info("%s is on the cluster; adopting it, not submitting another", adopted.describe())
+                    handle = adopted
+                else:
+                    handle = self._start(settings, layout, application, handle, env)
+                    write_json_atomically(layout.run_dir / CLUSTER_HANDLE_FILE, handle.to_dict())
+            self.wait_cluster_running(handle, startup_timeout)
+            return handle
+        if is_standalone_master(master):
+            port = self.standalone_master_webui_port()
+            handle = JobHandle(**{**handle.to_dict(), "master_webui_port": port})
         with _submit_lock(layout.run_dir):  # a keeper and a switch submitting the same run start one job
-            if handle.process.is_running():
+            if self._alive_or_refuse(handle):
                 log.info("%s is already running; adopting it instead of starting another", handle.describe())
-                return handle
-            handle = self._start(settings, layout, application, handle, env)
+            else:
+                handle = self._start(settings, layout, application, handle, env)
         self.wait_running(handle, startup_timeout)
-        return handle
+        return self._with_reported_application(handle)
+
+    @staticmethod
+    def _alive_or_refuse(handle: JobHandle) -> bool:
+        """Whether the run is alive (its process, or its application on a standalone master); raise
+        JobStartError when that cannot be told, so that no second driver of the run starts."""
+        try:
+            return bool(handle.is_alive())
+        except (FailoverError, OSError) as exc:
+            raise JobStartError(
+                f"cannot tell whether {handle.describe()} still runs ({exc}); nothing was submitted, so that "
+                "two drivers of one epoch never run: retry once the cluster manager answers"
+            ) from exc
+
+    @staticmethod
+    def _with_reported_application(handle: JobHandle) -> JobHandle:
+        """The handle with Spark's application id the job reported, on a standalone master (where the
+        master knows the application by it)."""
+        reported = handle.status().get("application_id")
+        if not is_standalone_master(handle.master) or not reported or handle.application_id:
+            return handle
+        return JobHandle(**{**handle.to_dict(), "application_id": str(reported)})
+
+    def _live_cluster_run(self, handle: JobHandle, layout: RunLayout) -> JobHandle | None:
+        """The handle of this run's YARN application if it is still alive (None: submit a new one).
+
+        :raises JobStartError: the recorded application's state cannot be told (the ResourceManager does not
+            answer, or does not know it): nothing is submitted, so that two drivers never run one epoch.
+        """
+        recorded_file = layout.run_dir / CLUSTER_HANDLE_FILE
+        try:
+            recorded = JobHandle.from_dict(json.loads(recorded_file.read_text()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, ConfigError) as exc:
+            raise JobStartError(
+                f"cannot read {recorded_file}, the handle of the run's last cluster-mode submission ({exc}); "
+                "check on the cluster whether that application still runs, then remove the file"
+            ) from None
+        if not (is_yarn_master(recorded.master) and recorded.application_id):
+            # Kubernetes drivers cannot be tracked here (docs/limits.md): a retry submits again.
+            return None
+        try:
+            alive = recorded.is_alive()
+        except UnknownYarnApplication as exc:
+            raise JobStartError(
+                f"{exc}. The run's last submission ({recorded_file}) names it; nothing was submitted: once "
+                "you checked that it no longer runs, remove that file and submit again"
+            ) from None
+        except (ResourceManagerUnreachable, ConfigError) as exc:
+            raise JobStartError(
+                f"{exc}. Nothing was submitted, so that two drivers of epoch {handle.epoch} never run; retry "
+                "once the ResourceManager answers"
+            ) from None
+        return recorded if alive else None
 
     def _start(
         self,
@@ -334,6 +430,52 @@ class StreamingJobHook(BaseHook):
                 )
             time.sleep(0.5)
 
+    def wait_cluster_running(self, handle: JobHandle, timeout: float) -> None:
+        """Wait until the ResourceManager reports the YARN application ``RUNNING`` (its driver started).
+
+        ``ACCEPTED`` (waiting for a container) is not running. An application that ends during start-up, or
+        is not running after ``timeout`` (it is then killed through the ResourceManager), raises.
+        Kubernetes drivers are not tracked here (docs/limits.md): the submit returns at once.
+        """
+        if not (is_yarn_master(handle.master) and handle.application_id):
+            log.info("%s: not waiting for it to run (only YARN applications are tracked)", handle.describe())
+            return
+        app_id = handle.application_id
+        client = ResourceManagerClient(find_resource_manager(handle.resource_manager))
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while True:
+            try:
+                report = client.application(app_id)
+            except ResourceManagerUnreachable as exc:  # passing: the deadline decides
+                last = str(exc)
+            else:
+                last = f"state {report.state}"
+                if report.state == YarnApplicationState.RUNNING:
+                    log.info("%s is running (YARN application %s)", handle.describe(), app_id)
+                    return
+                if report.state.is_final:
+                    raise JobStartError(
+                        f"YARN application {app_id} ({handle.describe()}) ended {report.state} "
+                        f"({report.final_status}) during start-up: {report.diagnostics or 'no diagnostics'}; "
+                        f"its driver's log is in the ResourceManager's UI at {client.url}"
+                    )
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        try:
+            killed = client.kill(app_id)
+        except ResourceManagerUnreachable as exc:
+            raise JobStartError(
+                f"YARN application {app_id} ({handle.describe()}) was not RUNNING within {timeout:.0f} s "
+                f"({last}), and could not be killed: {exc}"
+            ) from None
+        raise JobStartError(
+            f"YARN application {app_id} ({handle.describe()}) was not RUNNING within {timeout:.0f} s "
+            f"({last}); it was killed through the ResourceManager ({killed.state}). Check the cluster's free "
+            "capacity, or raise startup_timeout_seconds"
+        )
+
     # ---- stop ----------------------------------------------------------------------------------------
 
     def stop(self, handle: JobHandle | dict | None, timeout: float = 60.0) -> str:
@@ -388,6 +530,20 @@ class StreamingJobHook(BaseHook):
             return normalize_resource_manager_url(str(recorded))
         return resource_manager_from_hadoop_conf()
 
+    def standalone_master_webui_port(self) -> int | None:
+        """The ``spark`` connection's extra ``standalone_master_webui_port`` (None: Spark's default 8080).
+
+        :raises ConfigError: a value that is not a port.
+        """
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = self.get_connection(self.spark_conn_id).extra_dejson
+        except AirflowNotFoundException:
+            return None
+        port = extra.get(MASTER_WEBUI_PORT_EXTRA)
+        return None if port in (None, "") else check_webui_port(port)
+
     def _kill_on_yarn(self, handle: JobHandle, application_id: str) -> str:
         """Kill the YARN application through the ResourceManager's REST API; return what was done."""
         client = ResourceManagerClient(
@@ -397,22 +553,32 @@ class StreamingJobHook(BaseHook):
         report = client.kill(application_id)
         return f"YARN application {application_id} is {report.state} (ResourceManager {client.url})"
 
-    def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
-        request = stop_request_file(handle.run_dir)
+    def _yarn_state(self, handle: JobHandle) -> YarnApplicationState | None:
+        """The application's state on YARN; None when the ResourceManager does not answer.
+
+        :raises UnknownYarnApplication: the ResourceManager does not know the application.
+        """
+        client = ResourceManagerClient(
+            find_resource_manager(handle.resource_manager or self.yarn_resource_manager())
+        )
         try:
-            request.parent.mkdir(parents=True, exist_ok=True)
-            request.write_text(datetime.now(UTC).isoformat())
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if handle.status().get("state") in ("stopped", "fenced", "failed"):
-                    return "stopped"
-                time.sleep(1)
-        except OSError as exc:
-            log.warning(
-                "cannot write the stop request %s (%s); killing through the cluster manager", request, exc
-            )
-        if handle.application_id and is_yarn_master(handle.master):
-            how = self._kill_on_yarn(handle, handle.application_id)
+            return client.application(str(handle.application_id)).state
+        except ResourceManagerUnreachable as exc:
+            log.warning("%s", exc)
+            return None
+
+    def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
+        handle.check_cluster_manager()
+        on_yarn = bool(handle.application_id and is_yarn_master(handle.master))
+        if on_yarn:
+            state = self._yarn_state(handle)
+            if state is not None and state.is_final:
+                log.info("%s is not running (YARN says %s); nothing to stop", handle.describe(), state)
+                return "not-running"
+        if self._stopped_on_request(handle, timeout, on_yarn):
+            return "stopped"
+        if on_yarn:
+            how = self._kill_on_yarn(handle, str(handle.application_id))
         else:
             command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]
             log.info("killing %s: %s", handle.describe(), " ".join(command))
@@ -430,3 +596,40 @@ class StreamingJobHook(BaseHook):
         except OSError as exc:  # the run folder may be out of reach, which is why the kill went this way
             log.info("could not record the kill in %s: %s", handle.run_dir, exc)
         return "forced"
+
+    def _stopped_on_request(self, handle: JobHandle, timeout: float, on_yarn: bool) -> bool:
+        """Write the stop request and wait up to ``timeout`` for the cluster-mode job to end on it (its
+        ``status.json``, or YARN's state); False when it did not (the caller kills it)."""
+        request = stop_request_file(handle.run_dir)
+        try:
+            request.parent.mkdir(parents=True, exist_ok=True)
+            request.write_text(datetime.now(UTC).isoformat())
+        except OSError as exc:
+            log.warning(
+                "cannot write the stop request %s (%s); killing through the cluster manager", request, exc
+            )
+            return False
+        log.info(
+            "asked %s to finish its batch and stop (waiting up to %.0f s; a driver that does not share "
+            "%s is then killed through the cluster manager)",
+            handle.describe(),
+            timeout,
+            request,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if handle.status().get("state") in ("stopped", "fenced", "failed"):
+                return True
+            state = self._yarn_state(handle) if on_yarn else None
+            if state is not None and state.is_final:
+                log.info("%s ended on the stop request (YARN says %s)", handle.describe(), state)
+                return True
+            time.sleep(1)
+        log.warning(
+            "%s did not stop within %.0f s of the stop request (a cluster-mode driver may not see %s); "
+            "killing it through the cluster manager",
+            handle.describe(),
+            timeout,
+            request,
+        )
+        return False

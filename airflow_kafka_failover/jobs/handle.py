@@ -16,7 +16,15 @@ from pydantic.dataclasses import dataclass
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
+from airflow_kafka_failover.jobs.standalone_master import (
+    DEFAULT_MASTER_WEBUI_PORT,
+    StandaloneApplication,
+    StandaloneMasterClient,
+    StandaloneMasterUnreachable,
+    is_standalone_master,
+)
 from airflow_kafka_failover.jobs.yarn_applications import (
+    APPLICATION_ID,
     ResourceManagerClient,
     find_resource_manager,
     is_yarn_master,
@@ -52,8 +60,11 @@ class JobHandle:
     :param spark_conn_id: the ``spark`` connection it was submitted through.
     :param submitted_at: ISO 8601 time of submission.
     :param driver_id: standalone driver id or Kubernetes ``namespace:pod`` (cluster mode).
-    :param application_id: YARN application id (cluster mode), or Spark's id once the job reported it.
+    :param application_id: YARN application id (cluster mode), or Spark's id once the job reported it
+        (client mode on a standalone master: the id the master knows the application by).
     :param resource_manager: the YARN ResourceManager's web address recorded at submission (YARN only).
+    :param master_webui_port: the standalone master's web UI port recorded at submission (standalone only;
+        None: Spark's default 8080).
     """
 
     pair: str
@@ -69,6 +80,7 @@ class JobHandle:
     driver_id: str | None = None
     application_id: str | None = None
     resource_manager: str | None = None
+    master_webui_port: StrictInt | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (XCom, the active record)."""
@@ -117,15 +129,75 @@ class JobHandle:
         return read_status(self.run_dir)
 
     def is_alive(self) -> bool | None:
-        """True/False for a detached process or a YARN application (asked of the ResourceManager, which
-        raises ``ResourceManagerUnreachable`` rather than guess); None for other cluster-mode drivers."""
+        """Whether the job runs: True/False, or None where nothing can tell (a Kubernetes driver).
+
+        A detached process (local and client mode) is asked through its pid; a client-mode driver on a
+        standalone master also through the master (see :meth:`standalone_application`); a YARN application
+        through the ResourceManager. A cluster manager that does not answer raises (``ResourceManager``- or
+        ``StandaloneMasterUnreachable``) rather than guess; an id it does not know raises too.
+        """
+        self.check_cluster_manager()
         if self.deploy_mode == DeployMode.CLUSTER:
             if is_yarn_master(self.master) and self.application_id:
                 return ResourceManagerClient(find_resource_manager(self.resource_manager)).is_alive(
                     self.application_id
                 )
             return None
-        return self.process.is_running()
+        running_here = self.process.is_running()
+        if not is_standalone_master(self.master):
+            return running_here
+        try:
+            app = self.standalone_application()
+        except StandaloneMasterUnreachable:
+            if running_here:  # the driver is this host's process: alive, whatever the master
+                return True
+            raise
+        # The master's word wins when it knows the application: a driver whose pid file names another
+        # host's process is alive there, and an application the master ended is dead even if a pid lives.
+        return running_here if app is None else app.alive
+
+    def spark_application_id(self) -> str | None:
+        """Spark's application id: the recorded one, else the one the job wrote in ``status.json``."""
+        if self.application_id:
+            return self.application_id
+        reported = self.status().get("application_id")
+        return str(reported) if reported else None
+
+    def standalone_application(self) -> StandaloneApplication | None:
+        """The application as the standalone master lists it (None: no id yet, or the master lists none).
+
+        :raises StandaloneMasterUnreachable: no master answered.
+        """
+        app_id = self.spark_application_id()
+        if app_id is None:
+            return None
+        port = self.master_webui_port or DEFAULT_MASTER_WEBUI_PORT
+        return StandaloneMasterClient(self.master, port).application(app_id)
+
+    def check_cluster_manager(self) -> None:
+        """Refuse a handle whose ids belong to another cluster manager than its master's.
+
+        :raises ConfigError: a Kubernetes driver pod on a YARN master, a YARN application id on a Kubernetes
+            or standalone master, or a cluster-mode handle on YARN without an application id.
+        """
+        master = self.master.strip().lower()
+        if is_yarn_master(master):
+            if self.driver_id:
+                raise ConfigError(
+                    f"job handle of pair {self.pair!r} names driver {self.driver_id!r} (a Kubernetes pod or "
+                    f"a standalone driver) but its master is YARN ({self.master!r}); YARN knows the job by "
+                    "its application id: pass the handle the submit operator returned"
+                )
+            if self.deploy_mode == DeployMode.CLUSTER and not self.application_id:
+                raise ConfigError(
+                    f"job handle of pair {self.pair!r} runs in cluster mode on YARN but names no application "
+                    "id; pass the handle the submit operator returned"
+                )
+        elif self.application_id and APPLICATION_ID.fullmatch(self.application_id):
+            raise ConfigError(
+                f"job handle of pair {self.pair!r} names YARN application {self.application_id!r} but its "
+                f"master is {self.master!r}, not YARN; pass the handle the submit operator returned"
+            )
 
     def log_tail(self, lines: int = 40) -> str:
         if self.deploy_mode == DeployMode.CLUSTER:
@@ -134,11 +206,14 @@ class JobHandle:
         return self.process.log_tail(lines)
 
     def describe(self) -> str:
+        """A short sentence naming the job and where it runs (never raises, asks nothing remote)."""
         if self.deploy_mode == DeployMode.CLUSTER:
             where = self.driver_id or self.application_id
         else:
             pid = self.process.pid()
             where = f"pid {pid}" if pid is not None else "not running"
+            if is_standalone_master(self.master):
+                where += f", Spark application {self.spark_application_id() or '(not reported yet)'}"
         return (
             f"job of pair {self.pair!r} on {self.cluster} at epoch {self.epoch} ({self.deploy_mode}, {where})"
         )

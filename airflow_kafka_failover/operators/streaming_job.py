@@ -204,8 +204,18 @@ class SubmitStreamingJobOperator(BaseOperator):
 
 
 def starting_handle(request: JobRequest, spark_conn_id: str) -> JobHandle:
-    """The handle of a run that spark-submit is still starting: the stop path needs its run folder only."""
+    """The handle of a run that is still starting: the cluster-mode application already submitted (its
+    handle in the run folder, so that the stop kills it through the cluster manager), else the detached
+    process of the run folder."""
+    import json
+
+    from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE
+
     layout = request.layout
+    try:
+        return JobHandle.from_dict(json.loads((layout.run_dir / CLUSTER_HANDLE_FILE).read_text()))
+    except (OSError, ValueError, ConfigError):
+        pass  # no cluster-mode submission (yet): the run folder's process is what starts
     return JobHandle(
         pair=request.pair,
         cluster=request.cluster,

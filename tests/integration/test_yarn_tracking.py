@@ -2,8 +2,10 @@
 
 The module starts one Hadoop minicluster (ResourceManager, NodeManager, NameNode, DataNode in one JVM from
 the Maven Central jars) and submits real YARN applications to it: a JVM application master that registers
-and sleeps, and a PySpark application in ``yarn`` cluster deploy mode submitted through StreamingJobHook.
-The last test stops the cluster and checks that a silent ResourceManager is "cannot reach", never "dead".
+and sleeps, and PySpark applications in ``yarn`` cluster deploy mode submitted through StreamingJobHook (one
+that fails before its driver starts, one that runs: the submit waits for RUNNING, a retried submit adopts it).
+The last test stops the cluster and checks that a silent ResourceManager is "cannot reach", never "dead", and
+that the keeper's look says "unknown" and waits.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from akf_devtools.sandbox.hadoop import HadoopMiniCluster
 
 from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.hooks.streaming_job import JobStartError, StreamingJobHook
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status
 from airflow_kafka_failover.jobs.settings import JobSettings
@@ -29,6 +31,8 @@ from airflow_kafka_failover.jobs.yarn_applications import (
     UnknownYarnApplication,
     YarnApplicationState,
 )
+from airflow_kafka_failover.keeper_findings import Finding, KeeperLimits, assess
+from airflow_kafka_failover.triggers.job_keeper import JobLooker
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.waiting import wait_for
 
@@ -140,11 +144,14 @@ TINY_JOB = """
 """
 
 
-@pytest.mark.spark
-def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeypatch):
-    """spark-submit --master yarn --deploy-mode cluster through the hook; tracked and killed through REST."""
-    application = tmp_path / "tiny_job.py"
-    application.write_text(textwrap.dedent(TINY_JOB))
+FAILING_JOB = """
+    import sys
+
+    sys.exit("the job's settings are unusable (a start-up failure before the SparkSession)")
+"""
+
+
+def yarn_hook(hadoop, monkeypatch) -> StreamingJobHook:
     for name, value in hadoop.env.items():
         monkeypatch.setenv(name, value)
     extra = {"deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": hadoop.resource_manager_url}
@@ -153,7 +160,7 @@ def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeyp
     )
     python = sys.executable
     jvm = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-    hook = StreamingJobHook(
+    return StreamingJobHook(
         "spark_yarn_it",
         conf={
             "spark.yarn.appMasterEnv.PYSPARK_PYTHON": python,
@@ -161,17 +168,21 @@ def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeyp
             "spark.executor.instances": "1",
             "spark.driver.extraJavaOptions": jvm,
             "spark.executor.extraJavaOptions": jvm,
+            "spark.yarn.maxAppAttempts": "1",
         },
         jars="",
         packages=None,
         driver_memory="512m",
         executor_memory="512m",
     )
-    layout = RunLayout("orders", "B", 5, str(tmp_path / "ckpt"), str(tmp_path / "runs"))
+
+
+def yarn_run(tmp_path: Path, epoch: int) -> tuple[JobSettings, RunLayout]:
+    layout = RunLayout("orders", "B", epoch, str(tmp_path / "ckpt"), str(tmp_path / "runs"))
     settings = JobSettings(
         pair="orders",
         cluster="B",
-        epoch=5,
+        epoch=epoch,
         bootstrap_servers="127.0.0.1:9",
         checkpoint=str(layout.checkpoint),
         sink_root=str(tmp_path / "sink"),
@@ -180,12 +191,58 @@ def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeyp
         run_dir=str(layout.run_dir),
         topics=("orders",),
     )
+    return settings, layout
+
+
+def applications_named(hadoop, name: str) -> list[dict]:
+    with urllib.request.urlopen(f"{hadoop.resource_manager_url}/ws/v1/cluster/apps", timeout=10) as answer:
+        apps = (json.load(answer).get("apps") or {}).get("app") or []
+    return [app for app in apps if app["name"] == name]
+
+
+@pytest.mark.spark
+def test_a_pyspark_driver_that_fails_at_start_up_is_a_clear_error(hadoop, tmp_path, monkeypatch):
+    """The application never reaches RUNNING (its driver exits before the SparkSession): the submit names
+    the application and YARN's diagnostics."""
+    application = tmp_path / "failing_job.py"
+    application.write_text(textwrap.dedent(FAILING_JOB))
+    settings, layout = yarn_run(tmp_path, 6)
+    started = time.monotonic()
+    with pytest.raises(JobStartError) as err:
+        yarn_hook(hadoop, monkeypatch).submit(settings, layout, application=application, startup_timeout=180)
+    print(f"the failing driver was reported {time.monotonic() - started:.0f} s after submission")
+    (app,) = applications_named(hadoop, "akf-orders-B-epoch-6")
+    assert app["finalStatus"] == "FAILED"
+    message = str(err.value)
+    assert f"YARN application {app['id']} (job of pair 'orders' on B at epoch 6" in message
+    assert f"ended {app['state']} (FAILED) during start-up: " in message
+    assert app["diagnostics"] and app["diagnostics"][:200] in message
+
+
+@pytest.mark.spark
+def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeypatch):
+    """spark-submit --master yarn --deploy-mode cluster through the hook; it waits until the application
+    runs, a retried submit adopts it, and it is tracked and killed through REST."""
+    application = tmp_path / "tiny_job.py"
+    application.write_text(textwrap.dedent(TINY_JOB))
+    hook = yarn_hook(hadoop, monkeypatch)
+    settings, layout = yarn_run(tmp_path, 5)
+    client = ResourceManagerClient(hadoop.resource_manager_url)
     submitted = time.monotonic()
     handle = hook.submit(settings, layout, application=application)
+    print(f"YARN application RUNNING {time.monotonic() - submitted:.0f} s after submission")
     assert (handle.deploy_mode, handle.master) == ("cluster", "yarn")
     assert handle.application_id is not None and handle.application_id.startswith("application_")
     assert handle.resource_manager == hadoop.resource_manager_url
-    client = ResourceManagerClient(hadoop.resource_manager_url)
+    # The submit returned once YARN said RUNNING (ACCEPTED is not running).
+    assert client.application(handle.application_id).state == YarnApplicationState.RUNNING
+
+    # A retried submit of the same run (a task retry, the keeper) adopts the application.
+    again = hook.submit(settings, layout, application=application)
+    assert again.application_id == handle.application_id
+    assert [app["id"] for app in applications_named(hadoop, "akf-orders-B-epoch-5")] == [
+        handle.application_id
+    ]
 
     def driver_reported_running() -> bool:
         report = client.application(handle.application_id)
@@ -202,6 +259,8 @@ def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeyp
     assert client.application(handle.application_id).state == YarnApplicationState.KILLED
     assert handle.is_alive() is False
     assert read_status(layout.run_dir)["state"] == "killed"
+    # Stopping again finds nothing to stop and kills nothing.
+    assert hook.stop(handle.to_dict(), timeout=3) == "not-running"
 
 
 def test_a_stopped_resource_manager_is_unreachable_not_dead(hadoop, tmp_path):
@@ -215,3 +274,8 @@ def test_a_stopped_resource_manager_is_unreachable_not_dead(hadoop, tmp_path):
         f"cannot reach the YARN ResourceManager at {hadoop.resource_manager_url}"
     )
     assert "it may still run" in str(err.value)
+    # The keeper's look: whether the job runs cannot be told, so it waits (never a restart, never "dead").
+    looker = JobLooker("orders", handle.to_dict(), str(tmp_path / "fence.json"), "no_such_kafka", ["orders"])
+    look = looker.look()
+    assert look.alive is None
+    assert assess(look, KeeperLimits(stall_seconds=60.0, max_lag_records=None)) == [Finding.UNKNOWN]

@@ -24,6 +24,7 @@ class FakeResourceManager:
 
     apps: dict[str, str] = field(default_factory=dict)
     kill_takes: int = 1
+    diagnostics: dict[str, str] = field(default_factory=dict)
     status_override: int | None = None
     body_override: bytes | None = None
     requests: list[tuple[str, str]] = field(default_factory=list)
@@ -63,7 +64,14 @@ class FakeResourceManager:
                 self._pending_kills[app_id] = pending - 1
         state = self.apps[app_id]
         final = {"KILLED": "KILLED", "FAILED": "FAILED", "FINISHED": "SUCCEEDED"}.get(state, "UNDEFINED")
-        report = {"app": {"id": app_id, "state": state, "finalStatus": final, "diagnostics": ""}}
+        report = {
+            "app": {
+                "id": app_id,
+                "state": state,
+                "finalStatus": final,
+                "diagnostics": self.diagnostics.get(app_id, ""),
+            }
+        }
         return 200, json.dumps(report).encode()
 
 

@@ -41,9 +41,17 @@ def register_kafka_connections(
     return ids
 
 
-def register_spark_connection(conn_id: str, master: str, deploy_mode: str | None = None) -> str:
-    """Expose a ``spark`` connection (``local[2]`` or ``spark://host:port``); return its id."""
-    extra = {"deploy-mode": deploy_mode} if deploy_mode else {}
+def register_spark_connection(
+    conn_id: str, master: str, deploy_mode: str | None = None, extra: dict[str, Any] | None = None
+) -> str:
+    """Expose a ``spark`` connection (``local[2]`` or ``spark://host:port``); return its id.
+
+    :param conn_id: the connection id.
+    :param master: the Spark master URL.
+    :param deploy_mode: the extra's ``deploy-mode``.
+    :param extra: more keys of the extra (e.g. ``standalone_master_webui_port``).
+    """
+    extra = {**({"deploy-mode": deploy_mode} if deploy_mode else {}), **(extra or {})}
     if master.startswith("spark://"):
         host, port = master[len("spark://") :].rsplit(":", 1)
         conn = {"conn_type": "spark", "host": f"spark://{host}", "port": int(port), "extra": extra}

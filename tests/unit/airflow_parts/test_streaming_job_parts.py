@@ -331,3 +331,193 @@ def test_on_kill_before_execute_does_nothing(tmp_path):
     operator.hook = FakeJobHook()
     operator.on_kill()
     assert operator.hook.stops == []
+
+
+YARN_APP = "application_1700000000000_0042"
+
+
+def _submit(hook: StreamingJobHook, tmp_path, bin_dir, startup_timeout: float = 30.0) -> JobHandle:
+    settings, layout = _settings(tmp_path)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return hook.submit(settings, layout, env=env, startup_timeout=startup_timeout)
+
+
+def _submissions(calls) -> int:
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def test_a_yarn_submit_waits_until_the_application_runs(tmp_path, fake_yarn):
+    import threading
+
+    bin_dir, calls, rm = fake_yarn
+    rm.apps[YARN_APP] = "ACCEPTED"
+    timer = threading.Timer(1.5, lambda: rm.apps.__setitem__(YARN_APP, "RUNNING"))
+    timer.start()
+    try:
+        handle = _submit(StreamingJobHook("spark_yarn", jars=""), tmp_path, bin_dir)
+    finally:
+        timer.cancel()
+    assert rm.apps[YARN_APP] == "RUNNING" and handle.application_id == YARN_APP
+    asks = [r for r in rm.requests if r == ("GET", f"/ws/v1/cluster/apps/{YARN_APP}")]
+    assert len(asks) >= 2  # ACCEPTED was seen and waited on
+
+
+def test_a_yarn_application_that_fails_at_start_up_names_its_diagnostics(tmp_path, fake_yarn):
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+
+    bin_dir, _calls, rm = fake_yarn
+    rm.apps[YARN_APP] = "FAILED"
+    rm.diagnostics[YARN_APP] = "Application application_1700000000000_0042 failed 2 times: exit code 13"
+    with pytest.raises(JobStartError) as err:
+        _submit(StreamingJobHook("spark_yarn", jars=""), tmp_path, bin_dir)
+    assert f"YARN application {YARN_APP} (job of pair 'orders' on B at epoch 1" in str(err.value)
+    assert (
+        "ended FAILED (FAILED) during start-up: Application application_1700000000000_0042 failed 2 "
+        in str(err.value)
+    )
+
+
+def test_a_yarn_application_still_accepted_at_the_deadline_is_killed(tmp_path, fake_yarn):
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+
+    bin_dir, _calls, rm = fake_yarn
+    rm.apps[YARN_APP] = "ACCEPTED"
+    with pytest.raises(JobStartError) as err:
+        _submit(StreamingJobHook("spark_yarn", jars=""), tmp_path, bin_dir, startup_timeout=1.0)
+    assert f"YARN application {YARN_APP}" in str(err.value)
+    assert (
+        "was not RUNNING within 1 s (state ACCEPTED); it was killed through the ResourceManager (KILLED)"
+        in (str(err.value))
+    )
+    assert rm.apps[YARN_APP] == "KILLED"
+
+
+def test_a_retried_yarn_submit_adopts_the_live_application(tmp_path, fake_yarn):
+    bin_dir, calls, rm = fake_yarn
+    hook = StreamingJobHook("spark_yarn", jars="")
+    first = _submit(hook, tmp_path, bin_dir)
+    again = _submit(hook, tmp_path, bin_dir)
+    assert _submissions(calls) == 1
+    assert again == first and again.application_id == YARN_APP
+    # Once the application ended, a retry submits a new one.
+    rm.apps[YARN_APP] = "KILLED"
+    rm.apps["application_1700000000000_0043"] = "RUNNING"
+    (bin_dir / "spark-submit").write_text((bin_dir / "spark-submit").read_text().replace("_0042", "_0043"))
+    third = _submit(hook, tmp_path, bin_dir)
+    assert _submissions(calls) == 2 and third.application_id == "application_1700000000000_0043"
+
+
+def test_a_retried_yarn_submit_never_submits_while_the_resource_manager_is_silent(tmp_path, fake_yarn):
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+
+    bin_dir, calls, rm = fake_yarn
+    hook = StreamingJobHook("spark_yarn", jars="")
+    _submit(hook, tmp_path, bin_dir)
+    rm.status_override, rm.body_override = 503, b"standby"
+    with pytest.raises(JobStartError) as err:
+        _submit(hook, tmp_path, bin_dir)
+    assert f"answered HTTP 503 to GET {rm.url}/ws/v1/cluster/apps/{YARN_APP}" in str(err.value)
+    assert "Nothing was submitted, so that two drivers of epoch 1 never run" in str(err.value)
+    assert _submissions(calls) == 1
+
+
+def test_a_retried_yarn_submit_whose_application_yarn_forgot_is_a_clear_error(tmp_path, fake_yarn):
+    from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE, JobStartError
+
+    bin_dir, calls, rm = fake_yarn
+    hook = StreamingJobHook("spark_yarn", jars="")
+    _submit(hook, tmp_path, bin_dir)
+    del rm.apps[YARN_APP]
+    with pytest.raises(JobStartError) as err:
+        _submit(hook, tmp_path, bin_dir)
+    _settings_, layout = _settings(tmp_path)
+    assert f"does not know application {YARN_APP}" in str(err.value)
+    assert f"The run's last submission ({layout.run_dir / CLUSTER_HANDLE_FILE}) names it" in str(err.value)
+    assert _submissions(calls) == 1
+
+
+def test_stopping_an_ended_yarn_application_does_nothing(tmp_path, fake_yarn):
+    bin_dir, _calls, rm = fake_yarn
+    hook = StreamingJobHook("spark_yarn", jars="")
+    handle = _submit(hook, tmp_path, bin_dir)
+    rm.apps[YARN_APP] = "FINISHED"
+    assert hook.stop(handle.to_dict(), timeout=5) == "not-running"
+    assert not any(method == "PUT" for method, _ in rm.requests)
+
+
+def test_a_yarn_application_that_ends_on_the_stop_request_is_stopped_not_killed(tmp_path, fake_yarn):
+    import threading
+
+    bin_dir, _calls, rm = fake_yarn
+    hook = StreamingJobHook("spark_yarn", jars="")
+    handle = _submit(hook, tmp_path, bin_dir)
+    # The driver does not share the run folder's status.json: only YARN's state tells that it ended.
+    timer = threading.Timer(1.0, lambda: rm.apps.__setitem__(YARN_APP, "FINISHED"))
+    timer.start()
+    try:
+        assert hook.stop(handle.to_dict(), timeout=20) == "stopped"
+    finally:
+        timer.cancel()
+    assert not any(method == "PUT" for method, _ in rm.requests)
+
+
+def test_stopping_a_handle_with_a_pod_on_yarn_changes_nothing(tmp_path, fake_yarn):
+    from airflow_kafka_failover.exceptions import ConfigError
+    from airflow_kafka_failover.jobs.layout import stop_request_file
+
+    _bin_dir, _calls, rm = fake_yarn
+    settings, layout = _settings(tmp_path)
+    handle = {
+        "pair": "orders",
+        "cluster": "B",
+        "epoch": 1,
+        "deploy_mode": "cluster",
+        "master": "yarn",
+        "run_dir": str(layout.run_dir),
+        "checkpoint": str(layout.checkpoint),
+        "sink_root": settings.sink_root,
+        "driver_id": "spark-jobs:akf-orders-driver",
+    }
+    with pytest.raises(ConfigError, match="names driver 'spark-jobs:akf-orders-driver'"):
+        StreamingJobHook("spark_yarn").stop(handle, timeout=1)
+    assert not stop_request_file(layout.run_dir).exists() and rm.requests == []
+
+
+def test_the_standalone_web_ui_port_comes_from_the_connection_extra(monkeypatch):
+    from airflow_kafka_failover.exceptions import ConfigError
+
+    def connection(extra: dict) -> str:
+        return json.dumps({"conn_type": "spark", "host": "spark://m:7077", "extra": extra})
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_SA", connection({"standalone_master_webui_port": "18080"}))
+    assert StreamingJobHook("spark_sa").standalone_master_webui_port() == 18080
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_SA", connection({}))
+    assert StreamingJobHook("spark_sa").standalone_master_webui_port() is None
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_SA", connection({"standalone_master_webui_port": "ui"}))
+    with pytest.raises(ConfigError, match="'standalone_master_webui_port' is 'ui'"):
+        StreamingJobHook("spark_sa").standalone_master_webui_port()
+
+
+def test_on_kill_while_waiting_for_yarn_kills_the_submitted_application(
+    tmp_path, fake_yarn, checked_without_kafka
+):
+    import threading
+
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+
+    bin_dir, calls, rm = fake_yarn
+    rm.apps[YARN_APP] = "ACCEPTED"  # never RUNNING: the submit waits until the task is killed
+    operator = _submit_operator(tmp_path, spark_conn_id="spark_yarn", stop_timeout_seconds=0.5)
+
+    def kill_the_task_once_submitted() -> None:
+        while _submissions(calls) == 0:
+            threading.Event().wait(0.1)
+        operator._starting = operator.request()  # what execute() holds while the hook submits
+        operator.on_kill()
+
+    killer = threading.Thread(target=kill_the_task_once_submitted)
+    killer.start()
+    with pytest.raises(JobStartError, match=f"YARN application {YARN_APP} .* ended KILLED"):
+        _submit(StreamingJobHook("spark_yarn", jars=""), tmp_path, bin_dir, startup_timeout=60)
+    killer.join(timeout=30)
+    assert rm.apps[YARN_APP] == "KILLED" and ("PUT", f"/ws/v1/cluster/apps/{YARN_APP}/state") in rm.requests

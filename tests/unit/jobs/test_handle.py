@@ -68,6 +68,7 @@ def test_round_trip_and_defaults():
         "spark_conn_id": "spark_b",
         "submitted_at": "2024-01-01T00:00:00+00:00",
         "resource_manager": None,
+        "master_webui_port": None,
     }
     assert JobHandle.from_dict(json.loads(json.dumps(data))) == original
     minimal = handle()

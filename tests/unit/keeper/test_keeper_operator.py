@@ -210,3 +210,47 @@ def test_a_cluster_manager_that_does_not_answer_at_restart_time_is_never_a_secon
     with pytest.raises(TaskDeferred) as deferred:
         operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
     assert deferred.value.trigger.not_before > time.time() + 20
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("manager", "said"),
+    [
+        ("yarn-silent", "cannot reach the YARN ResourceManager at http://127.0.0.1:"),
+        ("yarn-unknown-id", "does not know application application_1700000000000_0007"),
+        ("standalone-silent", "no Spark standalone master of spark://127.0.0.1:7077 answered"),
+    ],
+)
+def test_a_cluster_manager_that_cannot_say_never_gets_a_second_job(world, manager, said, capfd):
+    """The record's job names a real cluster manager address that does not answer (or does not know the
+    id): the keeper waits and says why, it never restarts the job of that epoch."""
+    from tests.unit.fake_resource_manager import FakeResourceManager, running
+
+    operator, variables, _ = world
+    record = json.loads(variables.get(variable_key("orders")))
+    job = record["job"]
+    if manager == "standalone-silent":
+        job.update(master="spark://127.0.0.1:7077", deploy_mode="client", master_webui_port=_closed_port())
+        job["application_id"] = "app-20261123100000-0001"
+    else:
+        job.update(master="yarn", deploy_mode="cluster", application_id="application_1700000000000_0007")
+        job["resource_manager"] = f"http://127.0.0.1:{_closed_port()}"
+    with running(FakeResourceManager()) as rm:
+        if manager == "yarn-unknown-id":
+            job["resource_manager"] = rm.url
+        variables.set(variable_key("orders"), json.dumps(record))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
+            with pytest.raises(TaskDeferred) as deferred:
+                operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
+    assert deferred.value.trigger.not_before > time.time() + 20
+    logged = "".join(capfd.readouterr())
+    assert "not restarting it" in logged and said in logged
+    assert json.loads(variables.get(variable_key("orders"))) == record

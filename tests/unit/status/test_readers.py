@@ -252,3 +252,39 @@ def test_history_record_names_a_database_that_cannot_be_read(tmp_path):
         "cannot read the active record of pair 'orders': RuntimeError: could not connect to server; run "
         "the command where Airflow's metadata database is configured"
     )
+
+
+@pytest.mark.parametrize(("master_says", "alive"), [("RUNNING", True), ("KILLED", False)])
+def test_a_standalone_driver_is_shown_as_the_master_lists_it(
+    tmp_path, dead_clusters, running_job, master_says, alive
+):
+    """A live pid does not make a job alive that the standalone master lists as ended."""
+    from tests.unit.fake_standalone_master import FakeStandaloneMaster, serving
+
+    handle, process = running_job
+    app = "app-20261123100000-0004"
+    write_fence(tmp_path, 1)
+    with serving(FakeStandaloneMaster(apps={app: master_says})) as master:
+        standalone = {
+            **handle,
+            "deploy_mode": "client",
+            "master": "spark://127.0.0.1:7077",
+            "application_id": app,
+            "master_webui_port": master.port,
+        }
+        readings = read_pair(pair_config(tmp_path), stored(record_with(standalone)))
+    assert process.is_running()
+    assert readings.job_alive is alive and readings.job_where == f"pid {process.pid()}"
+
+
+def test_a_standalone_master_that_does_not_answer_shows_the_job_as_unknown(tmp_path, dead_clusters):
+    handle = {
+        **job_handle(tmp_path),
+        "deploy_mode": "client",
+        "master": "spark://127.0.0.1:7077",
+        "application_id": "app-20261123100000-0004",
+        "master_webui_port": closed_port(),
+    }
+    write_fence(tmp_path, 1)
+    readings = read_pair(pair_config(tmp_path), stored(record_with(handle)))
+    assert readings.job_alive is None
