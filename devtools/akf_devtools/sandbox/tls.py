@@ -13,6 +13,8 @@ same PEM files by path:
   because the Airflow side (librdkafka) and the job (Java) then share one file and one key password; rather
   than Java's inline ``ssl.keystore.key``, because a path in a config file can be shown in a log, a key
   cannot.
+- ``ca-key.pem``: the CA's private key (encrypted with the key password), kept so that tests can issue
+  more certificates (an expired one, say) that the brokers trust.
 - ``key-password``: the key password (0600). Broker ``server.properties`` and ``mm2.properties``
   (both 0600) hold it too; it is never on a command line.
 
@@ -138,6 +140,15 @@ def _encrypt_for_java(key_pem: str, password_file: Path) -> str:
     return result.stdout
 
 
+def _encrypted_key_pem(key: Any, password: str) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    encryption = serialization.BestAvailableEncryption(password.encode())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+    ).decode()
+
+
 def certificate_pem(certificate: Any) -> str:
     from cryptography.hazmat.primitives import serialization
 
@@ -167,6 +178,10 @@ class TlsMaterial:
     def client_file(self) -> Path:
         return self.directory / "client.pem"
 
+    @property
+    def ca_key_file(self) -> Path:
+        return self.directory / "ca-key.pem"
+
     @classmethod
     def generate(cls, run_dir: Path) -> TlsMaterial:
         """Make a CA, a broker and a client certificate with a fresh random key password; write them."""
@@ -180,6 +195,7 @@ class TlsMaterial:
         client = issue_certificate("akf-sandbox-client", client_key, (ca, ca_key))
         password_file = write_private(directory / CREDENTIALS_FILE, material.key_password)
         write_private(material.ca_file, certificate_pem(ca))
+        write_private(material.ca_key_file, _encrypted_key_pem(ca_key, material.key_password))
         write_private(material.broker_file, key_and_chain_pem(broker_key, broker, password_file))
         write_private(material.client_file, key_and_chain_pem(client_key, client, password_file))
         return material
@@ -199,6 +215,23 @@ class TlsMaterial:
                 f"the TLS material of the sandbox in {run_dir} is unreadable ({type(exc).__name__} on "
                 f"{path}); run `akf-dev sandbox down` and up again"
             ) from None
+
+    def issue_client(
+        self, name: str, not_before: dt.datetime | None = None, not_after: dt.datetime | None = None
+    ) -> tuple[Any, Any]:
+        """Issue a client certificate signed by the sandbox CA; return ``(key, certificate)``.
+
+        :param name: the certificate's common name.
+        :param not_before: start of validity (default: an hour ago).
+        :param not_after: end of validity (default: 30 days after the start).
+        """
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+
+        ca_key = serialization.load_pem_private_key(self.ca_key_file.read_bytes(), self.key_password.encode())
+        ca = x509.load_pem_x509_certificate(self.ca_file.read_bytes())
+        key = _key()
+        return key, issue_certificate(name, key, (ca, ca_key), not_before=not_before, not_after=not_after)
 
     def client_config(self) -> dict[str, str]:
         """The confluent-kafka (librdkafka) settings of a client with the sandbox's client certificate."""
