@@ -48,7 +48,7 @@ from confluent_kafka.admin import AdminClient
 
 from airflow_kafka_failover.exceptions import ConfigError
 from tests.integration.conftest import RUN_ROOT
-from tests.integration.switch_story import Story, new_pair_story
+from tests.integration.switch_story import TEST_HEALTH, Story, new_pair_story
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.spark
@@ -109,14 +109,18 @@ def story(scram_sandbox, airflow_home, tmp_path_factory):
 # ---- (a) authentication is on, and MirrorMaker 2 authenticates ---------------------------------------------
 
 
-def _list_topics(config: dict) -> tuple[object | None, list[KafkaError]]:
-    """Cluster metadata (None when refused) and the client's errors."""
+def _list_topics(config: dict, timeout: float = 6) -> tuple[object | None, list[KafkaError]]:
+    """Cluster metadata (None when refused) and the client's errors.
+
+    :param timeout: how long to wait for metadata; a refusal is reported in milliseconds, but the client
+        waits this long before giving up.
+    """
     errors: list[KafkaError] = []
     admin = AdminClient(
         {**config, "socket.connection.setup.timeout.ms": 2000, "error_cb": errors.append, "log_level": 0}
     )
     try:
-        metadata = admin.list_topics(timeout=6)
+        metadata = admin.list_topics(timeout=timeout)
     except KafkaException:
         metadata = None
     admin.poll(0.5)  # serves error_cb
@@ -144,7 +148,7 @@ def test_clients_without_a_trusted_certificate_are_refused(scram_sandbox, tmp_pa
         for k, v in config.items()
         if k not in ("ssl.certificate.location", "ssl.key.location", "ssl.key.password")
     }
-    metadata, errors = _list_topics(without_certificate)
+    metadata, errors = _list_topics(without_certificate, timeout=4)
     assert metadata is None
     assert any(
         "bad certificate" in error.str() or "certificate required" in error.str() for error in errors
@@ -157,7 +161,7 @@ def test_clients_without_a_trusted_certificate_are_refused(scram_sandbox, tmp_pa
     )
     foreign = {**without_certificate, "ssl.certificate.location": str(tmp_path / "foreign.pem")}
     foreign["ssl.key.location"] = foreign["ssl.certificate.location"]
-    metadata, errors = _list_topics(foreign)
+    metadata, errors = _list_topics(foreign, timeout=4)
     assert metadata is None, "a certificate of another CA was accepted"
 
 
@@ -348,6 +352,10 @@ def test_files_have_the_narrowest_modes_that_work(story):
 # ---- (f) TLS bad inputs on the real clusters: configuration errors naming the problem, never "down" ------
 
 
+HANDSHAKE_HEALTH = {**TEST_HEALTH, "probe_timeout_seconds": 3, "heartbeat_stale_seconds": 5}
+"""Quick thresholds, with probes long enough for a TLS handshake to fail (and say why) on a loaded machine."""
+
+
 def _bad_extra(problem: str, sandbox: Sandbox, tmp_path: Path) -> tuple[dict, str]:
     """A connection extra for cluster A with one TLS problem, and the error text expected for it."""
     import datetime as dt
@@ -404,7 +412,11 @@ def test_tls_misconfiguration_is_a_configuration_error_not_a_cluster_down(
     good = register_kafka_connections(scram_sandbox, "tlsbad")
     monkeypatch.setenv("AIRFLOW_CONN_TLSBAD_BROKEN", json.dumps({"conn_type": "kafka", "extra": extra}))
     sensor = KafkaClusterDownSensor(
-        task_id="a_down", kafka_config_id="tlsbad_broken", cluster_alias="A", peer_kafka_config_id=good["B"]
+        task_id="a_down",
+        kafka_config_id="tlsbad_broken",
+        cluster_alias="A",
+        peer_kafka_config_id=good["B"],
+        thresholds=HANDSHAKE_HEALTH,
     )
     if problem == "truststore without the broker's CA":  # the files are fine: only the handshake tells
         watch = sensor._build()
@@ -430,7 +442,7 @@ def test_tls_misconfiguration_is_a_configuration_error_not_a_cluster_down(
         with pytest.raises(ConfigError, match=expected):
             sensor._build()
     with pytest.raises(ConfigError, match=expected):
-        probe_cluster(KafkaClusterHook("tlsbad_broken", timeout_seconds=5), "A", [], 5.0)
+        probe_cluster(KafkaClusterHook("tlsbad_broken", timeout_seconds=3), "A", [], 3.0)
     # The same cluster through the good connection answers: the cluster was healthy all along.
     assert probe_cluster(KafkaClusterHook(good["A"], timeout_seconds=5), "A", [], 5.0).ok
 
