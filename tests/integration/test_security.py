@@ -128,9 +128,11 @@ def _list_topics(config: dict, timeout: float = 6) -> tuple[object | None, list[
 
 
 def test_clients_without_the_password_are_refused(scram_sandbox, password):
-    metadata, _ = _list_topics({"bootstrap.servers": scram_sandbox.bootstrap("A")})
+    metadata, _ = _list_topics({"bootstrap.servers": scram_sandbox.bootstrap("A")}, timeout=3)
     assert metadata is None  # PLAINTEXT to a SASL listener: no answer
-    metadata, errors = _list_topics({**scram_sandbox.client_config("A"), "sasl.password": "not-the-password"})
+    metadata, errors = _list_topics(
+        {**scram_sandbox.client_config("A"), "sasl.password": "not-the-password"}, timeout=6
+    )
     assert metadata is None
     assert any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
     metadata, errors = _list_topics(scram_sandbox.client_config("A"))
@@ -148,7 +150,7 @@ def test_clients_without_a_trusted_certificate_are_refused(scram_sandbox, tmp_pa
         for k, v in config.items()
         if k not in ("ssl.certificate.location", "ssl.key.location", "ssl.key.password")
     }
-    metadata, errors = _list_topics(without_certificate, timeout=4)
+    metadata, errors = _list_topics(without_certificate, timeout=3)
     assert metadata is None
     assert any(
         "bad certificate" in error.str() or "certificate required" in error.str() for error in errors
@@ -161,7 +163,7 @@ def test_clients_without_a_trusted_certificate_are_refused(scram_sandbox, tmp_pa
     )
     foreign = {**without_certificate, "ssl.certificate.location": str(tmp_path / "foreign.pem")}
     foreign["ssl.key.location"] = foreign["ssl.certificate.location"]
-    metadata, errors = _list_topics(foreign, timeout=4)
+    metadata, errors = _list_topics(foreign, timeout=3)
     assert metadata is None, "a certificate of another CA was accepted"
 
 
@@ -441,8 +443,8 @@ def test_tls_misconfiguration_is_a_configuration_error_not_a_cluster_down(
     else:
         with pytest.raises(ConfigError, match=expected):
             sensor._build()
-    with pytest.raises(ConfigError, match=expected):
-        probe_cluster(KafkaClusterHook("tlsbad_broken", timeout_seconds=3), "A", [], 3.0)
+        with pytest.raises(ConfigError, match=expected):
+            probe_cluster(KafkaClusterHook("tlsbad_broken", timeout_seconds=3), "A", [], 3.0)
     # The same cluster through the good connection answers: the cluster was healthy all along.
     assert probe_cluster(KafkaClusterHook(good["A"], timeout_seconds=5), "A", [], 5.0).ok
 
