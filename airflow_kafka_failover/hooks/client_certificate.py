@@ -19,7 +19,8 @@ from typing import Any
 from airflow_kafka_failover.exceptions import ConfigError
 
 FILE_OPTIONS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.keystore.location")
-"""librdkafka options that name a file (``ssl.ca.location`` may also be ``probe``; see below)."""
+"""librdkafka options that name a file (``ssl.ca.location`` may also be ``probe``: the system's CA store,
+which is not checked)."""
 
 TLS_REFUSAL = re.compile(
     r"certificate verify failed|alert (bad certificate|certificate expired|unknown ca|certificate unknown|"
@@ -116,7 +117,11 @@ def _pem_key(data: bytes, password: Any, files: Mapping[str, Path], connection: 
     try:
         return serialization.load_pem_private_key(data, secret)
     except TypeError:
-        problem = "is encrypted but ssl.key.password is not set" if secret is None else "is not encrypted"
+        problem = (
+            "is encrypted but ssl.key.password is not set"
+            if secret is None
+            else "is not encrypted, but ssl.key.password is set (remove it)"
+        )
     except ValueError as exc:
         problem = (
             "cannot be decrypted with ssl.key.password"

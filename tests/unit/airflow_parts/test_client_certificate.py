@@ -186,3 +186,9 @@ def test_the_hook_refuses_a_connection_whose_key_file_is_missing(monkeypatch, pe
         ConfigError, match=r"Airflow connection 'kafka_a': ssl.key.location .*nope.key does not"
     ):
         _ = KafkaClusterHook("kafka_a").client_config
+
+
+def test_a_password_for_an_unencrypted_key_is_refused(pem_client):
+    """The job's Java client refuses a password for a key that has none; say so before it starts."""
+    with pytest.raises(ConfigError, match=r"is not encrypted, but ssl.key.password is set \(remove it\)"):
+        check_tls_files({**pem_client, "ssl.key.password": "extra"}, CONN)
