@@ -484,9 +484,23 @@ def _assert_not_wider(path: Path, widest: int) -> None:
 
 
 def files_holding(root: Path, secret: str) -> list[Path]:
-    """Every regular file under ``root`` whose bytes contain ``secret``."""
+    """Every regular file under ``root`` whose bytes contain ``secret``.
+
+    The job still runs while this reads its folders: Spark's staging folders and files can vanish between
+    listing and reading (they are renamed into the sink). ``os.walk`` skips folders gone before they are
+    listed and a file gone before it is read is skipped, instead of failing the scan.
+    """
     needle = secret.encode()
-    return sorted(path for path in root.rglob("*") if path.is_file() and needle in path.read_bytes())
+    holders = []
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            try:
+                if path.is_file() and needle in path.read_bytes():
+                    holders.append(path)
+            except FileNotFoundError:
+                continue
+    return sorted(holders)
 
 
 def _read_proc(pid: str, name: str) -> bytes:
