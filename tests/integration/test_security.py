@@ -53,6 +53,11 @@ from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.spark
 
+SWITCHES = (("failover", "B", 1), ("failback", "A", 2))
+"""The forced switches of the story after the start DAG: (DAG, cluster it moves to, new epoch)."""
+RUNS = (("A", 0), *((cluster, epoch) for _kind, cluster, epoch in SWITCHES))
+"""Every job run of the story: (cluster, epoch)."""
+
 OWNER_ONLY = 0o600
 NO_WIDER_THAN = 0o644
 
@@ -248,7 +253,7 @@ def test_start_forced_failover_and_failback_move_the_job_without_loss(story, sec
         "a batch with records on A",
     )
 
-    for kind, to, epoch in (("failover", "B", 1), ("failback", "A", 2)):
+    for kind, to, epoch in SWITCHES:
         running = story.start_run(kind, force=True, reason="security test")
         while running.process.poll() is None:
             story.scans.append(scan_processes(needles, story, control_pid=running.process.pid))
@@ -271,26 +276,25 @@ def test_start_forced_failover_and_failback_move_the_job_without_loss(story, sec
     on_b = story.producer.acked_per_cluster["B"]
     assert counts["lost"] == 0 and on_b > 0, counts
     epochs = {(p["cluster"], p["epoch"]) for p in story.progress_lines() if p["records"]}
-    assert epochs == {("A", 0), ("B", 1), ("A", 2)}, epochs
+    assert epochs == set(RUNS), epochs
     print("counts:", counts, "scans:", len(story.scans))
 
 
 def test_password_is_on_no_command_line_nor_in_the_job_or_sandbox_environment(story):
     scans = story.scans
-    assert len(scans) >= 3, "the start/failover test did not run"
+    assert len(scans) >= 1 + 2 * len(SWITCHES), "the start/switch test did not run"
     assert not [hit for scan in scans for hit in scan["cmdline"]], [
         s["cmdline"] for s in scans if s["cmdline"]
     ]
     assert not [hit for scan in scans for hit in scan["environ"]], [
         s["environ"] for s in scans if s["environ"]
     ]
-    # Reading environments works: the failover run's dag.test process has the connection (as it must).
+    # Reading environments works: a switch run's dag.test process has the connection (as it must).
     assert any(scan["control"] for scan in scans)
     submits = {cmd for scan in scans for cmd in scan["jobs"]}
-    # The scans saw both jobs' spark-submit command lines (the B one while the failover DAG launched it).
-    assert any("/A/epoch-0/settings.json" in cmd for cmd in submits), submits
-    assert any("/B/epoch-1/settings.json" in cmd for cmd in submits), submits
-    assert any("/A/epoch-2/settings.json" in cmd for cmd in submits), submits
+    # The scans saw every job's spark-submit command line (each while its DAG launched it).
+    for cluster, epoch in RUNS:
+        assert any(f"/{cluster}/epoch-{epoch}/settings.json" in cmd for cmd in submits), submits
 
 
 # ---- (d) nothing the provider writes or shows holds the password, except the job's settings file -----------
@@ -298,9 +302,9 @@ def test_password_is_on_no_command_line_nor_in_the_job_or_sandbox_environment(st
 
 def test_secrets_are_absent_from_logs_xcom_templates_record_and_job_files(story, airflow_home, secrets):
     runs = sorted(story.root.glob("run-*.log"))
-    assert len(runs) >= 3
+    assert len(runs) >= len(RUNS)
     settings = sorted(story.root.glob("runs/*/*/epoch-*/settings.json"))
-    assert len(settings) == 3
+    assert len(settings) == len(RUNS)
     for name, secret in secrets.items():
         holders = files_holding(story.root, secret)
         if "password" in name:  # job logs, progress, sink, checkpoints: clean; the settings file: needed
@@ -341,7 +345,7 @@ def test_secrets_are_absent_from_logs_xcom_templates_record_and_job_files(story,
 def test_files_have_the_narrowest_modes_that_work(story):
     checkpoints = sorted(story.root.glob(f"checkpoints/{story.pair}/*/epoch-*"))
     run_dirs = sorted(story.root.glob(f"runs/{story.pair}/*/epoch-*"))
-    assert len(checkpoints) == 3 and len(run_dirs) == 3
+    assert len(checkpoints) == len(RUNS) and len(run_dirs) == len(RUNS)
     for run_dir in run_dirs:
         assert _mode(run_dir / "settings.json") == OWNER_ONLY, run_dir
         _assert_not_wider(run_dir / "status.json", NO_WIDER_THAN)
