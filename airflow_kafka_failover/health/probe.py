@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
+from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.evidence import ProbeResult, describe_exception
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
@@ -35,6 +36,8 @@ def probe_cluster(
     :param min_insync_replicas: per topic, ``min.insync.replicas`` when known (fetched once by the caller);
         partitions with fewer in-sync replicas are reported.
     :param canary_topic: a topic to produce one record to and read it back; skipped when None.
+    :raises ConfigError: when the connection is misconfigured (TLS files, a TLS handshake refused for a
+        reason of configuration): the watch ends with that error instead of counting a failed probe.
     """
     at = time.time()
     started = time.monotonic()
@@ -45,7 +48,9 @@ def probe_cluster(
         )
     try:
         metadata = hook.describe_cluster(topics, timeout_seconds=timeout_seconds)
-    except Exception as exc:  # every failure to answer is evidence, not a crash
+    except ConfigError:  # a misconfiguration (e.g. TLS) is no evidence of a dead cluster: the task fails
+        raise
+    except Exception as exc:  # every other failure to answer is evidence, not a crash
         return ProbeResult(
             cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=_short(exc)
         )

@@ -18,6 +18,7 @@ from typing import Any
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.hooks.client_certificate import check_tls_files, tls_refusal
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
 from airflow_kafka_failover.types import TopicPartition, Watermarks
 
@@ -135,6 +136,7 @@ class KafkaClusterHook(KafkaBaseHook):
                 )
             self._check_extra(connection.extra)
             config = self._build_config()
+            check_tls_files(config, f"Airflow connection {self.kafka_config_id!r}")
         except ConfigError:
             raise
         except AirflowNotFoundException:
@@ -184,12 +186,15 @@ class KafkaClusterHook(KafkaBaseHook):
         millis = max(int(timeout * 1000), 100)
         return {"socket.connection.setup.timeout.ms": millis, "socket.timeout.ms": max(millis, 10)}
 
-    def admin(self, timeout_seconds: float | None = None, *, timeout: float | None = None):
-        """Return a new AdminClient for this cluster (not cached: probes must not share a stuck client)."""
+    def admin(self, timeout_seconds: float | None = None, *, timeout: float | None = None, **extra: Any):
+        """Return a new AdminClient for this cluster (not cached: probes must not share a stuck client).
+
+        :param extra: more client settings, e.g. an ``error_cb``.
+        """
         timeout = self._effective_timeout("admin", timeout_seconds, timeout)
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({**QUIET, **self.client_config, **self._fast_fail(timeout)})
+        return AdminClient({**QUIET, **self.client_config, **self._fast_fail(timeout), **extra})
 
     def consumer(
         self,
@@ -238,10 +243,13 @@ class KafkaClusterHook(KafkaBaseHook):
     ) -> ClusterMetadata:
         """Return brokers and partition metadata of ``topics`` in one metadata request.
 
-        Raises ``confluent_kafka.KafkaException`` when the cluster does not answer within ``timeout``.
+        Raises ``confluent_kafka.KafkaException`` when the cluster does not answer within ``timeout``, and
+        :class:`ConfigError` when it did not answer because the TLS handshake was refused for a reason of
+        configuration (see :mod:`~airflow_kafka_failover.hooks.client_certificate`): that is no evidence
+        of a cluster being down.
         """
         timeout = self._effective_timeout("describe_cluster", timeout_seconds, timeout)
-        metadata = self.admin(timeout).list_topics(timeout=timeout)
+        metadata = self._list_topics(timeout)
         wanted = list(dict.fromkeys(topics))
         partitions: list[PartitionInfo] = []
         missing: list[str] = []
@@ -260,6 +268,26 @@ class KafkaClusterHook(KafkaBaseHook):
             partitions=tuple(partitions),
             missing_topics=tuple(missing),
         )
+
+    def _list_topics(self, timeout: float):
+        from confluent_kafka import KafkaException
+
+        errors: list[Any] = []
+        admin = self.admin(timeout, error_cb=errors.append)
+        try:
+            return admin.list_topics(timeout=timeout)
+        except KafkaException:
+            admin.poll(0.1)  # serves error_cb: the handshake's own errors say why there was no answer
+            refusal = tls_refusal(errors)
+            if refusal is None:
+                raise
+            raise ConfigError(
+                f"Airflow connection {self.kafka_config_id!r}: the TLS handshake with "
+                f"{self.bootstrap_servers} failed ({refusal}); this is a TLS misconfiguration, not a "
+                "cluster failure: check that "
+                "ssl.ca.location holds the CA that signed the brokers' certificates, that the client "
+                "certificate is one the brokers trust, and security.protocol"
+            ) from None
 
     def partition_counts(
         self, topics: Iterable[str], timeout_seconds: float | None = None, *, timeout: float | None = None

@@ -103,7 +103,9 @@ class JobRequest:
         layout = self.layout
         kafka = KafkaClusterHook(self.kafka_conn_id, timeout_seconds=self.options.check_timeout_seconds)
         options = {
-            **java_client_options(kafka.client_config, f"connection {self.kafka_conn_id!r}"),
+            **java_client_options(
+                kafka.client_config, f"connection {self.kafka_conn_id!r}", self.options.kafka_options
+            ),
             **self.options.kafka_options,
         }
         starting = parse_starting_offsets(self.starting_offsets)

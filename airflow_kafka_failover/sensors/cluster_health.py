@@ -127,6 +127,8 @@ class _ClusterHealthSensor(BaseSensorOperator):
             metadata = watch.hook.describe_cluster(
                 watch.topics, timeout_seconds=watch.thresholds.probe_timeout_seconds
             )
+        except ConfigError:
+            raise
         except Exception:  # unreachable now: nothing to validate against; probing decides
             self.log.info(
                 "Cluster %s is not reachable now; topic names are checked once it answers", watch.cluster

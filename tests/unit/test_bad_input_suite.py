@@ -71,7 +71,16 @@ CONNECTIONS = {
         "extra": {
             "bootstrap.servers": "127.0.0.1:2",
             "security.protocol": "SSL",
-            "ssl.certificate.location": "/etc/kafka/client.pem",
+            "ssl.crl.location": "/etc/kafka/crl.pem",
+        },
+    },
+    "bad_suite_tls_key": {
+        "conn_type": "kafka",
+        "extra": {
+            "bootstrap.servers": "127.0.0.1:2",
+            "security.protocol": "SSL",
+            "ssl.certificate.location": "/nonexistent/akf/client.pem",
+            "ssl.key.location": "/nonexistent/akf/client.pem",
         },
     },
     "bad_suite_gssapi": {
@@ -642,8 +651,20 @@ CASES = [
         ),
         (
             "connection 'bad_suite_ssl'",
-            "['ssl.certificate.location']",
+            "['ssl.crl.location']",
             "give the Java equivalents in the job's kafka_options",
+        ),
+    ),
+    Case(
+        "connection",
+        "client certificate file missing",
+        lambda w, c: submit_refuses(
+            w, FULL_MAP, config_variant(w, "conn-tls", with_connection("B", "bad_suite_tls_key"))
+        ),
+        (
+            "connection 'bad_suite_tls_key'",
+            "ssl.certificate.location /nonexistent/akf/client.pem does not exist",
+            "point ssl.certificate.location at the right file",
         ),
     ),
     Case(

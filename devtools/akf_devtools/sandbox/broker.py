@@ -14,7 +14,8 @@ from airflow_kafka_failover.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.jars import kafka_classpath
 from akf_devtools.sandbox.loopback import accepts_connections, wait_until
-from akf_devtools.sandbox.scram import PROTOCOL, ScramLogin, java_argfile_argv, write_private
+from akf_devtools.sandbox.scram import ScramLogin, java_argfile_argv, write_private
+from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,22 @@ def java_argv(main_class: str, args: list[str], heap: str, run_dir: Path) -> lis
     ]
 
 
+def client_security(login: ScramLogin | None, tls: TlsMaterial | None) -> dict[str, str]:
+    """The confluent-kafka settings of a sandbox client besides ``bootstrap.servers`` ({} without security).
+
+    :param login: the SCRAM login, if the sandbox uses one.
+    :param tls: the TLS material, if the sandbox uses TLS (then the client presents its certificate).
+    """
+    config: dict[str, str] = {}
+    if login is not None:
+        config.update(login.client_config())
+    if tls is not None:
+        config.update(tls.client_config())
+    if login is not None or tls is not None:
+        config["security.protocol"] = security_protocol(login is not None, tls is not None)
+    return config
+
+
 def new_cluster_id() -> str:
     """Return a fresh KRaft cluster id (a base64url-encoded UUID without padding, like kafka-storage).
 
@@ -93,7 +110,11 @@ class KafkaBroker:
         advertised address is a proxy, to cut a single client's path to the cluster.
     :param login: with a SCRAM login, every client listener (``port`` and the extra ones) is
         SASL_PLAINTEXT with SCRAM-SHA-512 and the broker talks to itself as that user too; the controller
-        listener stays PLAINTEXT (it serves only the KRaft quorum). Without one, all listeners are PLAINTEXT.
+        listener stays PLAINTEXT (it serves only the KRaft quorum, on loopback). Without one, all listeners
+        are PLAINTEXT.
+    :param tls: with TLS material, every client listener is SSL (or SASL_SSL with a login) and requires a
+        client certificate signed by the sandbox CA (``ssl.client.auth=required``); the broker's own
+        connections present the broker certificate. The controller listener stays PLAINTEXT.
     """
 
     name: str
@@ -103,6 +124,7 @@ class KafkaBroker:
     cluster_id: str
     extra_listeners: dict[str, tuple[int, str]] = field(default_factory=dict)
     login: ScramLogin | None = None
+    tls: TlsMaterial | None = None
 
     @property
     def home(self) -> Path:
@@ -123,11 +145,11 @@ class KafkaBroker:
     @property
     def client_listener(self) -> str:
         """The name (and security protocol) of the listener on ``port``."""
-        return PROTOCOL if self.login else "PLAINTEXT"
+        return security_protocol(self.login is not None, self.tls is not None)
 
     def client_security(self) -> dict[str, str]:
-        """The confluent-kafka settings a client needs besides ``bootstrap.servers`` ({} without SCRAM)."""
-        return self.login.client_config() if self.login else {}
+        """The confluent-kafka settings a client needs besides ``bootstrap.servers`` ({} without security)."""
+        return client_security(self.login, self.tls)
 
     def properties(self) -> str:
         """Return the broker's server.properties (it holds the SCRAM password when there is a login)."""
@@ -149,6 +171,7 @@ class KafkaBroker:
             "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": ",".join(protocol_map),
             **self._sasl_settings(),
+            **self._tls_settings(),
             "log.dirs": str(self.data_dir),
             # Topics are created on purpose (tests and MirrorMaker 2 create theirs), never by a typo.
             "auto.create.topics.enable": "false",
@@ -173,7 +196,7 @@ class KafkaBroker:
         """SCRAM-SHA-512 on every client listener; the broker's own connections log in as the sandbox user."""
         if self.login is None:
             return {}
-        names = [PROTOCOL, *self.extra_listeners]
+        names = [self.client_listener, *self.extra_listeners]
         return {
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
@@ -181,6 +204,20 @@ class KafkaBroker:
                 f"listener.name.{name.lower()}.scram-sha-512.sasl.jaas.config": self.login.jaas_config()
                 for name in names
             },
+        }
+
+    def _tls_settings(self) -> dict[str, str]:
+        """The broker's key material, and client certificates required on every client listener.
+
+        Kafka applies the broker-wide ``ssl.client.auth`` to SSL listeners only; a SASL_SSL listener
+        requires client certificates only with the listener-prefixed setting (KIP-684), so both are set.
+        """
+        if self.tls is None:
+            return {}
+        names = [self.client_listener, *self.extra_listeners]
+        return {
+            **self.tls.broker_settings(),
+            **{f"listener.name.{name.lower()}.ssl.client.auth": "required" for name in names},
         }
 
     def format_storage(self) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from airflow_kafka_failover.process_group import ManagedProcess
 from akf_devtools.sandbox.broker import java_argv
 from akf_devtools.sandbox.scram import ScramLogin, write_private
+from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +69,15 @@ class MirrorMaker:
     :param login: the SCRAM login of both clusters, or None when they take PLAINTEXT clients. MirrorMaker 2
         applies ``<alias>.security.protocol``/``sasl.*`` to every client of that cluster (its connectors'
         and its Connect worker's internal topics alike).
+    :param tls: the sandbox's TLS material, or None: MirrorMaker 2 then connects to both clusters with TLS
+        and presents the client certificate (PEM files by path; the key password in mm2.properties, 0600).
     """
 
     run_dir: Path
     bootstraps: dict[str, str]
     settings: ReplicationSettings
     login: ScramLogin | None = None
+    tls: TlsMaterial | None = None
 
     @property
     def process(self) -> ManagedProcess:
@@ -150,13 +154,17 @@ class MirrorMaker:
         return "\n".join(lines) + "\n"
 
     def _security_lines(self, aliases: list[str]) -> list[str]:
-        if self.login is None:
+        if self.login is None and self.tls is None:
             return []
-        options = self.login.java_options()
+        options = {
+            **(self.login.java_options() if self.login else {}),
+            **(self.tls.java_options() if self.tls else {}),
+            "security.protocol": security_protocol(self.login is not None, self.tls is not None),
+        }
         return [f"{alias}.{key} = {value}" for alias in aliases for key, value in options.items()]
 
     def start(self) -> None:
-        """Write mm2.properties (owner-only: it may hold the SCRAM password) and start MirrorMaker 2."""
+        """Write mm2.properties (owner-only: it may hold the SCRAM or the key password) and start MM2."""
         write_private(self.config_path, self.properties())
         self.process.start(
             java_argv(

@@ -19,18 +19,19 @@ from pathlib import Path
 
 from airflow_kafka_failover.atomic_file import write_json_atomically
 from akf_devtools.errors import SandboxError
-from akf_devtools.sandbox.broker import KafkaBroker, new_cluster_id
+from akf_devtools.sandbox.broker import KafkaBroker, client_security, new_cluster_id
 from akf_devtools.sandbox.jars import kafka_classpath
 from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
 from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
 from akf_devtools.sandbox.scram import ScramLogin, credentials_file
+from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
 
 log = logging.getLogger(__name__)
 
 MARKER = ".airflow-kafka-failover-sandbox"
 STATE = "sandbox.json"
 FAULTS = ("crash", "hang", "resume", "restart", "wipe")
-SECURITY_MODES = ("none", "scram")
+SECURITY_MODES = ("none", "scram", "tls", "scram-tls")
 PORT_RELEASE_WAIT_S = 15.0
 
 
@@ -52,8 +53,11 @@ class Sandbox:
     :param clusters: the cluster names, primary first; they are also the MirrorMaker 2 aliases.
     :param security: for ``up``: ``none`` (PLAINTEXT clients) or ``scram``: every client, MirrorMaker 2 and
         the brokers themselves authenticate with SASL/SCRAM-SHA-512 as one user whose random password is
-        made at ``up`` and kept in ``<run_dir>/scram-credentials.json`` (mode 0600). None (the default):
-        what the run directory's sandbox uses, ``none`` for a new one.
+        made at ``up`` and kept in ``<run_dir>/scram-credentials.json`` (mode 0600); ``tls``: every
+        client listener is SSL and requires a client certificate (mutual TLS) signed by a CA made at ``up``
+        (files in ``<run_dir>/tls``, see :mod:`akf_devtools.sandbox.tls`); ``scram-tls``: both, SASL_SSL
+        with client certificates required. The KRaft controller listener stays PLAINTEXT on loopback in
+        every mode. None (the default): what the run directory's sandbox uses, ``none`` for a new one.
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class Sandbox:
         self.requested_security = security
         self.security = security or "none"
         self.login: ScramLogin | None = None
+        self.tls: TlsMaterial | None = None
         self.brokers: dict[str, KafkaBroker] = {}
         self.faults_injected: list[tuple[str, str]] = []
         """``(kind, cluster)`` of every fault this object injected, oldest first."""
@@ -98,9 +103,10 @@ class Sandbox:
         self.settings = ReplicationSettings(**state["replication"])
         self.cluster_names = tuple(state["clusters"])  # type: ignore[assignment]
         self.security = state.get("security", "none")
-        self.login = ScramLogin.load(self.run_dir) if self.security == "scram" else None
+        self.login = ScramLogin.load(self.run_dir) if _uses_scram(self.security) else None
+        self.tls = TlsMaterial.load(self.run_dir) if _uses_tls(self.security) else None
         self.brokers = {
-            name: _broker_from_state(name, self.run_dir, cluster, self.login)
+            name: _broker_from_state(name, self.run_dir, cluster, self.login, self.tls)
             for name, cluster in state["clusters"].items()
         }
 
@@ -128,6 +134,7 @@ class Sandbox:
             bootstraps={name: self.brokers[name].bootstrap for name in self.cluster_names},
             settings=self.settings,
             login=self.login,
+            tls=self.tls,
         )
 
     def broker(self, cluster: str) -> KafkaBroker:
@@ -144,9 +151,11 @@ class Sandbox:
         """The confluent-kafka settings every client of this sandbox needs besides ``bootstrap.servers``.
 
         ``{}`` without security; with SCRAM: ``security.protocol``, ``sasl.mechanism``, ``sasl.username``
-        and ``sasl.password``. Both clusters share the login.
+        and ``sasl.password``; with TLS: ``ssl.ca.location``, ``ssl.certificate.location``,
+        ``ssl.key.location`` (one key-and-certificate file) and ``ssl.key.password``. Both clusters share
+        the login and the client certificate.
         """
-        return self.login.client_config() if self.login else {}
+        return client_security(self.login, self.tls)
 
     def client_config(self, cluster: str) -> dict[str, str]:
         """The confluent-kafka config of a client of ``cluster`` (a ``kafka`` connection's extra)."""
@@ -169,7 +178,7 @@ class Sandbox:
                 else:
                     child.unlink()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.security == "scram":
+        if self.security != "none":
             # Besides the owner-only config files, Kafka's data files hold the password too (MirrorMaker 2
             # stores its connectors' configs in a topic): only the owner may enter the run directory.
             self.run_dir.chmod(0o700)
@@ -196,9 +205,10 @@ class Sandbox:
             return self.info()
         self.security = self.requested_security or "none"
         self._claim_run_dir()
-        self.login = ScramLogin.generate() if self.security == "scram" else None
+        self.login = ScramLogin.generate() if _uses_scram(self.security) else None
         if self.login is not None:
             self.login.save(self.run_dir)
+        self.tls = TlsMaterial.generate(self.run_dir) if _uses_tls(self.security) else None
         extra_listeners = extra_listeners or {}
         wanted = sum(2 + len(extra_listeners.get(name, [])) for name in self.cluster_names)
         ports = iter(free_ports(wanted))
@@ -216,6 +226,7 @@ class Sandbox:
                 cluster_id=new_cluster_id(),
                 extra_listeners=extra,
                 login=self.login,
+                tls=self.tls,
             )
         self._save_state()
         kafka_classpath()  # resolve jars once, before parallel broker starts need them
@@ -332,11 +343,15 @@ class Sandbox:
         Never the password: with SCRAM, ``security`` names the user and the owner-only file that holds it.
         """
         security: dict = {"mode": self.security}
+        if self.login is not None or self.tls is not None:
+            security["protocol"] = security_protocol(self.login is not None, self.tls is not None)
         if self.login is not None:
-            security.update(
-                protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", username=self.login.username
-            )
+            security.update(mechanism="SCRAM-SHA-512", username=self.login.username)
             security["credentials_file"] = str(credentials_file(self.run_dir))
+        if self.tls is not None:
+            security.update(
+                ca_file=str(self.tls.ca_file), client_file=str(self.tls.client_file), client_auth="required"
+            )
         return {
             "clusters": {name: {"bootstrap": broker.bootstrap} for name, broker in self.brokers.items()},
             "run_dir": str(self.run_dir),
@@ -416,7 +431,17 @@ class Sandbox:
         self.wait_replicating(timeout, since=marks)
 
 
-def _broker_from_state(name: str, run_dir: Path, cluster: dict, login: ScramLogin | None) -> KafkaBroker:
+def _uses_scram(security: str) -> bool:
+    return security in ("scram", "scram-tls")
+
+
+def _uses_tls(security: str) -> bool:
+    return security in ("tls", "scram-tls")
+
+
+def _broker_from_state(
+    name: str, run_dir: Path, cluster: dict, login: ScramLogin | None, tls: TlsMaterial | None
+) -> KafkaBroker:
     return KafkaBroker(
         name=name,
         run_dir=run_dir,
@@ -425,4 +450,5 @@ def _broker_from_state(name: str, run_dir: Path, cluster: dict, login: ScramLogi
         cluster_id=cluster["cluster_id"],
         extra_listeners={k: (v[0], v[1]) for k, v in cluster.get("extra_listeners", {}).items()},
         login=login,
+        tls=tls,
     )

@@ -116,12 +116,12 @@ def test_options_same_in_both_are_copied_as_strings():
 def test_unknown_options_are_refused_by_name():
     with pytest.raises(ConfigError) as err:
         java_client_options(
-            {"ssl.key.location": "/k.pem", "client.id": "x", "sasl.oauthbearer.config": "a=b", "acks": "all"},
+            {"ssl.crl.location": "/c.pem", "client.id": "x", "sasl.oauthbearer.config": "a=b", "acks": "1"},
             connection="kafka_a",
         )
     message = str(err.value)
     assert message.startswith(
-        "kafka_a: cannot map librdkafka option(s) ['sasl.oauthbearer.config', 'ssl.key.location'] "
+        "kafka_a: cannot map librdkafka option(s) ['sasl.oauthbearer.config', 'ssl.crl.location'] "
         "to the Java client Spark uses"
     )
     assert "client.id" not in message and "acks" not in message
@@ -172,3 +172,84 @@ def test_endpoint_identification_none_in_any_case(given):
     assert java_client_options({"ssl.endpoint.identification.algorithm": given}) == {
         "ssl.endpoint.identification.algorithm": ""
     }
+
+
+# ---- TLS client certificates -------------------------------------------------------------------------------
+
+PEM_CLIENT = {
+    "security.protocol": "ssl",
+    "ssl.ca.location": "/etc/kafka/ca.pem",
+    "ssl.certificate.location": "/etc/kafka/client.pem",
+    "ssl.key.location": "/etc/kafka/client.pem",
+    "ssl.key.password": "key-secret",
+}
+
+
+def test_pem_client_certificate_in_one_file_becomes_a_pem_keystore():
+    assert java_client_options(PEM_CLIENT) == {
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/etc/kafka/ca.pem",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": "/etc/kafka/client.pem",
+        "ssl.key.password": "key-secret",
+    }
+
+
+def test_unencrypted_pem_key_maps_without_a_password():
+    config = {k: v for k, v in PEM_CLIENT.items() if k != "ssl.key.password"}
+    assert "ssl.key.password" not in java_client_options(config)
+
+
+def test_pem_certificate_and_key_in_separate_files_are_refused_naming_both():
+    config = {**PEM_CLIENT, "ssl.key.location": "/etc/kafka/client.key"}
+    with pytest.raises(ConfigError, match=r"/etc/kafka/client.pem.*/etc/kafka/client.key.*one file"):
+        java_client_options(config, "connection 'kafka_a'")
+
+
+@pytest.mark.parametrize("missing", ["ssl.certificate.location", "ssl.key.location"])
+def test_half_a_pem_client_certificate_is_refused(missing):
+    config = {k: v for k, v in PEM_CLIENT.items() if k != missing}
+    with pytest.raises(ConfigError, match="None"):
+        java_client_options(config)
+
+
+def test_key_password_without_a_key_is_refused():
+    with pytest.raises(ConfigError, match="ssl.key.password is set without ssl.key.location"):
+        java_client_options({"ssl.key.password": "x"})
+
+
+def test_pkcs12_keystore_keeps_location_and_password():
+    options = java_client_options(
+        {"ssl.keystore.location": "/etc/kafka/client.p12", "ssl.keystore.password": "store-secret"}
+    )
+    assert options == {
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": "/etc/kafka/client.p12",
+        "ssl.keystore.password": "store-secret",
+    }
+
+
+def test_pkcs12_and_pem_client_certificates_together_are_refused():
+    with pytest.raises(ConfigError, match="either ssl.keystore.location"):
+        java_client_options({**PEM_CLIENT, "ssl.keystore.location": "/etc/kafka/client.p12"})
+
+
+def test_job_keystore_replaces_the_connections_separate_pem_files():
+    """Separate PEM files serve Airflow's clients; the job's kafka_options give Java its own key store."""
+    config = {**PEM_CLIENT, "ssl.key.location": "/etc/kafka/client.key"}
+    overrides = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/etc/kafka/client.p12"}
+    options = java_client_options(config, overrides=overrides)
+    assert not any(key.startswith("ssl.keystore") or key == "ssl.key.password" for key in options)
+    assert options["ssl.truststore.location"] == "/etc/kafka/ca.pem"
+
+
+def test_job_truststore_replaces_the_connections_ca():
+    options = java_client_options(PEM_CLIENT, overrides={"ssl.truststore.location": "/etc/kafka/trust.jks"})
+    assert "ssl.truststore.type" not in options and "ssl.truststore.location" not in options
+    assert options["ssl.keystore.location"] == "/etc/kafka/client.pem"
+
+
+def test_inline_pem_is_refused_by_name():
+    with pytest.raises(ConfigError, match="ssl.key.pem"):
+        java_client_options({"ssl.key.pem": "-----BEGIN PRIVATE KEY-----"})

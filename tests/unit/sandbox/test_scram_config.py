@@ -163,8 +163,8 @@ def test_sandbox_state_restores_the_login(tmp_path: Path):
 
 
 def test_unknown_security_is_refused(tmp_path: Path):
-    with pytest.raises(SandboxError, match="unknown sandbox security 'tls'"):
-        Sandbox(tmp_path, security="tls")
+    with pytest.raises(SandboxError, match="unknown sandbox security 'kerberos'"):
+        Sandbox(tmp_path, security="kerberos")
 
 
 def test_kafka_io_takes_a_config_and_names_only_the_address():
