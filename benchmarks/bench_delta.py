@@ -261,21 +261,24 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: DeltaBench) -> di
     sandbox.stop_mirrormaker()
     bench.bootstrap = sandbox.bootstrap("A")
     bench.our_pgids = {pid for pid in (b.process.pid() for b in sandbox.brokers.values()) if pid is not None}
-    say(f"loading {args.records} records into {args.partitions} partitions")
-    load_topic(bench.bootstrap, "bench-delta", args.records, args.partitions)
+    if not args.skip_throughput:
+        say(f"loading {args.records} records into {args.partitions} partitions")
+        load_topic(bench.bootstrap, "bench-delta", args.records, args.partitions)
     results: dict = {}
-    say("plain Kafka -> Delta append query")
-    results["plain"] = bench.run_plain_delta("bench-delta")
-    for mode in ("append", "merge"):
-        say(f"the API, mode {mode}")
-        results[mode] = bench.run_api("bench-delta", mode, args.records, mode, False, None)
-    for name in ("plain", "append", "merge"):
-        say(f"  {name}: {rate(results[name]):.0f} records/s, CPU {results[name]['cpu_s']:.1f} s")
+    if not args.skip_throughput:
+        say("plain Kafka -> Delta append query")
+        results["plain"] = bench.run_plain_delta("bench-delta")
+        for mode in ("append", "merge"):
+            say(f"the API, mode {mode}")
+            results[mode] = bench.run_api("bench-delta", mode, args.records, mode, False, None)
+        for name in ("plain", "append", "merge"):
+            say(f"  {name}: {rate(results[name]):.0f} records/s, CPU {results[name]['cpu_s']:.1f} s")
     growth = []
     if not args.skip_growth:
         load_topic(bench.bootstrap, "bench-growth", args.growth_records, args.partitions)
+        windows = {"both": (False, True), "window": (True,), "none": (False,)}[args.growth_windows]
         for size in args.table_sizes:
-            for window in (False, True):
+            for window in windows:
                 table = bench.root / f"table-{size}-{'window' if window else 'all'}"
                 say(f"MERGE into a table of {size} rows ({'2-day window' if window else 'no bound'})")
                 made = bench.prefill(table, size)
@@ -315,6 +318,15 @@ def parse_args() -> argparse.Namespace:
         "--growth-records", type=int, default=200_000, help="records merged per size (200000)"
     )
     parser.add_argument("--skip-growth", action="store_true", help="only the three throughput runs")
+    parser.add_argument(
+        "--growth-windows",
+        choices=("both", "window", "none"),
+        default="both",
+        help="the growth runs with the 2-day window, without a bound, or both (both)",
+    )
+    parser.add_argument(
+        "--skip-throughput", action="store_true", help="only the growth runs (no plain/append/merge runs)"
+    )
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds one query may take (1200)")
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
     return parser.parse_args()
@@ -338,20 +350,24 @@ def main() -> int:
         if figures is not None and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     results = figures["results"]
-    summary = {
-        "records": args.records,
-        "partitions": args.partitions,
-        "plain_records_per_s": round(rate(results["plain"])),
-        "append_records_per_s": round(rate(results["append"])),
-        "merge_records_per_s": round(rate(results["merge"])),
-        "append_ratio": round(rate(results["append"]) / rate(results["plain"]), 3),
-        "merge_ratio": round(rate(results["merge"]) / rate(results["plain"]), 3),
-        "cpu_s": {name: round(result["cpu_s"], 1) for name, result in results.items()},
-        "other_load_max_share": round(max(busy_share(r) for r in results.values()), 2),
-        "growth": figures["growth"],
-        "machine": machine,
-    }
-    say(f"append / plain {summary['append_ratio']} (target >= 0.85); merge / plain {summary['merge_ratio']}")
+    summary: dict = {"records": args.records, "partitions": args.partitions}
+    if results:
+        summary.update(
+            {
+                "plain_records_per_s": round(rate(results["plain"])),
+                "append_records_per_s": round(rate(results["append"])),
+                "merge_records_per_s": round(rate(results["merge"])),
+                "append_ratio": round(rate(results["append"]) / rate(results["plain"]), 3),
+                "merge_ratio": round(rate(results["merge"]) / rate(results["plain"]), 3),
+                "cpu_s": {name: round(result["cpu_s"], 1) for name, result in results.items()},
+                "other_load_max_share": round(max(busy_share(r) for r in results.values()), 2),
+            }
+        )
+        say(
+            f"append / plain {summary['append_ratio']} (target >= 0.85); "
+            f"merge / plain {summary['merge_ratio']}"
+        )
+    summary.update({"growth": figures["growth"], "machine": machine})
     print(json.dumps(summary), file=json_out, flush=True)
     return 0
 
