@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from akf_devtools.demo.story import LOCAL_SPARK_CONF, WATCHING, WATCHING_WITHIN_S
+from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 from akf_devtools.demo.user_sinks import read_delta_orders
 
 from tests.integration.switch_story import new_pair_story, run_chain, timed
@@ -42,13 +42,7 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
         airflow_home,
         tmp_path_factory.mktemp("story"),
         "e2e",
-        job_options={
-            "application": str(EXAMPLE_JOB),
-            # A MERGE per batch costs about the same for 40 records as for 400: batches every 3 s, and
-            # Delta's log replayed in one task (the table is small), leave the CPU to the other test worker.
-            "trigger_interval_seconds": 3,
-            "spark_conf": {**LOCAL_SPARK_CONF, "spark.databricks.delta.snapshotPartitions": "1"},
-        },
+        job_options={"application": str(EXAMPLE_JOB)},
         sink_reader=read_delta_orders,
     ) as story:
         yield story
