@@ -23,6 +23,7 @@ starting at the translated offset instead of its true position.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from airflow_kafka_failover.exceptions import TranslationError
@@ -78,11 +79,17 @@ def translate_by_offset_sync(
     position at or before ``d2``, so also at most ``d2 - d - 1``.
 
     Copies. When MM2 copied the partition more than once (it restarted from an older upstream
-    offset), the search runs in the newest copy that began at or before the position: that copy
-    holds every record from its first sync on, in order, so the start is never later than the
+    offset), the search runs in the newest copy with a sync at or before the position: that copy
+    holds every record from that sync on, in order, so the start is never later than the
     first unprocessed record *in that copy*; the records of earlier copies below it are duplicates
-    the job skips. Later copies began after the position, so they hold no record the job processed,
-    and the bound above stays whole.
+    the job skips.
+
+    Restarts the syncs do not show where they began. MM2 keeps one pending sync per partition and
+    overwrites it when a newer one is due before the first was sent, so the sync of a run's first record
+    can be lost. A later copy whose first *visible* sync is after the position may then hold, below that
+    sync, copies of records the job processed; and a restart that left no backwards step at all shows as
+    an excess (see :meth:`OffsetSyncHistory.excess`). The job reads everything after the start, so the
+    bound adds the records of each such region after the start: see :func:`_hidden_copies_after`.
 
     :param source: upstream partition the job read.
     :param position: next upstream offset to process.
@@ -112,17 +119,47 @@ def translate_by_offset_sync(
         return untranslated(source, position, target, method, reason)
     number, copy, index = found
     upstream, downstream = copy.upstream[index], copy.downstream[index]
-    warnings = _copy_warnings(source, target, copies, number, position)
+    hidden = _hidden_copies_after(copies, number, index, position)
+    warnings = _copy_warnings(source, target, copies, number, position, hidden)
     if position == upstream:
         return PartitionTranslation(
-            source, position, target, downstream, method, redelivery_bound=0, warnings=warnings
+            source, position, target, downstream, method, redelivery_bound=hidden, warnings=warnings
         )
     bound = position - upstream - 1
     if index + 1 < len(copy.upstream):
         bound = min(bound, copy.downstream[index + 1] - downstream - 1)
     return PartitionTranslation(
-        source, position, target, downstream + 1, method, redelivery_bound=bound, warnings=warnings
+        source, position, target, downstream + 1, method, redelivery_bound=bound + hidden, warnings=warnings
     )
+
+
+def _hidden_copies_after(copies: list[OffsetSyncHistory], number: int, index: int, position: int) -> int:
+    """Records after the forward start that may be further copies of processed records, from the syncs.
+
+    Every record of a region the syncs show a restart in is counted: the records between two syncs
+    after ``index`` of the chosen copy when that step has an excess (records copied twice by a restart
+    that left no backwards step in the syncs; upstream records MM2 dropped in the same step can make
+    the excess smaller than the number of repeats, so the whole step counts), and in every later copy
+    the records below its first visible sync (from the previous copy's last sync on) plus its steps
+    with an excess. A restart whose repeats exactly fill the place of dropped upstream records, with its
+    first sync lost, leaves no trace in the syncs and is not counted (``docs/limits.md``).
+
+    :param copies: the partition's copies, oldest first.
+    :param number: the chosen copy, counted from 1.
+    :param index: the sync of the chosen copy the start is taken from.
+    :param position: the job's upstream position.
+    """
+    chosen = copies[number - 1]
+    regions = [_step(chosen, j) for j, _ in chosen.excess() if j > index]
+    for previous, later in itertools.pairwise(copies[number - 1 :]):
+        regions.append(later.downstream[0] - previous.downstream[-1] - 1)
+        regions.extend(_step(later, j) for j, _ in later.excess())
+    return sum(regions)
+
+
+def _step(copy: OffsetSyncHistory, j: int) -> int:
+    """The records strictly between sync ``j - 1`` and sync ``j`` of ``copy``, downstream."""
+    return copy.downstream[j] - copy.downstream[j - 1] - 1
 
 
 def _copy_warnings(
@@ -131,10 +168,17 @@ def _copy_warnings(
     copies: list[OffsetSyncHistory],
     number: int,
     position: int,
+    hidden: int,
 ) -> list[str]:
     """Say which of several MM2 copies of ``source`` a forward start reads, and what the bound counts."""
     if len(copies) == 1:
-        return []
+        if not hidden:
+            return []
+        return [
+            f"the offset syncs of {source} show up to {hidden} record(s) of {target} after the start copied "
+            "again by a MirrorMaker 2 restart that left no backwards step in the syncs; any of them may be a "
+            "processed record, so the re-delivery bound includes them"
+        ]
     chosen = copies[number - 1]
     text = (
         f"MirrorMaker 2 copied {source} more than once into {target} ({len(copies)} copies: it restarted "
@@ -147,7 +191,17 @@ def _copy_warnings(
             f"{chosen.downstream[0]}) are duplicates and are skipped"
         )
     if number < len(copies):
-        text += "; the later copies began after the position, so they hold no record the job processed"
+        text += (
+            "; the later copies have no sync at or before the position, but their first syncs may have "
+            "been lost (MirrorMaker 2 overwrites a pending sync), so the records below them may repeat "
+            "processed ones"
+        )
+    if hidden:
+        text += (
+            f"; the re-delivery bound counts records of this copy and up to {hidden} record(s) of those "
+            "regions"
+        )
+        return [text]
     return [text + "; the re-delivery bound counts records of this copy"]
 
 
@@ -219,7 +273,10 @@ def translate_by_offset_sync_reverse(
             begin = (
                 older.downstream[floor] if floor is not None else (older.downstream[0] if older_number else 0)
             )
-            earlier += end - begin
+            # A step below the floor with an excess holds a restart whose first sync was lost: its records
+            # may be copies of any offset, those at or after u included.
+            below = [_step(older, j) for j, _ in older.excess() if floor is not None and j <= floor]
+            earlier += end - begin + sum(below)
         bound += earlier
         warnings.append(
             f"MirrorMaker 2 copied {target} more than once into {source} ({len(copies)} copies); the "
@@ -235,12 +292,18 @@ def translate_by_offset_sync_reverse(
 def _hidden_first_copies(copy: OffsetSyncHistory, index: int, upstream: int) -> int:
     """Records below sync ``index`` that may be first copies of upstream offsets at or after ``upstream``.
 
-    A restart of MM2 from an offset after its last sync is invisible in the syncs, except as an excess
-    (see :meth:`OffsetSyncHistory.excess`): at sync ``j`` opening the new run, the ``n_j`` records just
-    before ``d_j`` are first copies of the records from ``u_j`` on, consecutive upstream, so at most
-    ``n_j - (upstream - u_j)`` of them are at or after ``upstream``.
+    A restart of MM2 the syncs show no backwards step for shows as an excess (see
+    :meth:`OffsetSyncHistory.excess`) at the sync ``j`` that opened the new run. Between syncs ``j - 1`` and
+    ``j`` lie the last records of the old run and the first of the new one. When MM2 sent every due sync, the
+    old run's records at or after ``upstream`` are at most ``n_j - (upstream - u_j)``; but MM2 can lose a
+    sync (it replaces a pending one), and then the old run may have gone on past ``u_j`` with records MM2
+    dropped upstream in between: every record of the step counts.
+
+    :param copy: the copy the position is in.
+    :param index: the sync of that copy the start is taken from.
+    :param upstream: the start, upstream.
     """
-    return sum(max(0, n - (upstream - copy.upstream[j])) for j, n in copy.excess() if j <= index)
+    return sum(_step(copy, j) for j, _ in copy.excess() if j <= index)
 
 
 def translate_by_checkpoint(
@@ -467,9 +530,16 @@ def translate_from_earliest(
     oldest = history.copies[0]
     u0, d0 = oldest.upstream[0], oldest.downstream[0]
     gap = max(0, (u0 - position) - d0)
+    hidden = _hidden_copies_after(history.copies, 1, 0, position)
     warnings = [
         f"{start}; up to {d0} records are read again (those below the oldest offset sync, {u0} -> {d0})"
     ]
+    if hidden:
+        warnings.append(
+            f"the offset syncs of {source} show restarts of MirrorMaker 2 after the oldest sync: up to "
+            f"{hidden} more record(s) of {target} may repeat processed ones, which the re-delivery bound "
+            "includes"
+        )
     if gap:
         warnings.append(
             f"MirrorMaker 2's oldest sync of {source} is at upstream offset {u0}, after the position "
@@ -477,5 +547,5 @@ def translate_from_earliest(
             "replication, or replication started later)"
         )
     return PartitionTranslation(
-        source, position, target, 0, method, redelivery_bound=d0, gap_records=gap, warnings=warnings
+        source, position, target, 0, method, redelivery_bound=d0 + hidden, gap_records=gap, warnings=warnings
     )

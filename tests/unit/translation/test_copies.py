@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partition
@@ -38,6 +38,21 @@ class CopiedPartition:
     copies: list[tuple[int, int]] = field(default_factory=list)  # (upstream, downstream) in downstream order
     syncs: list[tuple[int, int]] = field(default_factory=list)
     downstream_end: int = 0
+    # Index into syncs where each restart's first visible sync landed.
+    restarts: list[int] = field(default_factory=list)
+    # Runs that copied records but stopped before any of their syncs was sent.
+    runs_without_syncs: int = 0
+
+    def restart_without_trace(self) -> bool:
+        """A restart the syncs around it show neither as a backwards step nor as an excess: its repeats fill
+        the places of dropped upstream records, and a lost sync (its first, or the last of the run before)
+        hides where it began. Nothing can see it."""
+        for k in self.restarts:
+            if 0 < k < len(self.syncs):
+                (u1, d1), (u2, d2) = self.syncs[k - 1], self.syncs[k]
+                if u2 > u1 and d2 - d1 <= u2 - u1:
+                    return True
+        return False
 
     def lost_forward(self, start: int, position: int) -> list[int]:
         """Records at or after the position with no copy at or after a downstream start."""
@@ -77,15 +92,30 @@ def copied_partitions(draw) -> CopiedPartition:
         last = run == runs - 1
         stop = len(records) if last else draw(st.integers(next_index, len(records)), label="run end")
         previous = None
+        first_sync_at = len(truth.syncs)
+        owed = False  # a sync that was due but replaced by a later one before MM2 sent it
         for index in range(next_index, stop):
             upstream = records[index]
             downstream += draw(st.sampled_from([0, 0, 0, 1]))  # foreign offsets downstream (markers)
             first, skipped = previous is None, previous is not None and upstream - previous != 1
-            if first or skipped or draw(st.integers(0, 4)) == 0:
+            due = first or skipped or owed or draw(st.integers(0, 4)) == 0
+            # MM2 keeps one pending sync per partition and overwrites it when the producer is busy, so a
+            # due sync (even the first of a run) can go out later, at another record, or never.
+            # The running MM2 (the last run) flushes its pending sync; a run that stopped may have lost it.
+            owed = (
+                due
+                and draw(st.integers(0, 3), label="sync delayed") == 0
+                and not (last and index == stop - 1)
+            )
+            if due and not owed:
                 truth.syncs.append((upstream, downstream))
             truth.copies.append((upstream, downstream))
+            if run and index == next_index:
+                truth.restarts.append(first_sync_at)
             previous = upstream
             downstream += 1
+        if stop > next_index and len(truth.syncs) == first_sync_at:
+            truth.runs_without_syncs += 1
         next_index = stop
     truth.downstream_end = downstream
     return truth
@@ -102,7 +132,10 @@ def test_forward_start_loses_nothing_and_the_bound_holds_across_copies(truth, da
         return
     assert truth.lost_forward(result.target_offset, position) == []
     assert result.redelivery_bound is not None
-    assert truth.redelivered_forward(result.target_offset, position) <= result.redelivery_bound
+    if truth.restart_without_trace():
+        event("a restart without a trace in the syncs: the bound is not checked")
+    else:
+        assert truth.redelivered_forward(result.target_offset, position) <= result.redelivery_bound
     if len(history.copies) > 1:
         assert any("more than once" in warning for warning in result.warnings)
 
@@ -118,7 +151,10 @@ def test_reverse_start_loses_nothing_and_the_bound_holds_across_copies(truth, da
         return
     assert truth.lost_reverse(result.target_offset, position) == []
     assert result.redelivery_bound is not None
-    assert truth.redelivered_reverse(result.target_offset, position) <= result.redelivery_bound
+    if truth.restart_without_trace() or truth.runs_without_syncs:
+        event("a restart or a run without a trace in the syncs: the bound is not checked")
+    else:
+        assert truth.redelivered_reverse(result.target_offset, position) <= result.redelivery_bound
 
 
 @PROPERTY
@@ -151,7 +187,8 @@ def test_earliest_is_safe_and_its_bound_holds_when_no_sync_is_old_enough(truth, 
     assert reverse.target_offset is not None
     assert truth.lost_reverse(reverse.target_offset, reverse_position) == []
     assert reverse.redelivery_bound is not None
-    assert truth.redelivered_reverse(reverse.target_offset, reverse_position) <= reverse.redelivery_bound
+    if not (truth.restart_without_trace() or truth.runs_without_syncs):
+        assert truth.redelivered_reverse(reverse.target_offset, reverse_position) <= reverse.redelivery_bound
 
 
 def test_double_copy_from_zero_failback_counts_the_first_copy():
@@ -183,6 +220,33 @@ def test_forward_start_in_the_second_copy_says_so():
         "earlier copies of the records from position 150 on (below A.orders-0 offset 300)"
         in (result.warnings[0])
     )
+
+
+def test_forward_start_before_a_later_copy_whose_first_sync_was_lost_counts_its_head():
+    """Seen on the sandbox: MM2 copied 0..99 again from 0 to 100.., the sync (0, 100) was overwritten.
+
+    The second copy's first visible sync is (80, 180): the position 63 has no sync of it, so the start is
+    in the first copy, and the job reads the second copy's records 100..179 too, copies of 0..79.
+    """
+    syncs = [(0, 0), (50, 50), (99, 99), (80, 180), (99, 199)]
+    history = OffsetSyncHistory.from_syncs(syncs)
+    assert [len(copy) for copy in history.copies] == [3, 2]
+    result = translate_by_offset_sync(SRC, 63, DST, history)
+    # 51..62 of the first copy, then 0..62 of the second copy, which lie in 100..179.
+    assert result.target_offset == 51
+    assert result.redelivery_bound is not None and result.redelivery_bound >= 12 + 63
+    assert "their first syncs may have been lost" in result.warnings[0]
+
+
+def test_forward_bound_counts_a_restart_shown_only_as_an_excess():
+    """The restart's first sync was lost and the next one is ahead of every earlier sync: no backwards
+    step, but the step from (10, 10) to (30, 50) is 20 upstream and 40 downstream."""
+    history = OffsetSyncHistory.from_syncs([(0, 0), (10, 10), (30, 50)])
+    assert len(history.copies) == 1
+    result = translate_by_offset_sync(SRC, 5, DST, history)
+    assert result.target_offset == 1
+    assert result.redelivery_bound == 4 + 39
+    assert "copied again by a MirrorMaker 2 restart" in result.warnings[0]
 
 
 def test_earliest_states_its_bound_and_the_records_never_copied():
