@@ -119,7 +119,7 @@ def translate_by_offset_sync(
         return untranslated(source, position, target, method, reason)
     number, copy, index = found
     upstream, downstream = copy.upstream[index], copy.downstream[index]
-    hidden = _hidden_copies_after(copies, number, index, position)
+    hidden = _hidden_copies_after(copies, number, index)
     warnings = _copy_warnings(source, target, copies, number, position, hidden)
     if position == upstream:
         return PartitionTranslation(
@@ -133,7 +133,7 @@ def translate_by_offset_sync(
     )
 
 
-def _hidden_copies_after(copies: list[OffsetSyncHistory], number: int, index: int, position: int) -> int:
+def _hidden_copies_after(copies: list[OffsetSyncHistory], number: int, index: int) -> int:
     """Records after the forward start that may be further copies of processed records, from the syncs.
 
     Every record of a region the syncs show a restart in is counted: the records between two syncs
@@ -147,7 +147,6 @@ def _hidden_copies_after(copies: list[OffsetSyncHistory], number: int, index: in
     :param copies: the partition's copies, oldest first.
     :param number: the chosen copy, counted from 1.
     :param index: the sync of the chosen copy the start is taken from.
-    :param position: the job's upstream position.
     """
     chosen = copies[number - 1]
     regions = [_step(chosen, j) for j, _ in chosen.excess() if j > index]
@@ -257,7 +256,7 @@ def translate_by_offset_sync_reverse(
         # Without an excess at the next sync, the records in [d, position) are copies of [u, u2).
         bound = min(bound, copy.upstream[ceiling] - upstream)
     warnings: list[str] = []
-    hidden = _hidden_first_copies(copy, index, upstream)
+    hidden = _hidden_first_copies(copy, index)
     if hidden:
         bound += hidden
         warnings.append(
@@ -289,7 +288,7 @@ def translate_by_offset_sync_reverse(
     )
 
 
-def _hidden_first_copies(copy: OffsetSyncHistory, index: int, upstream: int) -> int:
+def _hidden_first_copies(copy: OffsetSyncHistory, index: int) -> int:
     """Records below sync ``index`` that may be first copies of upstream offsets at or after ``upstream``.
 
     A restart of MM2 the syncs show no backwards step for shows as an excess (see
@@ -301,7 +300,6 @@ def _hidden_first_copies(copy: OffsetSyncHistory, index: int, upstream: int) -> 
 
     :param copy: the copy the position is in.
     :param index: the sync of that copy the start is taken from.
-    :param upstream: the start, upstream.
     """
     return sum(_step(copy, j) for j, _ in copy.excess() if j <= index)
 
@@ -530,7 +528,7 @@ def translate_from_earliest(
     oldest = history.copies[0]
     u0, d0 = oldest.upstream[0], oldest.downstream[0]
     gap = max(0, (u0 - position) - d0)
-    hidden = _hidden_copies_after(history.copies, 1, 0, position)
+    hidden = _hidden_copies_after(history.copies, 1, 0)
     warnings = [
         f"{start}; up to {d0} records are read again (those below the oldest offset sync, {u0} -> {d0})"
     ]
