@@ -63,8 +63,10 @@ def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_plan(args: argparse.Namespace) -> int:
     from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.hooks.storage import use_job_storage
 
     pair = load_pair(args.config, args.pair)
+    use_job_storage(pair.job)
     for name in (args.source, args.target):
         pair.cluster(name)  # raises naming the pair's clusters
     if args.source == args.target:
@@ -144,8 +146,11 @@ def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
     :param hint: how the command takes --pair, appended to the error.
     """
     from airflow_kafka_failover.config import load_pairs
+    from airflow_kafka_failover.hooks.storage import use_job_storage
 
     pairs = load_pairs(config)
+    for pair in pairs.values():
+        use_job_storage(pair.job)
     if name is None:
         return list(pairs.values())
     if name not in pairs:

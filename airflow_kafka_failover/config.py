@@ -528,18 +528,28 @@ class PairsFile(Schema):
 
 
 def _resolve_job_paths(job: JobOptions, pair: str, source: str) -> JobOptions:
-    """The job options with every path absolute: given ones relative to the file, others defaulted."""
+    """The job options with every path absolute: given local ones relative to the file, others defaulted; a
+    store URI is kept as it is."""
+    from airflow_kafka_failover.storage.locations import is_remote
+
     base = Path(source).resolve().parent if source != "<memory>" else Path.cwd()
     home = _airflow_home() / "kafka-failover"
     defaults = {
         "sink_root": home / "sink" / pair,
         "checkpoint_root": home / "checkpoints",
         "run_root": home / "runs",
-        "fencing_marker": home / "fencing" / f"{pair}.json",
+        "fencing_marker": home / "fencing" / pair,
+        "local_root": home / "local",
     }
-    resolved = {}
+    resolved: dict[str, str] = {}
     for key in PATH_OPTIONS:
         given = getattr(job, key)
+        if given and is_remote(given):
+            resolved[key] = given
+            continue
+        if key == "local_root" and not given and not is_remote(resolved["run_root"]):
+            resolved[key] = resolved["run_root"]  # beside the run folders, as before there was a local root
+            continue
         path = Path(given).expanduser() if given else defaults[key]
         resolved[key] = str(path if path.is_absolute() else base / path)
     return job.model_copy(update=resolved)

@@ -1,26 +1,34 @@
-"""The active record in an Airflow Variable (through the Task SDK), with a compare-and-set commit.
+"""The active record: committed create-only in the pair's fencing folder, published in an Airflow Variable.
 
-Variables have no compare-and-set of their own, so the commit builds one: it holds the fencing marker's
-lock (the file lock :meth:`FencingMarker.advance` takes) while it re-reads the record, checks that it is
-still at the epoch the switch started from and that the marker has not moved past the new record's epoch,
-and writes. Two commits of one pair therefore never interleave their read and write: of two switches that
-reached the same epoch together, the second finds the first's record (a no-op when it holds the same job,
-"another switch won" when not). The lock is as shared as the marker itself: every Airflow worker that can
-switch a pair must see the marker's folder (the jobs read it too).
+Variables have no compare-and-set, and no lock is shared by every host that may switch a pair. So a commit is
+the creation of ``<fencing folder>/epoch-<n>.record.json``, create-only like the fence's own markers
+(:mod:`airflow_kafka_failover.jobs.fencing`): of two switches that reach epoch ``n`` together, exactly one
+creates it; the other finds it and is a no-op when it names the same run of the job, "another switch won"
+when not. Only then is the record written to the Variable, which the UI, the CLI and every task read.
+
+The Variable may lag the store (a worker that died between the two writes) or even go back (a worker that
+stalled before its Variable write while another switch committed the next epoch): every read therefore looks
+in the store for a record committed above the Variable's epoch and takes the newest, so what a task acts on
+never goes back. A Variable ahead of the store (written by an older release, or by hand) is taken as it is.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from airflow_kafka_failover.config import PairConfig
+from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
 from airflow_kafka_failover.record import ActiveRecord
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import create_json, read_json
 
 log = logging.getLogger(__name__)
+
+RECORD_MARKER = "epoch-{epoch:010d}.record.json"
+"""In the fencing folder: the record committed at an epoch (create-only)."""
 
 
 def variable_key(pair: str) -> str:
@@ -29,18 +37,68 @@ def variable_key(pair: str) -> str:
 
 
 def fencing_marker(pair: PairConfig) -> FencingMarker:
-    """The pair's fencing marker (its path comes from the pair's job settings)."""
-    return FencingMarker(Path(pair.job.fencing_marker), pair.name)
+    """The pair's fencing folder (its path comes from the pair's job settings)."""
+    return FencingMarker(pair.job.fencing_marker, pair.name)
+
+
+def record_marker(pair: PairConfig, epoch: int) -> str:
+    """The location of the record committed at ``epoch``."""
+    return locations.join(pair.job.fencing_marker, RECORD_MARKER.format(epoch=epoch))
+
+
+def committed_record(pair: PairConfig, epoch: int) -> ActiveRecord | None:
+    """The record committed at ``epoch`` in the store; None when none was.
+
+    :raises ConfigError: the file is not a valid record (damaged by hand).
+    """
+    where = record_marker(pair, epoch)
+    try:
+        data = read_json(where)
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise ConfigError(f"committed record {where} is not valid JSON ({exc}); restore it") from None
+    record = ActiveRecord.from_dict(data, tuple(pair.clusters), where)
+    if record.epoch != epoch:
+        raise ConfigError(f"committed record {where} holds epoch {record.epoch}, not {epoch}; restore it")
+    return record
+
+
+def newest_committed(pair: PairConfig, above: int) -> ActiveRecord | None:
+    """The newest record committed above epoch ``above`` (reads upwards until an epoch has none)."""
+    found = None
+    epoch = above + 1
+    while (record := committed_record(pair, epoch)) is not None:
+        found = record
+        epoch += 1
+    return found
 
 
 def load_record(pair: PairConfig) -> ActiveRecord:
-    """The pair's record; the initial one (primary active, epoch 0) when none was stored yet."""
+    """The pair's record: the Variable's, or a newer one committed in the store; the initial one (primary
+    active, epoch 0) when none was stored yet."""
     from airflow.sdk import Variable
 
     raw = Variable.get(variable_key(pair.name), default=None)
-    if raw is None:
-        return ActiveRecord.initial(pair.name, pair.primary)
-    return _parse_record(pair, raw)
+    published = ActiveRecord.initial(pair.name, pair.primary) if raw is None else _parse_record(pair, raw)
+    return _newest(pair, published)
+
+
+def _newest(pair: PairConfig, published: ActiveRecord) -> ActiveRecord:
+    newer = newest_committed(pair, published.epoch)
+    if newer is None and published.job is None and published.epoch == 0:
+        newer = committed_record(pair, 0)  # a start committed at epoch 0 whose Variable write was lost
+    if newer is None:
+        return published
+    log.warning(
+        "the Variable %s holds epoch %s (job %s) but the store has the record committed at epoch %s: using "
+        "the store's (a commit's Variable write was lost or overtaken)",
+        variable_key(pair.name),
+        published.epoch,
+        "none" if published.job is None else "set",
+        newer.epoch,
+    )
+    return newer
 
 
 def read_stored_record(pair: PairConfig) -> ActiveRecord | None:
@@ -65,7 +123,11 @@ def read_stored_record(pair: PairConfig) -> ActiveRecord | None:
         from airflow.secrets.metastore import MetastoreBackend
 
         raw = MetastoreBackend().get_variable(key)
-    return None if raw is None else _parse_record(pair, raw)
+    if raw is None:
+        initial = ActiveRecord.initial(pair.name, pair.primary)
+        newest = _newest(pair, initial)
+        return None if newest is initial else newest
+    return _newest(pair, _parse_record(pair, raw))
 
 
 def _parse_record(pair: PairConfig, raw: Any) -> ActiveRecord:
@@ -84,42 +146,65 @@ def _parse_record(pair: PairConfig, raw: Any) -> ActiveRecord:
 
 
 def commit_record(pair: PairConfig, expected_epoch: int, record: ActiveRecord) -> ActiveRecord:
-    """Store ``record`` if the stored record is still at ``expected_epoch``; idempotent for a retry.
+    """Commit ``record`` if the pair is still at ``expected_epoch``; idempotent for a retry.
 
-    Holds the fencing marker's lock from the read to the write (see the module's docstring).
+    The commit is the creation of the record's file in the fencing folder (see the module's docstring); the
+    Variable is written after it.
 
-    :raises FencedError: another switch committed first, or the marker has moved past ``record``'s epoch.
+    :raises FencedError: another switch committed first, or the fence has moved past ``record``'s epoch.
     """
+    current = load_record(pair)
+    if (
+        current.epoch == record.epoch
+        and current.active == record.active
+        and same_run(current.job, record.job)
+    ):
+        log.info(
+            "the record of pair %s already holds this switch's run of the job (epoch %s); nothing to write",
+            pair.name,
+            record.epoch,
+        )
+        _publish_if_behind(pair, current)
+        return current
+    if current.epoch != expected_epoch:
+        raise FencedError(
+            f"another switch won: the record of pair {pair.name!r} is at epoch {current.epoch} (active "
+            f"{current.active}), not at {expected_epoch} as when this switch began; nothing was committed"
+        )
     marker = fencing_marker(pair)
-    with marker.locked():
-        current = load_record(pair)
-        if (
-            current.epoch == record.epoch
-            and current.active == record.active
-            and same_run(current.job, record.job)
-        ):
-            log.info(
-                "the record of pair %s already holds this switch's run of the job (epoch %s); nothing to "
-                "write",
-                pair.name,
-                record.epoch,
-            )
-            return current
-        if current.epoch != expected_epoch:
+    fence = marker.newer_than(record.epoch)
+    if fence is not None:
+        raise FencedError(
+            f"the fencing folder {marker.path} of pair {pair.name!r} is at epoch {fence.epoch} (cluster "
+            f"{fence.cluster}), past this record's epoch {record.epoch}: a newer switch fenced this one; "
+            "nothing was committed"
+        )
+    where = record_marker(pair, record.epoch)
+    if not create_json(where, record.to_dict()):
+        winner = committed_record(pair, record.epoch)
+        if winner is None or winner.active != record.active or not same_run(winner.job, record.job):
             raise FencedError(
-                f"another switch won: the record of pair {pair.name!r} is at epoch {current.epoch} (active "
-                f"{current.active}), not at {expected_epoch} as when this switch began; nothing was committed"
+                f"another switch won: {where} already holds the record of epoch {record.epoch} with another "
+                f"run of the job ({(winner.job or {}).get('run_dir') if winner else 'unreadable'}); nothing "
+                "was committed"
             )
-        fence = marker.read()
-        if fence is not None and fence.epoch > record.epoch:
-            raise FencedError(
-                f"the fencing marker {marker.path} of pair {pair.name!r} is at epoch {fence.epoch} (cluster "
-                f"{fence.cluster}), past this record's epoch {record.epoch}: a newer switch fenced this one; "
-                "nothing was committed"
-            )
-        _store(pair, record)
+        log.info(
+            "the record of epoch %s was committed by a retry of this switch; publishing it", record.epoch
+        )
+        record = winner
+    _store(pair, record)
     log.info("committed the record of pair %s: %s active at epoch %s", pair.name, record.active, record.epoch)
     return record
+
+
+def _publish_if_behind(pair: PairConfig, record: ActiveRecord) -> None:
+    """Write ``record`` to the Variable when the Variable lags it (it came from the store)."""
+    from airflow.sdk import Variable
+
+    raw = Variable.get(variable_key(pair.name), default=None)
+    published = None if raw is None else _parse_record(pair, raw)
+    if published is None or published.epoch < record.epoch or published.job != record.job:
+        _store(pair, record)
 
 
 RUN_IDENTITY = ("cluster", "epoch", "run_dir", "checkpoint")

@@ -176,10 +176,15 @@ def _local_path(value: Any) -> str:
     url = _URL.match(text.strip())
     if url:
         raise ValueError(
-            f"{text!r} is a URL ({url.group(1)}://); remote storage is not supported yet: give a local "
-            "path (a mounted volume works) instead"
+            f"{text!r} is a URL ({url.group(1)}://); this option takes a local path (a mounted volume works)"
         )
     return text
+
+
+def _storage_location(value: Any) -> str:
+    from airflow_kafka_failover.storage.locations import check_location
+
+    return check_location(_text(value))
 
 
 def choice(enum: type[_E]) -> BeforeValidator:
@@ -215,4 +220,17 @@ LocalPath = Annotated[
     BeforeValidator(_local_path),
     WithJsonSchema({"type": "string", "minLength": 1, "pattern": "^(?![A-Za-z][A-Za-z0-9+.-]*://)"}),
 ]
-"""A local file system path; ``scheme://`` URLs are refused until remote storage is supported."""
+"""A local file system path; ``scheme://`` URLs are refused."""
+StorageLocation = Annotated[
+    str,
+    BeforeValidator(_storage_location),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "pattern": "^((hdfs|s3a|gs|abfs|abfss|file)://|(?![A-Za-z][A-Za-z0-9+.-]*://))",
+        }
+    ),
+]
+"""A local path or the URI of a supported store (``hdfs://``, ``s3a://``; ``gs://``, ``abfs(s)://``
+untested)."""

@@ -7,25 +7,25 @@ apart without asking Airflow, whose view of a killed task lags by minutes: every
 (renewed from a thread every third of its duration while the step runs), so a lease that expired means
 nobody has worked on the switch for a whole lease.
 
-File: JSON ``{"pair", "epoch", "cluster", "holder", "until", "renewed_at"}`` beside the fencing marker
-(``<marker>.switch``), replaced atomically. It holds no secret and decides nothing by itself: the fence
+File: JSON ``{"pair", "epoch", "cluster", "holder", "until", "renewed_at"}`` in the fencing folder
+(``<fencing folder>/switch-lease.json``), replaced atomically through the folder's store. It holds no secret
+and decides nothing by itself: the fence
 and the record's compare-and-set keep two switches from both committing; the lease only keeps the keeper
 from finishing a switch that is still running.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from airflow_kafka_failover.atomic_file import READABLE_BY_ALL, write_json_atomically
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import StoreUnavailable, open_store, read_json, replace_json
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +58,23 @@ class SwitchLease:
         return f"switch lease of epoch {self.epoch} ({self.cluster}) held by {self.holder}, {state}"
 
 
-def lease_path(fencing_marker: str | Path) -> Path:
-    """The lease file beside a pair's fencing marker."""
-    marker = Path(fencing_marker)
-    return marker.with_name(marker.name + ".switch")
+LEASE_FILE = "switch-lease.json"
 
 
-def read_lease(fencing_marker: str | Path, pair: str) -> SwitchLease | None:
+def lease_path(fencing_marker: str) -> str:
+    """The lease file in a pair's fencing folder."""
+    return locations.join(str(fencing_marker), LEASE_FILE)
+
+
+def read_lease(fencing_marker: str, pair: str) -> SwitchLease | None:
     """The pair's switch lease; None when there is none (or it is unreadable: it then protects nothing).
 
-    :raises ConfigError: the file belongs to another pair (two pairs share a marker path).
+    :raises ConfigError: the file belongs to another pair (two pairs share a fencing folder).
+    :raises StoreUnavailable: the store cannot be read (an unknown lease must not look expired).
     """
     path = lease_path(fencing_marker)
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)
         lease = SwitchLease(
             str(data["pair"]),
             int(data["epoch"]),
@@ -82,37 +85,40 @@ def read_lease(fencing_marker: str | Path, pair: str) -> SwitchLease | None:
         )
     except FileNotFoundError:
         return None
+    except StoreUnavailable:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("switch lease %s is unreadable (%s); treating it as absent", path, exc)
         return None
     if lease.pair != pair:
         raise ConfigError(
             f"switch lease {path} belongs to pair {lease.pair!r}, not {pair!r}: each pair needs its own "
-            "fencing_marker path"
+            "fencing folder (job.fencing_marker)"
         )
     return lease
 
 
 def write_lease(
-    fencing_marker: str | Path, pair: str, epoch: int, cluster: str, holder: str, seconds: float
+    fencing_marker: str, pair: str, epoch: int, cluster: str, holder: str, seconds: float
 ) -> SwitchLease:
     """Take or renew the lease for ``seconds`` from now."""
     now = time.time()
     lease = SwitchLease(pair, epoch, cluster, holder, now + seconds, now)
-    write_json_atomically(lease_path(fencing_marker), asdict(lease), READABLE_BY_ALL)
+    replace_json(lease_path(fencing_marker), asdict(lease))
     return lease
 
 
-def release_lease(fencing_marker: str | Path, pair: str, epoch: int) -> None:
+def release_lease(fencing_marker: str, pair: str, epoch: int) -> None:
     """Remove the lease of ``epoch`` (the switch committed); a lease of another epoch is left alone."""
     lease = read_lease(fencing_marker, pair)
     if lease is not None and lease.epoch == epoch:
-        lease_path(fencing_marker).unlink(missing_ok=True)
+        path = lease_path(fencing_marker)
+        open_store(path).delete(path)
 
 
 @contextmanager
 def holding_lease(
-    fencing_marker: str | Path, pair: str, epoch: int, cluster: str, holder: str, seconds: float
+    fencing_marker: str, pair: str, epoch: int, cluster: str, holder: str, seconds: float
 ) -> Iterator[SwitchLease]:
     """Hold the lease while the block runs: take it now, renew it every ``seconds / 3`` from a thread.
 

@@ -90,7 +90,8 @@ from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: 
 from airflow_kafka_failover.jobs.progress import read_progress  # noqa: E402
 from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
 from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
-from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file  # noqa: E402
+from airflow_kafka_failover.translation.progress_log import read_batch_record  # noqa: E402
+from airflow_kafka_failover.translation.spark_checkpoint import parse_offsets_file  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
 SPARK_CONN_ID = "spark_bench"
@@ -377,8 +378,8 @@ class Bench:
 
     def job_settings(self, pair: str, topic: str) -> tuple[JobSettings, RunLayout]:
         layout = RunLayout(pair, "A", 0, str(self.root / "checkpoints"), str(self.root / "runs"))
-        fence = self.root / f"fence-{pair}.json"
-        FencingMarker(fence, pair).write(0, "A")
+        fence = self.root / f"fence-{pair}"
+        FencingMarker(str(fence), pair).advance(None, 0, "A")
         settings = JobSettings(
             pair=pair,
             cluster="A",
@@ -441,8 +442,7 @@ class Bench:
         finally:
             self.stop_job(handle)
         progress = read_progress(settings.checkpoint)
-        lines = (Path(settings.checkpoint) / PROGRESS_FILE).read_text().splitlines()
-        last_written_at = max(json.loads(line)["written_at"] for line in lines if line.strip())
+        last_written_at = (read_batch_record(settings.checkpoint, progress.batch_id) or {})["written_at"]
         matches = JOB_BATCH_LINE.finditer(handle.log_file.read_text())
         inside = {int(m[1]): (float(m[3]), float(m[4]) if m[4] else None) for m in matches}
         return {

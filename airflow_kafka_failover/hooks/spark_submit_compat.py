@@ -50,6 +50,24 @@ def spark_submit_command(hook: SparkSubmitHook, application: str) -> list[str]:
     return command
 
 
+def add_submit_options(hook: SparkSubmitHook, options: list[str]) -> None:
+    """Make the hook's spark-submit commands carry ``options`` too (before the application), for spark-submit
+    flags the hook has no parameter for (``--load-spark-defaults``). Both the detached runs and the hook's
+    own ``submit()`` build their command with it.
+
+    :param hook: a configured ``SparkSubmitHook``.
+    :param options: flags to add.
+    """
+    build = hook._build_spark_submit_command
+
+    def build_with_options(application: str) -> list[str]:
+        command: list[str] = build(application)
+        at = command.index(application) if application in command else len(command)
+        return command[:at] + options + command[at:]
+
+    hook._build_spark_submit_command = build_with_options  # type: ignore[method-assign]
+
+
 def submitted_ids(hook: SparkSubmitHook, returned_driver_id: str | None) -> tuple[str | None, str | None]:
     """The driver and the application a cluster-mode ``submit()`` started, as spark-submit reported them.
 

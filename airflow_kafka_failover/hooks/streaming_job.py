@@ -5,13 +5,20 @@ binary) and the usual options. It waits for the application to end, which a stre
 so this hook uses it differently per deploy mode:
 
 - **local** (``local[*]`` master) and **client** (a cluster master, driver next to Airflow): the command
-  runs as a detached process in its own process group, output to ``<run_dir>/logs/job.log``. Stopping the
-  process group stops the application. Spark standalone runs Python drivers only this way.
+  runs as a detached process in its own process group, output to ``<local_dir>/logs/job.log`` (the run's
+  folder on this host: ``job.local_root``). Stopping the process group stops the application. Spark
+  standalone runs Python drivers only this way.
 - **cluster** (YARN, Kubernetes): spark-submit is run with ``waitAppCompletion=false``, so it returns once
   the application is accepted; the handle keeps the application id or driver pod for the kill. On YARN the
   submit then waits until the ResourceManager reports the application ``RUNNING``, and the handle is kept
   in ``<run_dir>/cluster_handle.json`` so that a retried submit of the same run adopts a live application
   instead of submitting a second one.
+
+The run folder, checkpoint and fencing folder may be on a store (``hdfs://``, ``s3a://``): the settings,
+status, stop request and cluster handle go through :mod:`airflow_kafka_failover.storage`. What the driver
+needs to reach the store (``spark.hadoop.fs.s3a.*``, the S3 keys among them) is written to an owner-only
+properties file in the local folder and given to spark-submit with ``--properties-file`` (plus
+``--load-spark-defaults``, so that the installation's own defaults still apply): no secret on a command line.
 
 A client-mode driver on a standalone master is tracked through its process and through the master: the
 handle records the master's web UI port (the connection's extra ``standalone_master_webui_port``, default
@@ -21,7 +28,6 @@ handle records the master's web UI port (the connection's extra ``standalone_mas
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import subprocess
@@ -35,16 +41,17 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_kafka_failover.atomic_file import write_json_atomically
+from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_atomically
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.hooks import spark_submit_compat
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
 from airflow_kafka_failover.jobs.layout import (
     RunLayout,
+    clear_run_state,
     mark_killed,
     read_status,
+    request_stop,
     status_file,
-    stop_request_file,
 )
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.jobs.standalone_master import (
@@ -63,6 +70,8 @@ from airflow_kafka_failover.jobs.yarn_applications import (
     normalize_resource_manager_url,
     resource_manager_from_hadoop_conf,
 )
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import StoreUnavailable, read_json, replace_json
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +92,17 @@ WAIT_APP_COMPLETION = {
 }
 CLUSTER_HANDLE_FILE = "cluster_handle.json"
 """In the run folder: the handle of the run's cluster-mode application (a retried submit adopts it)."""
+STORE_PROPERTIES_FILE = "store.properties"
+"""In the run's local folder (owner-only): the ``spark.hadoop.*`` settings of the stores, for spark-submit."""
 
 
 @contextmanager
-def _submit_lock(run_dir: Path) -> Iterator[None]:
-    """Hold ``<run_dir>/submit.lock`` (an exclusive ``flock``) from the running check to the start."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "submit.lock", "a") as lock:
+def _submit_lock(local_dir: str) -> Iterator[None]:
+    """Hold ``<local_dir>/submit.lock`` (an exclusive ``flock``) from the running check to the start: a keeper
+    and a switch on this host that submit the same run at once start one process."""
+    folder = Path(local_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "submit.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -115,6 +128,9 @@ class StreamingJobHook(BaseHook):
     :param total_executor_cores: ``--total-executor-cores`` (standalone).
     :param deploy_mode: overrides the connection's ``deploy-mode``.
     :param py_files: ``--py-files``; in cluster deploy mode this must carry the provider package.
+    :param storage_connections: the connection of each remote scheme the run's paths use (the pair's
+        ``job.storage_connections``); a remote run folder is reached through it.
+    :param storage_timeout_seconds: time a request to a remote store may take.
     """
 
     conn_name_attr = "spark_conn_id"
@@ -133,6 +149,8 @@ class StreamingJobHook(BaseHook):
         total_executor_cores: int | None = None,
         deploy_mode: str | None = None,
         py_files: str | None = None,
+        storage_connections: dict[str, str] | None = None,
+        storage_timeout_seconds: float = 10.0,
     ) -> None:
         super().__init__()
         self.spark_conn_id = spark_conn_id
@@ -144,6 +162,18 @@ class StreamingJobHook(BaseHook):
         self.total_executor_cores = total_executor_cores
         self.deploy_mode = deploy_mode
         self.py_files = py_files
+        self.storage_connections = dict(storage_connections or {})
+        self.storage_timeout_seconds = storage_timeout_seconds
+
+    def use_storage_of(self, handle: JobHandle) -> None:
+        """Register the stores of a handle's remote folders (its run folder, checkpoint and sink)."""
+        from airflow_kafka_failover.hooks.storage import use_storage
+
+        use_storage(
+            (handle.run_dir, handle.checkpoint, handle.sink_root),
+            self.storage_connections,
+            self.storage_timeout_seconds,
+        )
 
     # ---- building the command --------------------------------------------------------------------------
 
@@ -165,12 +195,22 @@ class StreamingJobHook(BaseHook):
             )
         return None
 
-    def spark_submit_hook(self, name: str, application_args: list[str], conf: dict[str, Any]) -> Any:
-        """The Spark provider's hook, configured for one run."""
+    def spark_submit_hook(
+        self,
+        name: str,
+        application_args: list[str],
+        conf: dict[str, Any],
+        properties_file: str | None = None,
+    ) -> Any:
+        """The Spark provider's hook, configured for one run.
+
+        :param properties_file: an owner-only properties file (the stores' settings); the installation's
+            ``spark-defaults.conf`` is still loaded beside it.
+        """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         try:
-            return SparkSubmitHook(
+            hook = SparkSubmitHook(
                 conn_id=self.spark_conn_id,
                 conf=conf,
                 jars=self._jars(),
@@ -182,9 +222,27 @@ class StreamingJobHook(BaseHook):
                 py_files=self.py_files,
                 name=name,
                 application_args=application_args,
+                properties_file=properties_file,
             )
         except (ValueError, RuntimeError) as exc:
             raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}") from None
+        if properties_file:
+            spark_submit_compat.add_submit_options(hook, ["--load-spark-defaults"])
+        return hook
+
+    def _store_properties_file(self, settings: JobSettings, layout: RunLayout) -> str | None:
+        """Write the stores' ``spark.hadoop.*`` settings owner-only to the run's local folder; None when the
+        run uses no remote store."""
+        from airflow_kafka_failover.hooks.storage import spark_store_properties
+
+        paths = (settings.checkpoint, settings.sink_root, settings.run_dir, settings.fencing_marker)
+        if not any(locations.is_remote(path) for path in paths):
+            return None
+        properties = spark_store_properties(paths, self.storage_connections)
+        where = Path(layout.local_dir) / STORE_PROPERTIES_FILE
+        lines = "".join(f"{key} {_escape_property(value)}\n" for key, value in sorted(properties.items()))
+        write_atomically(where, lines, OWNER_ONLY)
+        return str(where)
 
     def _conf_for(self, master: str, deploy_mode: str) -> dict[str, Any]:
         conf = dict(self.conf)
@@ -255,27 +313,28 @@ class StreamingJobHook(BaseHook):
             epoch=settings.epoch,
             deploy_mode=DeployMode(mode),
             master=master,
-            run_dir=str(layout.run_dir),
+            run_dir=layout.run_dir,
             checkpoint=settings.checkpoint,
             sink_root=settings.sink_root,
             spark_conn_id=self.spark_conn_id,
             submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            local_dir=layout.local_dir,
         )
         if mode == "cluster":
-            with _submit_lock(layout.run_dir):
+            with _submit_lock(layout.local_dir):
                 adopted = self._live_cluster_run(handle, layout)
                 if adopted is not None:
                     log.info("%s is on the cluster; adopting it, not submitting another", adopted.describe())
                     handle = adopted
                 else:
                     handle = self._start(settings, layout, application, handle, env)
-                    write_json_atomically(layout.run_dir / CLUSTER_HANDLE_FILE, handle.to_dict())
+                    replace_json(locations.join(layout.run_dir, CLUSTER_HANDLE_FILE), handle.to_dict())
             self.wait_cluster_running(handle, startup_timeout)
             return handle
         if is_standalone_master(master):
             port = self.standalone_master_webui_port()
             handle = JobHandle(**{**handle.to_dict(), "master_webui_port": port})
-        with _submit_lock(layout.run_dir):  # a keeper and a switch submitting the same run start one job
+        with _submit_lock(layout.local_dir):  # a keeper and a switch submitting the same run start one job
             if self._alive_or_refuse(handle):
                 log.info("%s is already running; adopting it instead of starting another", handle.describe())
             else:
@@ -310,11 +369,13 @@ class StreamingJobHook(BaseHook):
         :raises JobStartError: the recorded application's state cannot be told (the ResourceManager does not
             answer, or does not know it): nothing is submitted, so that two drivers never run one epoch.
         """
-        recorded_file = layout.run_dir / CLUSTER_HANDLE_FILE
+        recorded_file = locations.join(layout.run_dir, CLUSTER_HANDLE_FILE)
         try:
-            recorded = JobHandle.from_dict(json.loads(recorded_file.read_text()))
+            recorded = JobHandle.from_dict(read_json(recorded_file))
         except FileNotFoundError:
             return None
+        except StoreUnavailable:
+            raise
         except (OSError, ValueError, ConfigError) as exc:
             raise JobStartError(
                 f"cannot read {recorded_file}, the handle of the run's last cluster-mode submission ({exc}); "
@@ -348,11 +409,13 @@ class StreamingJobHook(BaseHook):
         """Write the settings and start spark-submit (detached, or to the cluster manager)."""
         master, mode = handle.master, handle.deploy_mode
         settings_path = settings.write(layout.settings_file)
-        stop_request_file(layout.run_dir).unlink(missing_ok=True)
-        (layout.run_dir / "status.json").unlink(missing_ok=True)
+        clear_run_state(layout.run_dir)
         name = f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
         submit_hook = self.spark_submit_hook(
-            name, ["--settings", str(settings_path)], self._conf_for(master, mode)
+            name,
+            ["--settings", settings_path],
+            self._conf_for(master, mode),
+            properties_file=self._store_properties_file(settings, layout),
         )
         command = spark_submit_compat.spark_submit_command(submit_hook, str(application))
         child_env = self._child_env(env)
@@ -487,6 +550,7 @@ class StreamingJobHook(BaseHook):
             log.info("no job handle given: there is no job to stop")
             return "not-running"
         handle = JobHandle.from_dict(handle)
+        self.use_storage_of(handle)
         if handle.deploy_mode == "cluster":
             return self._stop_on_cluster(handle, timeout)
         if not handle.process.is_running():
@@ -496,9 +560,7 @@ class StreamingJobHook(BaseHook):
                 handle.status().get("state"),
             )
             return "not-running"
-        request = stop_request_file(handle.run_dir)
-        request.parent.mkdir(parents=True, exist_ok=True)
-        request.write_text(datetime.now(UTC).isoformat())
+        request_stop(handle.run_dir)
         log.info("asked %s to finish its batch and stop (waiting up to %.0f s)", handle.describe(), timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -600,13 +662,13 @@ class StreamingJobHook(BaseHook):
     def _stopped_on_request(self, handle: JobHandle, timeout: float, on_yarn: bool) -> bool:
         """Write the stop request and wait up to ``timeout`` for the cluster-mode job to end on it (its
         ``status.json``, or YARN's state); False when it did not (the caller kills it)."""
-        request = stop_request_file(handle.run_dir)
         try:
-            request.parent.mkdir(parents=True, exist_ok=True)
-            request.write_text(datetime.now(UTC).isoformat())
+            request = request_stop(handle.run_dir)
         except OSError as exc:
             log.warning(
-                "cannot write the stop request %s (%s); killing through the cluster manager", request, exc
+                "cannot write the stop request of %s (%s); killing through the cluster manager",
+                handle.run_dir,
+                exc,
             )
             return False
         log.info(
@@ -633,3 +695,8 @@ class StreamingJobHook(BaseHook):
             request,
         )
         return False
+
+
+def _escape_property(value: str) -> str:
+    """A value as a Java properties file reads it back (backslashes and line breaks escaped)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")

@@ -32,11 +32,11 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.jobs.hadoop_store import use_hadoop_stores
 from airflow_kafka_failover.jobs.job_run import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -48,6 +48,8 @@ from airflow_kafka_failover.jobs.job_run import (
 )
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
 from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import StoreUnavailable
 
 __all__ = ["DELTA_SESSION_CONFIG", "FailoverStream"]
 
@@ -103,22 +105,26 @@ class FailoverStream:
         parser = argparse.ArgumentParser(description="a streaming job run by the Kafka failover DAGs")
         parser.add_argument("--settings", required=True, help="the settings file written by the operator")
         args, extra = parser.parse_known_args(argv)
+        session_config = {**(DELTA_SESSION_CONFIG if delta else {}), **(spark_config or {})}
+        spark = None
+        if locations.is_remote(args.settings):
+            # A settings file on a store is read through Spark's Hadoop FileSystem: the session comes first.
+            spark = _session(app_name, session_config)
+            use_hadoop_stores(spark)
         try:
             settings = JobSettings.load(args.settings)
             prepare(settings)
-        except (ConfigError, CheckpointError) as exc:
+        except (ConfigError, CheckpointError, StoreUnavailable) as exc:
             log.error("refusing to start: %s", exc)
-            write_refusal(Path(args.settings).resolve().parent, str(exc))
+            _refuse(args.settings, str(exc))
+            if spark is not None:
+                spark.stop()
             raise SystemExit(EXIT_BAD_INPUT) from None
 
-        from pyspark.sql import SparkSession
-
-        name = app_name or f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
-        builder = SparkSession.builder.appName(name)
-        for key, value in {**(DELTA_SESSION_CONFIG if delta else {}), **(spark_config or {})}.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel(os.environ.get("AKF_SPARK_LOG_LEVEL", "WARN"))
+        if spark is None:
+            spark = _session(
+                app_name or f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}", session_config
+            )
         stream = cls(settings, spark)
         stream.extra_args = extra
         stream._run.write_status("starting")
@@ -284,6 +290,30 @@ class FailoverStream:
             self.spark.stop()
         if error is None or not isinstance(error, SystemExit):
             raise SystemExit(self.exit_code if self.exit_code is not None else EXIT_FAILED)
+
+
+def _session(app_name: str | None, config: dict[str, str]) -> Any:
+    """The run's SparkSession (``app_name`` None keeps spark-submit's ``--name``)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    if app_name:
+        builder = builder.appName(app_name)
+    for key, value in config.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("AKF_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def _refuse(settings_location: str, reason: str) -> None:
+    """Write ``refused`` to the status file beside the settings file (when its store can be reached)."""
+    if not locations.is_remote(settings_location):
+        settings_location = os.path.abspath(settings_location)
+    try:
+        write_refusal(locations.parent(settings_location), reason)
+    except (OSError, ConfigError) as exc:
+        log.error("could not write the refusal beside %s: %s", settings_location, exc)
 
 
 def _configure_logging() -> None:

@@ -30,6 +30,7 @@ from airflow_kafka_failover.jobs.yarn_applications import (
     is_yarn_master,
 )
 from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.storage.locations import is_remote
 
 
 class DeployMode(StrEnum):
@@ -54,7 +55,7 @@ class JobHandle:
     :param deploy_mode: ``local`` (detached spark-submit in local mode), ``client`` (detached driver next to
         Airflow, executors on a cluster), or ``cluster`` (driver on the cluster, known by its id).
     :param master: the Spark master URL.
-    :param run_dir: folder of the settings, status, stop request and (local/client) the log.
+    :param run_dir: folder of the settings, status and stop request (a local path or a store URI).
     :param checkpoint: the run's checkpoint directory.
     :param sink_root: the run's sink root.
     :param spark_conn_id: the ``spark`` connection it was submitted through.
@@ -65,6 +66,8 @@ class JobHandle:
     :param resource_manager: the YARN ResourceManager's web address recorded at submission (YARN only).
     :param master_webui_port: the standalone master's web UI port recorded at submission (standalone only;
         None: Spark's default 8080).
+    :param local_dir: the folder, on the host that started spark-submit, of its process file and output
+        (local and client mode; None: ``run_dir``, from handles of earlier releases).
     """
 
     pair: str
@@ -81,6 +84,7 @@ class JobHandle:
     application_id: str | None = None
     resource_manager: str | None = None
     master_webui_port: StrictInt | None = None
+    local_dir: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (XCom, the active record)."""
@@ -117,8 +121,15 @@ class JobHandle:
 
     @property
     def process(self) -> ManagedProcess:
-        """The detached spark-submit process (local and client mode)."""
-        return ManagedProcess(PROCESS_NAME, Path(self.run_dir))
+        """The detached spark-submit process (local and client mode), known on the host that started it."""
+        folder = self.local_dir or self.run_dir
+        if is_remote(folder):
+            raise ConfigError(
+                f"job handle of pair {self.pair!r} ({self.deploy_mode}) names no local folder for its "
+                f"process and its run folder {self.run_dir} is on a store; pass the handle the submit "
+                "operator returned"
+            )
+        return ManagedProcess(PROCESS_NAME, Path(folder))
 
     @property
     def log_file(self) -> Path:

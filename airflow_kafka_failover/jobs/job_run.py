@@ -9,16 +9,22 @@ runs it through :class:`JobRun`:
   between batches, the run checks the stop request and the fencing marker. A fenced or stopping run raises
   before writing, so the batch is not committed in the checkpoint and the next run reads it again; between
   batches it waits for the batch in flight and stops the query;
-- **progress**: after Spark commits batch ``b``, one JSON line in ``<checkpoint>/progress.jsonl`` (epoch,
+- **progress**: after Spark commits batch ``b``, its progress record ``<checkpoint>/progress/<b>`` (epoch,
   batch id, the end offsets of ``offsets/<b>``, records, and per partition the newest record's timestamp and
-  offset, observed on the Kafka source itself so that any transformation of the user's keeps them);
+  offset over the run, observed on the Kafka source itself so that any transformation of the user's keeps
+  them; see :mod:`~airflow_kafka_failover.translation.progress_log`);
 - **bookkeeping group**: then the batch's end offsets are committed to the bookkeeping group on the cluster
   the run reads, so MirrorMaker 2 checkpoints the job's position to the other cluster.
 
 Progress and group commit run after Spark's commit, in a streaming query listener: a run that dies between
 the two leaves a committed batch without them, which makes the next switch plan from older marks (more
-re-read records, never fewer). When the query ends, batches committed without a progress line get one from
-the checkpoint (without the marks).
+re-read records, never fewer). When the query ends, batches committed without a progress record get one from
+the checkpoint (without new marks).
+
+Every file is read and written through :mod:`airflow_kafka_failover.storage`, so the checkpoint, the run
+folder and the fencing folder may be local or on a store (``hdfs://``, ``s3a://``; on the driver through
+Spark's Hadoop ``FileSystem``). A run that cannot read the fence for :data:`FENCE_BLIND_SECONDS` stops: a
+job that cannot see whether it was fenced must not go on consuming.
 
 Setting ``AKF_JOB_FAULT=exit-after-sink:<batch>`` makes the run die right after writing that batch's output
 (before Spark's commit), the crash an idempotent sink is there for; tests use it.
@@ -26,22 +32,33 @@ Setting ``AKF_JOB_FAULT=exit-after-sink:<batch>`` makes the run die right after 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.layout import claim_checkpoint, status_file, stop_request_file
+from airflow_kafka_failover.jobs.layout import (
+    claim_checkpoint,
+    status_file,
+    stop_request_file,
+    stop_requested,
+)
 from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.translation.spark_checkpoint import PROGRESS_FILE, parse_offsets_file
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import StoreUnavailable, open_store, replace_json
+from airflow_kafka_failover.translation.progress_log import (
+    KEEP_RECORDS,
+    batch_numbers,
+    progress_folder,
+    progress_location,
+    read_progress,
+)
+from airflow_kafka_failover.translation.spark_checkpoint import last_committed_offsets, parse_offsets_file
 from airflow_kafka_failover.types import TopicPartition
 
 log = logging.getLogger("airflow_kafka_failover.job")
@@ -55,7 +72,10 @@ SOURCE_METRICS = "akf_source"
 RECORD_ID_METRICS = "akf_record_ids"
 """An optional observation of a job's output: ``rows`` and ``with_id`` (rows that carry a record id)."""
 PROGRESS_WAIT_SECONDS = 10.0
-"""How long a stopping run waits for the progress line of its last committed batch."""
+"""How long a stopping run waits for the progress record of its last committed batch."""
+FENCE_BLIND_SECONDS = 30.0
+"""How long a run goes on while it cannot read the fencing folder (a store that does not answer) before it
+stops: longer than a store's usual hiccup, shorter than a switch (which stops the old job, then plans)."""
 
 
 class RunStopping(Exception):
@@ -67,23 +87,24 @@ def prepare(settings: JobSettings) -> None:
     claim_checkpoint(
         settings.checkpoint, settings.pair, settings.cluster, settings.epoch, settings.bootstrap_servers
     )
-    fence = FencingMarker(Path(settings.fencing_marker), settings.pair).read()
+    fence = FencingMarker(settings.fencing_marker, settings.pair).read()
     if fence is None:
         raise ConfigError(
-            f"fencing marker {settings.fencing_marker} does not exist; the operator writes it "
-            "before it submits the job"
+            f"fencing folder {settings.fencing_marker} holds no epoch marker; the operator creates the "
+            "marker of the run's epoch before it submits the job"
         )
     if fence.epoch != settings.epoch:
         raise ConfigError(
-            f"fencing marker {settings.fencing_marker} holds epoch {fence.epoch}; this run is for "
+            f"fencing folder {settings.fencing_marker} is at epoch {fence.epoch}; this run is for "
             f"epoch {settings.epoch} and must not start"
         )
-    stop_request_file(settings.run_dir).unlink(missing_ok=True)
+    request = stop_request_file(settings.run_dir)
+    open_store(request).delete(request)
 
 
-def write_refusal(run_dir: str | os.PathLike[str], reason: str) -> None:
+def write_refusal(run_dir: str, reason: str) -> None:
     """Tell the operator why the run did not start (``status.json`` state ``refused``)."""
-    write_json_atomically(status_file(run_dir), {"state": "refused", "reason": reason, "pid": os.getpid()})
+    replace_json(status_file(run_dir), {"state": "refused", "reason": reason, "pid": os.getpid()})
 
 
 class JobRun:
@@ -96,7 +117,8 @@ class JobRun:
     def __init__(self, settings: JobSettings, spark: Any) -> None:
         self.settings = settings
         self.spark = spark
-        self.fence = FencingMarker(Path(settings.fencing_marker), settings.pair)
+        self.fence = FencingMarker(settings.fencing_marker, settings.pair)
+        self.fence_unread_since: float | None = None
         self.batch_lock = threading.Lock()
         self.stop_reason: str | None = None
         self.stop_state = "stopped"
@@ -109,6 +131,7 @@ class JobRun:
         self.partitions: list[TopicPartition] = []
         self.fault_batch = _fault_batch()
         self.query_id: str | None = None
+        self.carried: dict[str, Any] | None = None  # the run's marks and record count so far
 
     # ---- status ---------------------------------------------------------------------------------------
 
@@ -121,22 +144,38 @@ class JobRun:
             "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             **extra,
         }
-        write_json_atomically(status_file(self.settings.run_dir), data)
+        replace_json(status_file(self.settings.run_dir), data)
 
     # ---- stop and fence -------------------------------------------------------------------------------
 
     def why_stop(self) -> tuple[str, str] | None:
-        """Return (state, reason) when the run must stop now, else None."""
-        if stop_request_file(self.settings.run_dir).exists():
-            return "stopped", "a stop was requested"
+        """Return (state, reason) when the run must stop now, else None.
+
+        A store that does not answer is tolerated for :data:`FENCE_BLIND_SECONDS`; then the run stops.
+        """
         try:
-            fence = self.fence.read()
-        except ConfigError as exc:
+            if stop_requested(self.settings.run_dir):
+                return "stopped", "a stop was requested"
+            fence = self.fence.newer_than(self.settings.epoch)
+        except (ConfigError, StoreUnavailable) as exc:
+            now = time.monotonic()
+            if self.fence_unread_since is None:
+                self.fence_unread_since = now
+            blind = now - self.fence_unread_since
+            if blind >= FENCE_BLIND_SECONDS:
+                return "failed", (
+                    f"cannot read the fencing folder {self.settings.fencing_marker} for {blind:.0f} s "
+                    f"({exc}); a run that cannot see whether it was fenced stops"
+                )
             log.warning(
-                "cannot read the fencing marker (%s); going on with epoch %s", exc, self.settings.epoch
+                "cannot read the fencing folder (%s); going on with epoch %s for at most %.0f s more",
+                exc,
+                self.settings.epoch,
+                FENCE_BLIND_SECONDS - blind,
             )
             return None
-        if fence is not None and fence.epoch != self.settings.epoch:
+        self.fence_unread_since = None
+        if fence is not None:
             return "fenced", (
                 f"the pair's epoch is now {fence.epoch} (cluster {fence.cluster}), this run "
                 f"belongs to epoch {self.settings.epoch}"
@@ -267,7 +306,7 @@ class JobRun:
     def record_batch(
         self, batch_id: int, metrics: dict[str, dict[str, Any]], durations: dict[str, int] | None = None
     ) -> None:
-        """Append the progress line of committed batch ``batch_id`` and commit it to the bookkeeping group.
+        """Write the progress record of committed batch ``batch_id`` and commit it to the bookkeeping group.
 
         Called once per batch (a batch recorded already, or one Spark did not commit, is skipped).
 
@@ -276,6 +315,7 @@ class JobRun:
         :param durations: Spark's ``durationMs`` of the batch, for the log line.
         """
         with self.progress_lock:
+            self._carried()
             if batch_id <= self.recorded_batch or not self._committed(batch_id):
                 return
             started = time.monotonic()
@@ -283,7 +323,7 @@ class JobRun:
             stats = self.written_stats.pop(batch_id, None) or self._stats(
                 metrics.get(SOURCE_METRICS), metrics.get(RECORD_ID_METRICS)
             )
-            self._append_progress(batch_id, end_offsets, stats)
+            self._write_progress(batch_id, end_offsets, stats)
             progress_seconds = time.monotonic() - started
             self._commit_group(end_offsets)
             self.recorded_batch = batch_id
@@ -306,16 +346,20 @@ class JobRun:
 
     def catch_up(self) -> None:
         """Record the committed batches the listener did not get to (a run that stops right after a batch)."""
-        committed = _batch_numbers(Path(self.settings.checkpoint) / "commits")
+        committed = batch_numbers(self._checkpoint("commits"))
         for batch_id in (b for b in committed if b > self.recorded_batch):
             self.record_batch(batch_id, {})
 
+    def _checkpoint(self, *names: str) -> str:
+        return locations.join(self.settings.checkpoint, *names)
+
     def _committed(self, batch_id: int) -> bool:
-        return (Path(self.settings.checkpoint) / "commits" / str(batch_id)).is_file()
+        marker = self._checkpoint("commits", str(batch_id))
+        return open_store(marker).exists(marker)
 
     def _end_offsets(self, batch_id: int) -> dict[TopicPartition, int]:
-        path = Path(self.settings.checkpoint) / "offsets" / str(batch_id)
-        return parse_offsets_file(path, path.read_text())
+        path = self._checkpoint("offsets", str(batch_id))
+        return parse_offsets_file(path, open_store(path).read(path).decode("utf-8"))
 
     def _stats(self, source: dict[str, Any] | None, ids: dict[str, Any] | None) -> dict[str, Any]:
         """Records, and the newest offset and timestamp per partition, from the batch's observations."""
@@ -340,25 +384,53 @@ class JobRun:
                 )
         return stats
 
-    def _append_progress(
+    def _carried(self) -> dict[str, Any]:
+        """The run's record count and marks so far: from its newest progress record when it resumes (whose
+        batches are then not recorded again)."""
+        if self.carried is None:
+            last = last_committed_offsets(self.settings.checkpoint)
+            summary = None if last is None else read_progress(self.settings.checkpoint, last[0])
+            if summary is not None:
+                self.recorded_batch = max(self.recorded_batch, summary.batch_id)
+            self.carried = {
+                "records_total": summary.records if summary else 0,
+                "max_timestamp_ms": _nested(summary.max_timestamps_ms) if summary else {},
+                "max_offset": _nested(summary.last_record_offsets) if summary else {},
+            }
+        return self.carried
+
+    def _write_progress(
         self, batch_id: int, end_offsets: dict[TopicPartition, int], stats: dict[str, Any]
     ) -> None:
-        nested: dict[str, dict[str, int]] = {}
-        for tp in sorted(end_offsets):
-            nested.setdefault(tp.topic, {})[str(tp.partition)] = end_offsets[tp]
+        """Write batch ``batch_id``'s progress record, carrying the run's marks forward; keep the newest."""
+        carried = self._carried()
+        for key in ("max_timestamp_ms", "max_offset"):
+            for topic, partitions in (stats.get(key) or {}).items():
+                into = carried[key].setdefault(topic, {})
+                for partition, mark in partitions.items():
+                    into[partition] = max(mark, into.get(partition, mark))
+        carried["records_total"] += int(stats.get("records") or 0)
         record = {
             "epoch": self.settings.epoch,
             "batch_id": batch_id,
-            "end_offsets": nested,
+            "end_offsets": _nested(end_offsets),
             **stats,
+            "records_total": carried["records_total"],
+            "max_timestamp_ms": carried["max_timestamp_ms"],
+            "max_offset": carried["max_offset"],
             "written_at": time.time(),
         }
-        path = Path(self.settings.checkpoint) / PROGRESS_FILE
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        with os.fdopen(descriptor, "a") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        replace_json(progress_location(self.settings.checkpoint, batch_id), record)
+        if batch_id % KEEP_RECORDS == 0 and batch_id > KEEP_RECORDS:
+            self._forget_progress_before(batch_id - KEEP_RECORDS)
+
+    def _forget_progress_before(self, batch_id: int) -> None:
+        """Remove the records of batches before ``batch_id``, but the run's first (when it started)."""
+        folder = progress_folder(self.settings.checkpoint)
+        store = open_store(folder)
+        numbers = batch_numbers(folder)
+        for old in (b for b in numbers[1:] if b < batch_id):
+            store.delete(progress_location(self.settings.checkpoint, old))
 
     def _admin(self) -> Any:
         """The Kafka Admin client (Java, through Py4J) of the cluster the run reads; opened once."""
@@ -392,6 +464,7 @@ class JobRun:
         # Opened before the query starts, so that the first batch does not pay for it (the client connects
         # lazily; an unusable Kafka option still fails here, before anything is read).
         self._admin()
+        self._carried()  # a resumed checkpoint: what its earlier process recorded
         listener = self.listener()
         self.spark.streams.addListener(listener)
         try:
@@ -431,11 +504,11 @@ class JobRun:
         """
         if self.last_batch is None:
             return
-        marker = Path(self.settings.checkpoint) / "commits" / str(self.last_batch)
+        batch = self.last_batch
         deadline = time.monotonic() + timeout
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not marker.exists():
+        while not self._committed(batch) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not self._committed(batch):
             log.warning(
                 "batch %s is still not committed after %.0f s; stopping anyway (it will be read again)",
                 self.last_batch,
@@ -444,7 +517,7 @@ class JobRun:
 
     def _wait_recorded(self, timeout: float = PROGRESS_WAIT_SECONDS) -> None:
         """Give the listener the time to record the last committed batch, then record what it left."""
-        committed = _batch_numbers(Path(self.settings.checkpoint) / "commits")
+        committed = batch_numbers(self._checkpoint("commits"))
         if not committed:
             return
         deadline = time.monotonic() + timeout
@@ -462,8 +535,8 @@ class JobRun:
             except StreamingQueryException as exc:
                 if self.stop_reason is not None:
                     break
-                self.write_status("failed", reason=first_line(str(exc)))
                 log.error("the query failed: %s", exc)
+                self._last_word("failed", first_line(str(exc)))
                 return EXIT_FAILED
             verdict = self.why_stop()
             if verdict is not None:
@@ -471,22 +544,40 @@ class JobRun:
                     if self.stop_reason is None:
                         self.stop_state, self.stop_reason = verdict
                 log.info("stopping: %s", self.stop_reason)
-                self._wait_committed()
+                self._wait_committed_quietly()
                 query.stop()
                 break
-        self._wait_recorded()
+        try:
+            self._wait_recorded()
+        except StoreUnavailable as exc:
+            log.error("could not record the last batches: %s", exc)
         if self.stop_reason is None:
             self.stop_reason = "the query ended"
-        self.write_status(self.stop_state, reason=self.stop_reason)
+        self._last_word(self.stop_state, self.stop_reason)
         log.info("%s: %s", self.stop_state, self.stop_reason)
-        return EXIT_STOPPED
+        return EXIT_FAILED if self.stop_state == "failed" else EXIT_STOPPED
+
+    def _wait_committed_quietly(self) -> None:
+        try:
+            self._wait_committed()
+        except StoreUnavailable as exc:
+            log.warning("cannot tell whether the last batch is committed (%s); stopping anyway", exc)
+
+    def _last_word(self, state: str, reason: str) -> None:
+        """Write the run's final state; a store that does not answer leaves it to the log and exit code."""
+        try:
+            self.write_status(state, reason=reason)
+        except StoreUnavailable as exc:
+            log.error(
+                "could not write the final state %r (%s) to %s: %s", state, reason, self.settings.run_dir, exc
+            )
 
 
-def _batch_numbers(folder: Path) -> list[int]:
-    try:
-        return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
-    except OSError:
-        return []
+def _nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    nested: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        nested.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return nested
 
 
 def _fault_batch() -> int | None:

@@ -7,25 +7,33 @@ both the operator and the job refuse a checkpoint owned by another cluster or ep
 
 ::
 
-    <checkpoint_root>/<pair>/<cluster>/epoch-<n>/        Spark checkpoint + progress.jsonl + _owner.json
+    <checkpoint_root>/<pair>/<cluster>/epoch-<n>/        Spark checkpoint + progress/ + _owner.json
     <run_root>/<pair>/<cluster>/epoch-<n>/settings.json  the job's settings (owner-only)
     <run_root>/<pair>/<cluster>/epoch-<n>/status.json    written by the job: starting/running/stopped/...;
                                                          ``killed`` by the provider after a forced stop
     <run_root>/<pair>/<cluster>/epoch-<n>/stop-request   asks the job to finish its batch and stop
-    <run_root>/<pair>/<cluster>/epoch-<n>/logs/job.log   spark-submit's output (local and client mode)
+    <local_root>/<pair>/<cluster>/epoch-<n>/logs/job.log spark-submit's output (local and client mode), and
+                                 .../pids/job.json       its process, on the host that started it
+
+Every root may be a local path or a store URI (``hdfs://``, ``s3a://``): these files are read and written
+through :mod:`airflow_kafka_failover.storage`, never with ``open``. The local root holds what only the host
+that runs spark-submit needs (its process and its output); it is the run root itself when that is local.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import (
+    StoreUnavailable,
+    open_store,
+    read_json,
+    replace_json,
+)
 
 OWNER_FILE = "_owner.json"
 PROCESS_NAME = "job"
@@ -40,6 +48,7 @@ class RunLayout:
     :param epoch: the run's epoch.
     :param checkpoint_root: root of all checkpoints.
     :param run_root: root of all run folders.
+    :param local_root: root of the host-local folders (None: ``run_root``, which must then be local).
     """
 
     pair: str
@@ -47,42 +56,82 @@ class RunLayout:
     epoch: int
     checkpoint_root: str
     run_root: str
+    local_root: str | None = None
 
     @property
-    def checkpoint(self) -> Path:
-        return Path(self.checkpoint_root) / self.pair / self.cluster / f"epoch-{self.epoch}"
+    def _run_part(self) -> tuple[str, str, str]:
+        return self.pair, self.cluster, f"epoch-{self.epoch}"
 
     @property
-    def run_dir(self) -> Path:
-        return Path(self.run_root) / self.pair / self.cluster / f"epoch-{self.epoch}"
+    def checkpoint(self) -> str:
+        return locations.join(self.checkpoint_root, *self._run_part)
 
     @property
-    def settings_file(self) -> Path:
-        return self.run_dir / "settings.json"
+    def run_dir(self) -> str:
+        return locations.join(self.run_root, *self._run_part)
+
+    @property
+    def local_dir(self) -> str:
+        """The run's folder on the host that starts spark-submit: its process file and its output."""
+        root = self.local_root or self.run_root
+        if locations.is_remote(root):
+            raise CheckpointError(
+                f"run_root {self.run_root} is remote and no local_root is set: the process and the output of "
+                "spark-submit need a folder on the host that starts it (job.local_root)"
+            )
+        return locations.join(root, *self._run_part)
+
+    @property
+    def settings_file(self) -> str:
+        return locations.join(self.run_dir, "settings.json")
 
 
-def status_file(run_dir: str | os.PathLike[str]) -> Path:
-    return Path(run_dir) / "status.json"
+def status_file(run_dir: str) -> str:
+    return locations.join(str(run_dir), "status.json")
 
 
-def stop_request_file(run_dir: str | os.PathLike[str]) -> Path:
-    return Path(run_dir) / "stop-request"
+def stop_request_file(run_dir: str) -> str:
+    return locations.join(str(run_dir), "stop-request")
 
 
-def read_status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The job's last status (``{"state": ...}``); ``{}`` when it wrote none yet."""
+def read_status(run_dir: str) -> dict[str, Any]:
+    """The job's last status (``{"state": ...}``); ``{}`` when it wrote none yet (or an unreadable one).
+
+    :raises StoreUnavailable: the run folder's store cannot be reached (never taken for "no status").
+    """
     try:
-        data = json.loads(status_file(run_dir).read_text())
-    except (OSError, json.JSONDecodeError):
+        data = read_json(status_file(run_dir))
+    except StoreUnavailable:
+        raise
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def request_stop(run_dir: str) -> str:
+    """Write the stop request of a run (the job finishes its batch and stops); return its location."""
+    where = stop_request_file(run_dir)
+    open_store(where).replace(where, datetime.now(UTC).isoformat().encode())
+    return where
+
+
+def stop_requested(run_dir: str) -> bool:
+    """Whether a stop was requested of a run."""
+    where = stop_request_file(run_dir)
+    return open_store(where).exists(where)
+
+
+def clear_run_state(run_dir: str) -> None:
+    """Remove a run's stop request and status before it starts again."""
+    for where in (stop_request_file(run_dir), status_file(run_dir)):
+        open_store(where).delete(where)
 
 
 LIVE_STATES = ("starting", "running")
 """States a job writes while it runs; any other state is its last word."""
 
 
-def mark_killed(run_dir: str | os.PathLike[str], reason: str) -> bool:
+def mark_killed(run_dir: str, reason: str) -> bool:
     """Record in ``status.json`` that the job was killed, when its last word says it still runs.
 
     A job killed by force cannot write its own last state, so without this ``status.json`` would say
@@ -95,7 +144,7 @@ def mark_killed(run_dir: str | os.PathLike[str], reason: str) -> bool:
     last = read_status(run_dir)
     if last.get("state", "starting") not in LIVE_STATES:
         return False
-    write_json_atomically(
+    replace_json(
         status_file(run_dir),
         {
             **last,
@@ -108,25 +157,28 @@ def mark_killed(run_dir: str | os.PathLike[str], reason: str) -> bool:
     return True
 
 
-def claim_checkpoint(
-    checkpoint: str | os.PathLike[str], pair: str, cluster: str, epoch: int, bootstrap_servers: str
-) -> bool:
+def claim_checkpoint(checkpoint: str, pair: str, cluster: str, epoch: int, bootstrap_servers: str) -> bool:
     """Make sure ``checkpoint`` belongs to this run; write the owner file for a new checkpoint.
 
     :return: True when the checkpoint already holds batches of this run (Spark will resume it).
     :raises CheckpointError: when it belongs to another pair, cluster or epoch, or has batches but no owner.
     """
-    root = Path(checkpoint)
-    owner_path = root / OWNER_FILE
+    root = str(checkpoint)
+    owner_path = locations.join(root, OWNER_FILE)
     wanted = {"pair": pair, "cluster": cluster, "epoch": epoch}
-    has_batches = (root / "offsets").is_dir() and any((root / "offsets").iterdir())
-    if owner_path.exists():
-        try:
-            owner = json.loads(owner_path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CheckpointError(
-                f"{owner_path}: unreadable owner file ({exc}); use a new checkpoint directory"
-            ) from None
+    store = open_store(root)
+    has_batches = bool(store.names(locations.join(root, "offsets")))
+    try:
+        owner = read_json(owner_path)
+    except FileNotFoundError:
+        owner = None
+    except StoreUnavailable:
+        raise
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(
+            f"{owner_path}: unreadable owner file ({exc}); use a new checkpoint directory"
+        ) from None
+    if owner is not None:
         found = {key: owner.get(key) for key in wanted} if isinstance(owner, dict) else owner
         if found != wanted:
             raise CheckpointError(
@@ -140,5 +192,5 @@ def claim_checkpoint(
             f"checkpoint {root} holds batches but no {OWNER_FILE}: it was not written by this provider for "
             f"{wanted}; give this run a new checkpoint directory"
         )
-    write_json_atomically(owner_path, {**wanted, "bootstrap_servers": bootstrap_servers})
+    replace_json(owner_path, {**wanted, "bootstrap_servers": bootstrap_servers})
     return False

@@ -13,15 +13,26 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from airflow_kafka_failover.schema import Count, JobSeconds, LocalPath, Options, Schema, Text, choice
+from airflow_kafka_failover.schema import (
+    Count,
+    JobSeconds,
+    LocalPath,
+    Options,
+    Schema,
+    StorageLocation,
+    Text,
+    choice,
+)
 
 RECORD_ID_FROM_KEY = "key"
 """``record_id_field`` value meaning: the record id is the Kafka key (as UTF-8 text)."""
 
-PATH_OPTIONS = ("sink_root", "checkpoint_root", "run_root", "fencing_marker")
-"""The options that are local paths; the pair config resolves them relative to its file."""
+PATH_OPTIONS = ("sink_root", "checkpoint_root", "run_root", "fencing_marker", "local_root")
+"""The options that are paths; the pair config resolves local ones relative to its file."""
+STORE_PATH_OPTIONS = ("sink_root", "checkpoint_root", "run_root", "fencing_marker")
+"""The paths that may name a store (``hdfs://``, ``s3a://``) instead of a local folder."""
 
 
 class DeployMode(StrEnum):
@@ -57,8 +68,10 @@ class JobOptions(StreamOptions):
 
     The four paths ``sink_root``, ``checkpoint_root``, ``run_root`` and ``fencing_marker`` default (in the
     pair config) to folders under ``$AIRFLOW_HOME/kafka-failover/`` (``~/airflow`` when ``AIRFLOW_HOME`` is
-    unset); in them ``~`` is expanded and a relative path is relative to the config file's folder. A URL
-    (``s3://...``, any ``scheme://``) is refused: remote storage is not supported yet. ``application`` and
+    unset); in them ``~`` is expanded and a relative path is relative to the config file's folder. Each may
+    instead be a store URI, ``hdfs://namenode:port/...`` or ``s3a://bucket/...`` (``gs://``, ``abfs(s)://``
+    untested): the Airflow tasks reach it through the connection ``storage_connections`` names for its
+    scheme, the driver through Spark's Hadoop connectors. ``local_root`` is always local. ``application`` and
     ``jars`` are used as written: a relative path there is relative to the working directory of the
     Airflow worker that submits the job. Seconds must be finite and >= 0.1.
     """
@@ -70,30 +83,52 @@ class JobOptions(StreamOptions):
         description="The Airflow `spark` connection (master `local[*]`, `spark://host:port`, `yarn`, "
         "`k8s://...`; its deploy mode).",
     )
-    sink_root: LocalPath = Field(  # type: ignore[assignment]
+    sink_root: StorageLocation = Field(  # type: ignore[assignment]
         None,
         json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/sink/<pair>`"},
         description="Where the job writes: the packaged job's Parquet sink root, or whatever a job of your "
         "own writes to (a Delta table, a folder), read there as `stream.sink_root` (default "
         "`$AIRFLOW_HOME/kafka-failover/sink/<pair>`).",
     )
-    checkpoint_root: LocalPath = Field(  # type: ignore[assignment]
+    checkpoint_root: StorageLocation = Field(  # type: ignore[assignment]
         None,
         json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/checkpoints`"},
         description="Root of the per-(pair, cluster, epoch) checkpoints (default "
         "`$AIRFLOW_HOME/kafka-failover/checkpoints`).",
     )
-    run_root: LocalPath = Field(  # type: ignore[assignment]
+    run_root: StorageLocation = Field(  # type: ignore[assignment]
         None,
         json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/runs`"},
-        description="Root of the run folders: settings, status, stop request, log (default "
-        "`$AIRFLOW_HOME/kafka-failover/runs`).",
+        description="Root of the run folders: settings (owner-only: it holds the cluster's secrets), status, "
+        "stop request (default `$AIRFLOW_HOME/kafka-failover/runs`).",
     )
-    fencing_marker: LocalPath = Field(  # type: ignore[assignment]
+    fencing_marker: StorageLocation = Field(  # type: ignore[assignment]
         None,
-        json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/fencing/<pair>.json`"},
-        description="The pair's fencing marker file; each pair needs its own (default "
-        "`$AIRFLOW_HOME/kafka-failover/fencing/<pair>.json`).",
+        json_schema_extra={"x-default": "`$AIRFLOW_HOME/kafka-failover/fencing/<pair>`"},
+        description="The pair's fencing folder: create-only epoch markers, the records committed at each "
+        "epoch, the switch lease (docs/concepts.md); each pair needs its own; every Airflow worker, the "
+        "triggerer and every driver must reach it (default `$AIRFLOW_HOME/kafka-failover/fencing/<pair>`).",
+    )
+    local_root: LocalPath = Field(  # type: ignore[assignment]
+        None,
+        json_schema_extra={
+            "x-default": "`run_root` when it is local, else `$AIRFLOW_HOME/kafka-failover/local`"
+        },
+        description="A folder on the host that starts spark-submit: its process file and output (the job's "
+        "log in local and client mode) and the owner-only Spark properties file with the store's secrets "
+        "(default: `run_root` when it is local, else `$AIRFLOW_HOME/kafka-failover/local`).",
+    )
+    storage_connections: Options = Field(
+        default_factory=dict,
+        description="The Airflow connection of each remote scheme the paths use, e.g. `{s3a: my_s3}` (an "
+        "`aws` connection: keys, `endpoint_url`, `region_name`), `{hdfs: my_hdfs}` (a `webhdfs` connection: "
+        "the NameNode's web host and port, the HDFS user as login); unnamed schemes use `aws_default` and "
+        "`webhdfs_default`.",
+    )
+    storage_timeout_seconds: JobSeconds = Field(
+        10.0,
+        description="Time a request to a remote store may take on the Airflow side before it fails, naming "
+        "the location.",
     )
     spark_conf: Options = Field(
         default_factory=dict, description="Spark configuration (`--conf`); values are strings."
@@ -134,3 +169,13 @@ class JobOptions(StreamOptions):
     check_timeout_seconds: JobSeconds = Field(
         10.0, description="Time the checks against the Kafka cluster (topics, partitions) may take."
     )
+
+    @field_validator("storage_connections")
+    @classmethod
+    def _known_schemes(cls, value: dict[str, str]) -> dict[str, str]:
+        from airflow_kafka_failover.storage.locations import REMOTE_SCHEMES
+
+        unknown = sorted(set(value) - set(REMOTE_SCHEMES))
+        if unknown:
+            raise ValueError(f"names unknown schemes {unknown}; the schemes are {list(REMOTE_SCHEMES)}")
+        return value

@@ -1,22 +1,20 @@
 """How far a run of the job got: its committed position and the records it processed.
 
 The position is the last batch Spark committed in the checkpoint (``offsets/`` + ``commits/``); the record
-count sums the job's progress records (``progress.jsonl``) of the batches up to that one, each batch once.
+count and the time of the commit come from the job's progress record of that batch
+(:mod:`~airflow_kafka_failover.translation.progress_log`). The checkpoint may be a local folder or a store
+URI.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from airflow_kafka_failover.translation.spark_checkpoint import (
-    PROGRESS_FILE,
-    last_committed_offsets,
-    read_checkpoint,
-)
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import open_store
+from airflow_kafka_failover.translation import progress_log
+from airflow_kafka_failover.translation.progress_log import progress_folder, read_batch_record
+from airflow_kafka_failover.translation.spark_checkpoint import last_committed_offsets, read_checkpoint
 from airflow_kafka_failover.types import TopicPartition
 
 
@@ -48,32 +46,12 @@ class JobProgress:
         return behind
 
 
-def _progress_per_batch(root: Path) -> dict[int, dict[str, Any]]:
-    """The progress record of each batch the job wrote (the last progress line of a batch id wins)."""
-    try:
-        lines = (root / PROGRESS_FILE).read_text().splitlines()
-    except OSError:
-        return {}
-    batches: dict[int, dict[str, Any]] = {}
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line; read_checkpoint reports corruption elsewhere
-        batch = record.get("batch_id") if isinstance(record, dict) else None
-        if isinstance(batch, int) and not isinstance(batch, bool):
-            batches[batch] = record
-    return batches
-
-
-def _written_at(record: dict[str, Any] | None) -> float | None:
+def _written_at(record: dict[str, object] | None) -> float | None:
     value = (record or {}).get("written_at")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def uncommitted_output_records(
-    checkpoint: str | os.PathLike[str], sink_root: str | os.PathLike[str], epoch: int
-) -> int:
+def uncommitted_output_records(checkpoint: str, sink_root: str, epoch: int) -> int:
     """Rows a run wrote to the sink in batches its checkpoint does not count as committed.
 
     A run killed between a batch's output and Spark's commit (for instance while its group commit to a
@@ -83,14 +61,11 @@ def uncommitted_output_records(
     """
     from airflow_kafka_failover.jobs.sink import rows_written_after
 
-    root = Path(checkpoint)
-    committed = read_checkpoint(root).position if (root / "offsets").is_dir() else None
+    root = str(checkpoint)
+    offsets = locations.join(root, "offsets")
+    committed = read_checkpoint(root).position if open_store(offsets).exists(offsets) else None
     last = committed.batch_id if committed is not None and committed.batch_id is not None else -1
     return rows_written_after(sink_root, epoch, last)
-
-
-TAIL_BYTES = 256 * 1024
-"""How much of the end of ``progress.jsonl`` :func:`read_last_commit` reads (thousands of batches)."""
 
 
 @dataclass(frozen=True)
@@ -107,64 +82,38 @@ class LastCommit:
     committed_at: float | None = None
 
 
-def _tail_records(path: Path, max_bytes: int = TAIL_BYTES) -> list[dict[str, Any]]:
-    """The complete JSON lines in the last ``max_bytes`` of ``path`` (oldest first); [] when unreadable."""
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - max_bytes))
-            chunk = handle.read()
-    except OSError:
-        return []
-    lines = chunk.split(b"\n")
-    if size > max_bytes:
-        lines = lines[1:]  # the first line was cut by the seek
-    records = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue  # an empty or torn line
-        if isinstance(record, dict):
-            records.append(record)
-    return records
-
-
-def read_last_commit(checkpoint: str | os.PathLike[str]) -> LastCommit:
-    """The last committed batch and when it was written, without reading the whole progress file.
+def read_last_commit(checkpoint: str) -> LastCommit:
+    """The last committed batch and when it was written: two listings and two small reads (a checkpoint of an
+    earlier release: its whole ``progress.jsonl``).
 
     :raises CheckpointError: an offsets file that cannot be parsed.
     """
-    root = Path(checkpoint)
-    last = last_committed_offsets(root)
+    last = last_committed_offsets(checkpoint)
     if last is None:
         return LastCommit(None, {})
     batch_id, offsets = last
-    written = next(
-        (
-            record
-            for record in reversed(_tail_records(root / PROGRESS_FILE))
-            if record.get("batch_id") == batch_id
-        ),
-        None,
-    )
-    return LastCommit(batch_id, offsets, _written_at(written))
+    record = read_batch_record(checkpoint, batch_id)
+    if record is not None:
+        return LastCommit(batch_id, offsets, _written_at(record))
+    # a run of an earlier release writes progress.jsonl: read it whole (only until that run is replaced)
+    summary = progress_log.read_progress(checkpoint, batch_id)
+    committed_at = summary.written_at if summary is not None and summary.batch_id == batch_id else None
+    return LastCommit(batch_id, offsets, committed_at)
 
 
-def read_progress(checkpoint: str | os.PathLike[str]) -> JobProgress:
+def read_progress(checkpoint: str) -> JobProgress:
     """Read a run's committed progress (raises CheckpointError for a damaged checkpoint)."""
-    root = Path(checkpoint)
-    if not (root / "offsets").is_dir():
+    root = str(checkpoint)
+    offsets = locations.join(root, "offsets")
+    if not open_store(offsets).exists(offsets):
         return JobProgress(None, {}, 0)
     reading = read_checkpoint(root)
-    if reading.position is None:
+    if reading.position is None or reading.position.batch_id is None:
         return JobProgress(None, {}, 0)
     committed = reading.position.batch_id
-    batches = _progress_per_batch(root)
-    records = sum(
-        int(record.get("records") or 0)
-        for batch, record in batches.items()
-        if committed is not None and batch <= committed
-    )
-    committed_at = _written_at(batches.get(committed)) if committed is not None else None
-    return JobProgress(committed, dict(reading.position.offsets), records, committed_at, bool(batches))
+    summary = progress_log.read_progress(root, committed)
+    wrote_any = summary is not None or bool(open_store(root).names(progress_folder(root)))
+    if summary is None:
+        return JobProgress(committed, dict(reading.position.offsets), 0, None, wrote_any)
+    committed_at = summary.written_at if summary.batch_id == committed else None
+    return JobProgress(committed, dict(reading.position.offsets), summary.records, committed_at, wrote_any)

@@ -10,9 +10,7 @@ Pure module: no pyspark, no Airflow, so the job, the operators and the tests sha
 from __future__ import annotations
 
 import json
-import os
 import re
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
@@ -95,7 +93,10 @@ class JobSettings(StreamOptions):
         description="Where the job writes (the packaged job: one Parquet directory per epoch and batch)."
     )
     bookkeeping_group: Text = Field(description="Consumer group the job commits each batch's end offsets to.")
-    fencing_marker: Text = Field(description="File holding the pair's current epoch.")
+    fencing_marker: Text = Field(
+        description="The pair's fencing folder (local path or store URI): the run stops once the marker of "
+        "the next epoch exists there."
+    )
     run_dir: Text = Field(description="Folder of this run's status file and stop request.")
     topics: Annotated[tuple[str, ...], BeforeValidator(_topics)] = Field(
         (),
@@ -141,11 +142,12 @@ class JobSettings(StreamOptions):
             return self.starting_offsets
         return json.dumps(self.starting_offsets, sort_keys=True)
 
-    def write(self, path: str | os.PathLike[str]) -> Path:
+    def write(self, path: str) -> str:
         """Write the settings to ``path`` readable by the owner only (it may hold secrets)."""
-        from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_json_atomically
+        from airflow_kafka_failover.storage.store import replace_json
 
-        return write_json_atomically(path, self.model_dump(mode="json"), OWNER_ONLY, indent=1)
+        replace_json(str(path), self.model_dump(mode="json"), private=True, indent=1)
+        return str(path)
 
     @classmethod
     def parse(cls, data: Any, where: str = "job settings") -> JobSettings:
@@ -180,12 +182,18 @@ class JobSettings(StreamOptions):
             raise ConfigError(f"{where}: {exc.problem}") from None
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> JobSettings:
-        """Read the settings file the operator wrote."""
+    def load(cls, path: str) -> JobSettings:
+        """Read the settings file the operator wrote (a local path or a store URI)."""
+        from airflow_kafka_failover.storage.store import read_text
+
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(read_text(str(path)))
+        except FileNotFoundError:
+            raise ConfigError(f"cannot read job settings {path}: no such file") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"job settings {path} are not UTF-8 text: {exc.reason}") from None
         except OSError as exc:
-            raise ConfigError(f"cannot read job settings {path}: {exc.strerror}") from None
+            raise ConfigError(f"cannot read job settings {path}: {exc.strerror or exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"job settings {path} are not valid JSON: {exc}") from None
         return cls.parse(data, str(path))

@@ -1,13 +1,15 @@
 """The job's default sink: Parquet, one directory per (epoch, batch), and its deduplicating reader.
 
-Layout under the sink root::
+Layout under the sink root (a local folder or a store URI: ``hdfs://``, ``s3a://``)::
 
-    epoch=<e>/batch=<b>/part-*.parquet    one micro-batch, complete (moved in by one rename)
-    _staging/epoch=<e>-batch=<b>-<uuid>/  a batch being written; never read
+    epoch=<e>/batch=<b>/part-*.parquet    one micro-batch
+    epoch=<e>/batch=<b>/_SUCCESS          written by Spark's output committer once every file is in place
 
-A batch is written to ``_staging`` and renamed into place only when Spark finished writing it, so a
-directory under ``epoch=*`` is always complete. A batch id that Spark replays after a crash finds its
-directory already there and writes nothing new: the sink is idempotent per (epoch, batch).
+A batch is complete when its ``_SUCCESS`` is there: Spark's committer writes it last, after the batch's files
+were committed into the folder, on a file system as on an object store (where a folder cannot be renamed in
+one step). A batch id that Spark replays after a crash finds its ``_SUCCESS`` and writes nothing new: the sink
+is idempotent per (epoch, batch). A folder without it (a crash during the write) is written again, and never
+read. Folders of an earlier release (``_staging/``, renamed into place) read the same way.
 
 Columns: ``record_id`` (from a JSON field of the value, or the key), ``key``, ``value``, ``source_cluster``,
 ``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``epoch``, ``batch_id``.
@@ -18,18 +20,20 @@ of switches is checked for exactly-once.
 
 from __future__ import annotations
 
+import io
 import logging
-import os
 import re
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import open_store
 
 log = logging.getLogger("airflow_kafka_failover.job")
 
-STAGING = "_staging"
+COMPLETE = "_SUCCESS"
+"""The file Spark's output committer writes into a folder once the write is committed."""
 COLUMNS = (
     "record_id",
     "key",
@@ -46,53 +50,67 @@ _BATCH_DIR = re.compile(r"^batch=(\d+)$")
 _EPOCH_DIR = re.compile(r"^epoch=(\d+)$")
 
 
-def batch_dir(sink_root: str | os.PathLike[str], epoch: int, batch_id: int) -> Path:
-    """The final directory of one micro-batch."""
-    return Path(sink_root) / f"epoch={epoch}" / f"batch={batch_id}"
+def batch_dir(sink_root: str, epoch: int, batch_id: int) -> str:
+    """The folder of one micro-batch."""
+    return locations.join(str(sink_root), f"epoch={epoch}", f"batch={batch_id}")
 
 
-def staging_dir(sink_root: str | os.PathLike[str], epoch: int, batch_id: int, token: str) -> Path:
-    """A private directory a batch is written to before it is renamed into place."""
-    return Path(sink_root) / STAGING / f"epoch={epoch}-batch={batch_id}-{token}"
+def is_complete(batch: str) -> bool:
+    """Whether a batch folder holds a committed write (its ``_SUCCESS``)."""
+    marker = locations.join(batch, COMPLETE)
+    return open_store(marker).exists(marker)
 
 
-def batch_dirs(sink_root: str | os.PathLike[str]) -> list[tuple[int, int, Path]]:
-    """Every complete batch directory as (epoch, batch_id, path), in order."""
-    root = Path(sink_root)
-    found: list[tuple[int, int, Path]] = []
-    if not root.is_dir():
-        return found
-    for epoch_dir in root.iterdir():
-        epoch_match = _EPOCH_DIR.match(epoch_dir.name)
-        if not epoch_match or not epoch_dir.is_dir():
+def parquet_files(batch: str) -> list[str]:
+    """The Parquet files of a batch folder, in name order."""
+    return [
+        locations.join(batch, name) for name in open_store(batch).names(batch) if name.endswith(".parquet")
+    ]
+
+
+def batch_dirs(sink_root: str) -> list[tuple[int, int, str]]:
+    """Every complete batch folder as (epoch, batch_id, location), in order."""
+    root = str(sink_root)
+    store = open_store(root)
+    found: list[tuple[int, int, str]] = []
+    for epoch_name in store.names(root):
+        epoch_match = _EPOCH_DIR.match(epoch_name)
+        if not epoch_match:
             continue
-        for batch in epoch_dir.iterdir():
-            batch_match = _BATCH_DIR.match(batch.name)
-            if batch_match and batch.is_dir():
+        epoch_dir = locations.join(root, epoch_name)
+        for batch_name in store.names(epoch_dir):
+            batch_match = _BATCH_DIR.match(batch_name)
+            batch = locations.join(epoch_dir, batch_name)
+            if batch_match and COMPLETE in store.names(batch):
                 found.append((int(epoch_match.group(1)), int(batch_match.group(1)), batch))
     return sorted(found)
 
 
-def rows_written_after(sink_root: str | os.PathLike[str], epoch: int, batch_id: int) -> int:
-    """Rows of the batches of ``epoch`` numbered above ``batch_id`` (read from the Parquet footers)."""
+def _parquet(location: str) -> Any:
+    """A pyarrow ``ParquetFile`` of a file anywhere (read whole: batch files are small)."""
     import pyarrow.parquet as pq
 
+    return pq.ParquetFile(io.BytesIO(open_store(location).read(location)))
+
+
+def rows_written_after(sink_root: str, epoch: int, batch_id: int) -> int:
+    """Rows of the batches of ``epoch`` numbered above ``batch_id`` (read from the Parquet footers)."""
     return sum(
-        pq.ParquetFile(file).metadata.num_rows
+        _parquet(file).metadata.num_rows
         for batch_epoch, batch, path in batch_dirs(sink_root)
         if batch_epoch == epoch and batch > batch_id
-        for file in path.glob("*.parquet")
+        for file in parquet_files(path)
     )
 
 
 class ParquetBatchSink:
     """The packaged job's ``foreachBatch`` writer: one complete directory per (epoch, batch).
 
-    :param sink_root: the sink's root folder (a path every writer of the pair shares).
+    :param sink_root: the sink's root (a local folder or a store URI every writer of the pair reaches).
     :param epoch: the run's epoch.
     """
 
-    def __init__(self, sink_root: str | os.PathLike[str], epoch: int) -> None:
+    def __init__(self, sink_root: str, epoch: int) -> None:
         self.sink_root = sink_root
         self.epoch = epoch
 
@@ -106,34 +124,25 @@ class ParquetBatchSink:
         from pyspark.sql import functions as F
 
         final = batch_dir(self.sink_root, self.epoch, batch_id)
-        if final.is_dir():
+        if is_complete(final):
             log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
             return footer_stats(final)
-        staging = staging_dir(self.sink_root, self.epoch, batch_id, uuid.uuid4().hex[:8])
-        batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("errorifexists").parquet(
-            str(staging)
-        )
-        final.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not final.is_dir():
-                raise
-            log.info("batch %s: another attempt placed %s first; keeping it", batch_id, final)
+        # "overwrite" replaces what a crashed attempt left without its _SUCCESS
+        batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").parquet(final)
         return None
 
 
-def footer_stats(batch: Path) -> dict[str, Any] | None:
+def footer_stats(batch: str) -> dict[str, Any] | None:
     """Batch statistics from Parquet footers, or None when they cannot give them (no pyarrow, mixed files)."""
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet  # noqa: F401
     except ImportError:
         return None
     records = without_id = 0
     newest: dict[str, dict[str, int]] = {}
     last: dict[str, dict[str, int]] = {}
-    for file in sorted(batch.glob("*.parquet")):
-        metadata = pq.ParquetFile(file).metadata
+    for file in parquet_files(batch):
+        metadata = _parquet(file).metadata
         schema = metadata.schema.to_arrow_schema()
         columns = {
             name: schema.get_field_index(name)
@@ -190,7 +199,7 @@ class SinkContents:
         return set(self.records)
 
 
-def read_sink(sink_root: str | os.PathLike[str], columns: tuple[str, ...] = COLUMNS) -> SinkContents:
+def read_sink(sink_root: str, columns: tuple[str, ...] = COLUMNS) -> SinkContents:
     """Read every complete batch and deduplicate by record id.
 
     :param sink_root: the job's sink root.
@@ -203,8 +212,8 @@ def read_sink(sink_root: str | os.PathLike[str], columns: tuple[str, ...] = COLU
     for _epoch, _batch, path in batch_dirs(sink_root):
         rows = [
             row
-            for file in sorted(path.glob("*.parquet"))
-            for row in pq.read_table(file, columns=needed).to_pylist()
+            for file in parquet_files(path)
+            for row in pq.read_table(io.BytesIO(open_store(file).read(file)), columns=needed).to_pylist()
         ]
         rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
         for row in rows:

@@ -16,7 +16,7 @@ from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
-from airflow_kafka_failover.jobs.options import PATH_OPTIONS, JobOptions
+from airflow_kafka_failover.jobs.options import STORE_PATH_OPTIONS, JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings, missing_partitions, parse_starting_offsets
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class JobRequest:
         """One of the job's paths, or a ConfigError saying it is required."""
         value = getattr(self.options, name)
         if not value:
-            raise ConfigError(f"the job's {name} is required: give {name} (a local path)")
+            raise ConfigError(f"the job's {name} is required: give {name} (a local path or a store URI)")
         return str(value)
 
     @property
@@ -83,16 +83,23 @@ class JobRequest:
     @property
     def layout(self) -> RunLayout:
         return RunLayout(
-            self.pair, self.cluster, self.epoch, self.path("checkpoint_root"), self.path("run_root")
+            self.pair,
+            self.cluster,
+            self.epoch,
+            self.path("checkpoint_root"),
+            self.path("run_root"),
+            self.options.local_root,
         )
 
     def settings(self) -> JobSettings:
         """Check the inputs against the cluster; return the job's settings (raises ConfigError)."""
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+        from airflow_kafka_failover.hooks.storage import use_job_storage
         from airflow_kafka_failover.jobs.kafka_options import java_client_options
 
-        for name in PATH_OPTIONS:
+        for name in STORE_PATH_OPTIONS:
             self.path(name)
+        use_job_storage(self.options)
         if not Path(self.application).is_file():
             from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
 
@@ -157,13 +164,13 @@ class JobRequest:
 
     def fence_to_create(self) -> FencingMarker | None:
         """Refuse a fence at another epoch or cluster; return the marker to create when there is none."""
-        marker = FencingMarker(Path(self.fencing_marker), self.pair)
+        marker = FencingMarker(self.fencing_marker, self.pair)
         fence = marker.read()
         if fence is None:
             return marker
         if fence.epoch != self.epoch or fence.cluster != self.cluster:
             raise FencedError(
-                f"fencing marker {self.fencing_marker} is at epoch {fence.epoch} for cluster "
+                f"fencing folder {self.fencing_marker} is at epoch {fence.epoch} for cluster "
                 f"{fence.cluster!r}, but this job is for epoch {self.epoch} on {self.cluster!r}: advance the "
                 "fence first (a switch does) or submit for the current epoch"
             )
@@ -182,7 +189,7 @@ class JobRequest:
             )
         if new_marker is not None:
             log.info(
-                "no fencing marker at %s yet; writing epoch %s for cluster %s",
+                "no epoch marker in the fencing folder %s yet; creating epoch %s for cluster %s",
                 self.fencing_marker,
                 self.epoch,
                 self.cluster,

@@ -207,13 +207,13 @@ def starting_handle(request: JobRequest, spark_conn_id: str) -> JobHandle:
     """The handle of a run that is still starting: the cluster-mode application already submitted (its
     handle in the run folder, so that the stop kills it through the cluster manager), else the detached
     process of the run folder."""
-    import json
-
     from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE
+    from airflow_kafka_failover.storage import locations
+    from airflow_kafka_failover.storage.store import read_json
 
     layout = request.layout
     try:
-        return JobHandle.from_dict(json.loads((layout.run_dir / CLUSTER_HANDLE_FILE).read_text()))
+        return JobHandle.from_dict(read_json(locations.join(layout.run_dir, CLUSTER_HANDLE_FILE)))
     except (OSError, ValueError, ConfigError):
         pass  # no cluster-mode submission (yet): the run folder's process is what starts
     return JobHandle(
@@ -222,10 +222,11 @@ def starting_handle(request: JobRequest, spark_conn_id: str) -> JobHandle:
         epoch=request.epoch,
         deploy_mode=DeployMode.CLIENT,
         master="(starting)",
-        run_dir=str(layout.run_dir),
-        checkpoint=str(layout.checkpoint),
+        run_dir=layout.run_dir,
+        checkpoint=layout.checkpoint,
         sink_root=request.sink_root,
         spark_conn_id=spark_conn_id,
+        local_dir=layout.local_dir,
     )
 
 
@@ -240,6 +241,8 @@ def streaming_job_hook(options: JobOptions) -> StreamingJobHook:
         executor_memory=options.executor_memory,
         total_executor_cores=options.total_executor_cores,
         deploy_mode=None if options.deploy_mode is None else str(options.deploy_mode),
+        storage_connections=dict(options.storage_connections),
+        storage_timeout_seconds=options.storage_timeout_seconds,
     )
 
 
@@ -250,18 +253,27 @@ class StopStreamingJobOperator(BaseOperator):
         ``render_template_as_native_obj``), or None/empty to stop nothing.
     :param timeout: seconds to wait for a graceful stop before forcing it.
     :param spark_conn_id: the ``spark`` connection (cluster deploy mode kills through it).
+    :param storage_connections: the connection of each remote scheme of the handle's run folder (the job's
+        ``storage_connections``; unnamed schemes use ``aws_default`` and ``webhdfs_default``).
     """
 
     template_fields: Sequence[str] = ("handle",)
     ui_color = "#fbe8e8"
 
     def __init__(
-        self, *, handle: Any, timeout: float = 60.0, spark_conn_id: str = "spark_default", **kwargs: Any
+        self,
+        *,
+        handle: Any,
+        timeout: float = 60.0,
+        spark_conn_id: str = "spark_default",
+        storage_connections: dict[str, str] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.handle = handle
         self.timeout = timeout
         self.spark_conn_id = spark_conn_id
+        self.storage_connections = dict(storage_connections or {})
 
     @fail_on_bad_input
     def execute(self, context: Any) -> str:
@@ -273,6 +285,7 @@ class StopStreamingJobOperator(BaseOperator):
                 handle = json.loads(handle)
             except json.JSONDecodeError:
                 raise ConfigError(f"job handle is neither a mapping nor JSON: {handle[:200]!r}") from None
-        outcome = StreamingJobHook(self.spark_conn_id).stop(handle, self.timeout)
+        hook = StreamingJobHook(self.spark_conn_id, storage_connections=self.storage_connections)
+        outcome = hook.stop(handle, self.timeout)
         self.log.info("stop outcome: %s", outcome)
         return outcome

@@ -8,28 +8,31 @@ both files; a newer ``offsets`` file is a batch that was planned but not finishe
 are not plain batch numbers (``.3.crc`` checksums, ``.3.<uuid>.tmp`` temporaries) are ignored,
 as Spark ignores them.
 
-The job also appends one JSON object per micro-batch to ``<checkpoint>/progress.jsonl``
-(``epoch``, ``batch_id``, ``end_offsets``, ``max_timestamp_ms``, ``max_offset``), which carries what
-Spark's checkpoint does not keep: the newest record timestamp and the newest record offset per partition.
-The position is the next offset after the batch, which may lie past transaction markers; the newest record
-offset tells the planner that the offsets between it and the position held no record.
+The job also writes a progress record per committed batch
+(:mod:`~airflow_kafka_failover.translation.progress_log`), which carries what Spark's checkpoint does not
+keep: the newest record timestamp and the newest record offset per partition. The position is the next
+offset after the batch, which may lie past transaction markers; the newest record offset tells the planner
+that the offsets between it and the position held no record.
+
+The checkpoint may be a local folder or a store URI (``hdfs://``, ``s3a://``): it is read through
+:mod:`airflow_kafka_failover.storage`. On an object store a "folder" is a prefix: one that holds no object
+does not exist.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.storage.store import StoreUnavailable, open_store
+from airflow_kafka_failover.translation.progress_log import batch_numbers, check_against, read_progress
 from airflow_kafka_failover.types import TopicPartition
 
 OFFSET_LOG_VERSION = "v1"
-PROGRESS_FILE = "progress.jsonl"
-_BATCH_FILE_NAME = re.compile(r"[0-9]+")
 _PARTITION_KEY = re.compile(r"[0-9]+")
 _WHERE_HINT = "check the path: a job's checkpoint is the folder <checkpoint_root>/<pair>/<cluster>/epoch-<n>"
 _DAMAGED_HINT = (
@@ -135,44 +138,38 @@ def kafka_offsets_from_json(
     return offsets
 
 
-def _batch_ids(directory: Path) -> set[int]:
-    with os.scandir(directory) as entries:
-        return {
-            int(entry.name) for entry in entries if _BATCH_FILE_NAME.fullmatch(entry.name) and entry.is_file()
-        }
+def last_committed_offsets(path: str) -> tuple[int, dict[TopicPartition, int]] | None:
+    """The last committed batch of a checkpoint and its offsets, reading nothing else (no progress record).
 
+    The light read for a caller that looks often (the keeper): two listings and one offsets file.
 
-def last_committed_offsets(path: str | os.PathLike[str]) -> tuple[int, dict[TopicPartition, int]] | None:
-    """The last committed batch of a checkpoint and its offsets, reading nothing else (no progress file).
-
-    The light read for a caller that looks often (the keeper): two directory listings and one offsets file.
-
-    :param path: the checkpoint directory.
+    :param path: the checkpoint (a local folder or a store URI).
     :return: ``(batch id, offsets)``, or None before the first committed batch (or without a checkpoint).
     :raises CheckpointError: an offsets file that cannot be parsed.
     """
-    root = Path(path)
-    offsets_dir, commits_dir = root / "offsets", root / "commits"
-    if not offsets_dir.is_dir() or not commits_dir.is_dir():
-        return None
-    complete = _batch_ids(offsets_dir) & _batch_ids(commits_dir)
+    root = str(path)
+    complete = set(batch_numbers(locations.join(root, "offsets"))) & set(
+        batch_numbers(locations.join(root, "commits"))
+    )
     if not complete:
         return None
     batch_id = max(complete)
-    offsets_file = offsets_dir / str(batch_id)
+    offsets_file = locations.join(root, "offsets", str(batch_id))
     return batch_id, parse_offsets_file(offsets_file, _read_text(offsets_file))
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return open_store(path).read(path).decode("utf-8")
     except UnicodeDecodeError as err:
         raise CheckpointError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except StoreUnavailable:
+        raise
     except OSError as err:
-        raise CheckpointError(f"{path}: cannot be read ({err.strerror})") from None
+        raise CheckpointError(f"{path}: cannot be read ({err.strerror or err})") from None
 
 
-def parse_offsets_file(path: Path, text: str) -> dict[TopicPartition, int]:
+def parse_offsets_file(path: str, text: str) -> dict[TopicPartition, int]:
     """Parse one ``offsets/<batchId>`` file into the merged Kafka offsets of all its sources.
 
     :param path: the file, named in error messages.
@@ -198,7 +195,7 @@ def parse_offsets_file(path: Path, text: str) -> dict[TopicPartition, int]:
     return offsets
 
 
-def _check_offsets_header(path: Path, lines: list[str]) -> None:
+def _check_offsets_header(path: str, lines: list[str]) -> None:
     if not lines:
         raise CheckpointError(f"{path}:1: empty offsets file; expected '{OFFSET_LOG_VERSION}' on line 1")
     if lines[0].strip() != OFFSET_LOG_VERSION:
@@ -228,105 +225,22 @@ def _source_offsets(where: str, line: str) -> dict[TopicPartition, int]:
     return kafka_offsets_from_json(data, where)
 
 
-def _progress_record(
-    value: Any, where: str
-) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int], dict[TopicPartition, int]]:
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
-    batch_id = value.get("batch_id")
-    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
-        raise CheckpointError(f"{where}: progress record has invalid batch_id {batch_id!r}")
-    epoch = value.get("epoch")
-    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-        raise CheckpointError(f"{where}: progress record has invalid epoch {epoch!r}")
-    end_offsets = None
-    if value.get("end_offsets") is not None:
-        end_offsets = kafka_offsets_from_json(value["end_offsets"], f"{where} end_offsets")
-    timestamps = kafka_offsets_from_json(value.get("max_timestamp_ms") or {}, f"{where} max_timestamp_ms")
-    last_records = kafka_offsets_from_json(value.get("max_offset") or {}, f"{where} max_offset")
-    return batch_id, end_offsets, timestamps, last_records
+def read_checkpoint(path: str) -> CheckpointReading:
+    """Read the committed Kafka position of a checkpoint, or why there is none.
 
-
-def read_progress_marks(
-    path: Path, committed_batch: int, committed_offsets: dict[TopicPartition, int]
-) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-    """Newest record timestamp and newest record offset per partition, over the progress records up to
-    the committed batch.
-
-    Each record only names the partitions that had records in its batch, so the newest of a partition is
-    the greatest over all records up to the committed batch, not only the last record's. A record offset at
-    or beyond the committed position is refused: the progress file does not belong to this checkpoint.
-    A torn last line (the job died while appending) is ignored; a corrupt line elsewhere is an error.
-
-    :param path: the ``progress.jsonl`` file (may be absent: no timestamps then).
-    :param committed_batch: the last committed batch id.
-    :param committed_offsets: that batch's offsets, checked against the record of the same batch.
+    :param path: the checkpoint (a local folder or a store URI).
     """
-    if not path.is_file():
-        return {}, {}
-    text = _read_text(path)
-    lines = text.split("\n")
-    newest: dict[TopicPartition, int] = {}
-    last: dict[TopicPartition, int] = {}
-    for line_number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{line_number}"
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as err:
-            if line_number == len(lines):
-                continue
-            raise CheckpointError(
-                f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})"
-            ) from None
-        batch_id, end_offsets, timestamps, last_records = _progress_record(value, where)
-        if batch_id > committed_batch:
-            continue
-        if batch_id == committed_batch and end_offsets is not None and end_offsets != committed_offsets:
-            raise CheckpointError(
-                f"{where}: progress record of batch {batch_id} has end offsets that differ from "
-                f"offsets/{batch_id}; is this progress file from another checkpoint directory?"
-            )
-        _check_record_offsets(where, batch_id, last_records, committed_offsets)
-        for into, marks in ((newest, timestamps), (last, last_records)):
-            for tp, mark in marks.items():
-                into[tp] = max(mark, into.get(tp, mark))
-    return (
-        {tp: ts for tp, ts in newest.items() if tp in committed_offsets},
-        {tp: offset for tp, offset in last.items() if tp in committed_offsets},
-    )
-
-
-def _check_record_offsets(
-    where: str, batch_id: int, last_records: dict[TopicPartition, int], committed: dict[TopicPartition, int]
-) -> None:
-    for tp, offset in last_records.items():
-        if tp in committed and offset >= committed[tp]:
-            raise CheckpointError(
-                f"{where}: progress record of batch {batch_id} names record offset {offset} of {tp}, "
-                f"at or beyond the committed position {committed[tp]}; is this progress file "
-                "from another checkpoint directory?"
-            )
-
-
-def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
-    """Read the committed Kafka position of a checkpoint directory, or why there is none.
-
-    :param path: the checkpoint directory (local or mounted file system).
-    """
-    root = Path(path)
-    if not root.is_dir():
-        raise CheckpointError(
-            f"{root}: checkpoint directory does not exist (or is not a directory); {_WHERE_HINT}"
-        )
-    offsets_dir, commits_dir = root / "offsets", root / "commits"
-    if not offsets_dir.is_dir():
+    root = str(path)
+    offsets_dir, commits_dir = locations.join(root, "offsets"), locations.join(root, "commits")
+    store = open_store(root)
+    if not store.exists(root):
+        raise CheckpointError(f"{root}: checkpoint directory does not exist; {_WHERE_HINT}")
+    planned = set(batch_numbers(offsets_dir))
+    committed = set(batch_numbers(commits_dir))
+    if not planned and not store.exists(offsets_dir):
         raise CheckpointError(
             f"{offsets_dir}: no offsets directory; is {root} a Spark streaming checkpoint? {_WHERE_HINT}"
         )
-    planned = _batch_ids(offsets_dir)
-    committed = _batch_ids(commits_dir) if commits_dir.is_dir() else set()
     complete = planned & committed
     if not complete:
         if committed:
@@ -343,10 +257,24 @@ def read_checkpoint(path: str | os.PathLike[str]) -> CheckpointReading:
             reason = f"{root}: no batch was ever planned; nothing was processed"
         return CheckpointReading(None, reason)
     batch_id = max(complete)
-    offsets_file = offsets_dir / str(batch_id)
+    offsets_file = locations.join(offsets_dir, str(batch_id))
     try:
         offsets = parse_offsets_file(offsets_file, _read_text(offsets_file))
-        timestamps, last_records = read_progress_marks(root / PROGRESS_FILE, batch_id, offsets)
+        timestamps, last_records = _progress_marks(root, batch_id, offsets)
     except CheckpointError as err:
         raise CheckpointError(f"{err}; {_DAMAGED_HINT}") from None
     return CheckpointReading(StreamPosition(offsets, batch_id, timestamps, last_records))
+
+
+def _progress_marks(
+    root: str, batch_id: int, offsets: dict[TopicPartition, int]
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """Newest record timestamp and offset per partition from the progress records up to ``batch_id``."""
+    summary = read_progress(root, batch_id)
+    if summary is None:
+        return {}, {}
+    check_against(summary, batch_id, offsets)
+    return (
+        {tp: ts for tp, ts in summary.max_timestamps_ms.items() if tp in offsets},
+        {tp: offset for tp, offset in summary.last_record_offsets.items() if tp in offsets},
+    )

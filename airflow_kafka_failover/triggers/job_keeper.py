@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -50,10 +49,12 @@ class JobKeeperTrigger(BaseTrigger):
 
     :param pair: the pair's name.
     :param job: the job's handle (the active record's ``job``).
-    :param fencing_marker: the pair's fencing marker path.
+    :param fencing_marker: the pair's fencing folder.
     :param kafka_config_id: the active cluster's connection (for its end offsets).
     :param topics: the topics the job reads on the active cluster.
     :param interval: seconds between looks.
+    :param storage: ``{"connections": ..., "timeout_seconds": ...}`` of the pair's remote stores (its
+        ``job.storage_connections`` and ``job.storage_timeout_seconds``).
     :param limits: :class:`KeeperLimits` as a mapping.
     :param deadline: unix seconds when the window ends.
     :param not_before: unix seconds before which a dead job is not reported (restart backoff).
@@ -75,9 +76,11 @@ class JobKeeperTrigger(BaseTrigger):
         not_before: float = 0.0,
         alerted: list[str] | None = None,
         state: dict[str, Any] | None = None,
+        storage: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.pair, self.job, self.fencing_marker = pair, job, fencing_marker
+        self.storage = dict(storage or {})
         self.kafka_config_id, self.topics = kafka_config_id, list(topics)
         self.interval, self.limits, self.deadline = interval, limits, deadline
         self.not_before, self.alerted = not_before, list(alerted or [])
@@ -98,6 +101,7 @@ class JobKeeperTrigger(BaseTrigger):
                 "not_before": self.not_before,
                 "alerted": self.alerted,
                 "state": self.state,
+                "storage": self.storage,
             },
         )
 
@@ -137,6 +141,10 @@ class JobKeeperTrigger(BaseTrigger):
             not_before=not_before,
             alerted=alerted,
             state=state,
+            storage={
+                "connections": dict(pair.job.storage_connections),
+                "timeout_seconds": pair.job.storage_timeout_seconds,
+            },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -145,6 +153,7 @@ class JobKeeperTrigger(BaseTrigger):
         from airflow_kafka_failover.health.evidence import describe_exception
 
         try:
+            self._use_storage()
             looker = JobLooker(self.pair, self.job, self.fencing_marker, self.kafka_config_id, self.topics)
             look_once = sync_to_async(looker.look, thread_sensitive=False)
             event = None
@@ -157,6 +166,18 @@ class JobKeeperTrigger(BaseTrigger):
             self.log.exception("the keeper of pair %s failed", self.pair)
             event = {"status": "error", "message": describe_exception(exc)}
         yield TriggerEvent({**event, "state": self.state})
+
+    def _use_storage(self) -> None:
+        """Register the pair's remote stores in the triggerer (each opens on first use, in a worker
+        thread)."""
+        from airflow_kafka_failover.hooks.storage import use_storage
+
+        handle = self.job
+        use_storage(
+            (self.fencing_marker, handle.get("run_dir", ""), handle.get("checkpoint", "")),
+            self.storage.get("connections") or {},
+            float(self.storage.get("timeout_seconds") or 10.0),
+        )
 
     async def _until_next_look(self, looker: JobLooker, was_alive: bool | None) -> None:
         """Wait ``interval`` seconds, but end the wait as soon as a job that ran is seen gone.
@@ -276,10 +297,10 @@ class JobLooker:
 
     def look(self) -> JobLook:
         from airflow_kafka_failover.jobs.fencing import FencingMarker
-        from airflow_kafka_failover.jobs.layout import stop_request_file
+        from airflow_kafka_failover.jobs.layout import stop_requested
         from airflow_kafka_failover.switch_lease import read_lease
 
-        fence = FencingMarker(Path(self.fencing_marker), self.pair).read()
+        fence = FencingMarker(self.fencing_marker, self.pair).read()
         lease = read_lease(self.fencing_marker, self.pair)
         handle = self.handle
         committed, progress_at = self._progress()
@@ -290,7 +311,7 @@ class JobLooker:
             lease=lease,
             alive=self._alive(),
             state=handle.status().get("state"),
-            stop_requested=stop_request_file(handle.run_dir).exists(),
+            stop_requested=stop_requested(handle.run_dir),
             started_at=_unix(handle.submitted_at),
             committed_at=progress_at,
             behind=self._behind(committed),

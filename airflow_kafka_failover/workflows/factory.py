@@ -489,10 +489,17 @@ def build_keeper_dag(config_path: str, pair: PairConfig) -> DAG:
 
 
 def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, DAG]:
-    """Every DAG of every pair in the config file, by dag id."""
+    """Every DAG of every pair in the config file, by dag id.
+
+    The pairs' remote stores are registered here (nothing is opened while the file is parsed): the tasks run
+    in a process that parsed this file, and reach the stores through the pairs' storage connections.
+    """
+    from airflow_kafka_failover.hooks.storage import use_job_storage
+
     path = str(config_path or default_config_path())
     dags: dict[str, DAG] = {}
     for pair in load_pairs(path).values():
+        use_job_storage(pair.job)
         for dag in (
             build_start_dag(path, pair),
             build_switch_dag(path, pair, "failover"),

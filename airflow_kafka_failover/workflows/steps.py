@@ -52,7 +52,7 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
 
 def stop_old_job(pair: PairConfig, kind: str, record: ActiveRecord) -> str:
     """Stop the record's job once the fence moved past it (bounded, best effort); return the outcome."""
-    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+    from airflow_kafka_failover.operators.streaming_job import streaming_job_hook
 
     timeout = (
         min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S)
@@ -60,7 +60,7 @@ def stop_old_job(pair: PairConfig, kind: str, record: ActiveRecord) -> str:
         else pair.job.stop_timeout_seconds
     )
     try:
-        return StreamingJobHook(pair.job.spark_connection).stop(record.job, timeout)
+        return streaming_job_hook(pair.job).stop(record.job, timeout)
     except Exception as exc:  # best effort: the fence stops it when it can read the marker
         log.warning(
             "could not stop the old job (%s); the fence at epoch %s stops it at its next check",

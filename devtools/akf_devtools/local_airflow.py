@@ -87,7 +87,7 @@ def sandbox_pair_config(
         "sink_root": str(home / "sink" / PAIR),
         "checkpoint_root": str(home / "checkpoints"),
         "run_root": str(home / "runs"),
-        "fencing_marker": str(home / "fencing" / f"{PAIR}.json"),
+        "fencing_marker": str(home / "fencing" / PAIR),
     }
     pair["switch"] = {**(pair.get("switch") or {}), "automatic": automatic}
     for section, values in (settings or {}).items():
@@ -150,7 +150,7 @@ class LocalAirflow:
 
     @property
     def fencing_marker(self) -> Path:
-        return self.job_home / "fencing" / f"{PAIR}.json"
+        return self.job_home / "fencing" / PAIR
 
     @property
     def password_file(self) -> Path:
@@ -393,10 +393,13 @@ class LocalAirflow:
         ).start()
 
     def _active_cluster(self) -> str:
+        from airflow_kafka_failover.jobs.fencing import FencingMarker
+
         try:
-            return json.loads(self.fencing_marker.read_text())["cluster"]
-        except (OSError, ValueError, KeyError):
+            fence = FencingMarker(str(self.fencing_marker), PAIR).read()
+        except (OSError, ValueError):
             return "A"
+        return "A" if fence is None else fence.cluster
 
     def stop(self) -> None:
         """Stop everything this run directory holds: producer, streaming jobs, Airflow, the sandbox."""

@@ -34,7 +34,7 @@ class JobWorld:
 
     @property
     def fence(self) -> Path:
-        return self.root / "fence.json"
+        return self.root / "fence"
 
     def submit_operator(
         self, cluster: str, epoch: int, topics: list[str], starting_offsets: Any, **overrides: Any

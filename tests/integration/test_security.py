@@ -352,7 +352,7 @@ def test_files_have_the_narrowest_modes_that_work(story):
     for checkpoint in checkpoints:
         _assert_not_wider(checkpoint / "progress.jsonl", NO_WIDER_THAN)
         _assert_not_wider(checkpoint / "_owner.json", NO_WIDER_THAN)
-    _assert_not_wider(story.root / "fence.json", NO_WIDER_THAN)
+    _assert_not_wider(story.root / "fence", NO_WIDER_THAN)
 
 
 # ---- (f) TLS bad inputs on the real clusters: configuration errors naming the problem, never "down" ------

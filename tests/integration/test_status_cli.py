@@ -107,7 +107,7 @@ def test_history_of_a_pair_that_never_switched(story):
 def test_a_fence_ahead_of_the_record_is_an_interrupted_switch(story):
     # What a failover leaves when its worker dies right after fence_and_stop: fence at 1 for B, record at 0.
     job = story.job()
-    FencingMarker(story.root / "fence.json", story.pair).write(1, "B")
+    FencingMarker(str(story.root / "fence"), story.pair).advance(None, 1, "B")
     deadline = time.monotonic() + 60
     while job.status().get("state") != "fenced" or job.is_alive():
         assert time.monotonic() < deadline, f"the job did not stop on the fence: {job.status()}"

@@ -90,7 +90,7 @@ def test_checkpoint_of_another_cluster_or_epoch_is_refused(world, topic):
 
 
 def test_fence_at_another_epoch_is_refused(world, topic):
-    FencingMarker(world.fence, world.pair).write(2, "B")
+    FencingMarker(str(world.fence), world.pair).advance(None, 2, "B")
     refused(world, "epoch 2", topics=[topic], epoch=1)
 
 
@@ -125,7 +125,7 @@ def test_a_job_that_never_reports_running_fails_the_submit_naming_status_json(wo
     from airflow_kafka_failover.jobs.layout import PROCESS_NAME
     from airflow_kafka_failover.process_group import ManagedProcess
 
-    FencingMarker(world.fence, world.pair).write(0, "A")
+    FencingMarker(str(world.fence), world.pair).advance(None, 0, "A")
     fence_before = world.fence.read_text()
     silent = user_job(world, "import time\ntime.sleep(600)  # a job that ignores the contract\n")
     operator = world.submit_operator(
@@ -141,7 +141,7 @@ def test_a_job_that_never_reports_running_fails_the_submit_naming_status_json(wo
 def test_a_job_that_raises_at_import_fails_the_submit_with_its_error(world, topic):
     from airflow_kafka_failover.hooks.streaming_job import JobStartError
 
-    FencingMarker(world.fence, world.pair).write(0, "A")
+    FencingMarker(str(world.fence), world.pair).advance(None, 0, "A")
     broken = user_job(world, "import orders_lib_that_is_not_installed\n")
     operator = world.submit_operator("A", 0, [topic], "earliest", application=broken)
     started = time.monotonic()

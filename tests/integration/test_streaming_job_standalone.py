@@ -105,6 +105,6 @@ def test_job_runs_on_a_standalone_cluster_in_client_mode(sandbox, standalone, tm
     with pytest.raises(StandaloneMasterUnreachable) as err:
         job.is_alive()
     assert f"the state of {handle['application_id']} is unknown and it may still run" in str(err.value)
-    look = JobLooker("standalone", handle, str(tmp_path / "fence.json"), conns["A"], [topic]).look()
+    look = JobLooker("standalone", handle, str(tmp_path / "fence"), conns["A"], [topic]).look()
     assert look.alive is None
     assert assess(look, KeeperLimits(stall_seconds=60.0)) == [Finding.UNKNOWN]

@@ -275,7 +275,7 @@ def test_a_stopped_resource_manager_is_unreachable_not_dead(hadoop, tmp_path):
     )
     assert "it may still run" in str(err.value)
     # The keeper's look: whether the job runs cannot be told, so it waits (never a restart, never "dead").
-    looker = JobLooker("orders", handle.to_dict(), str(tmp_path / "fence.json"), "no_such_kafka", ["orders"])
+    looker = JobLooker("orders", handle.to_dict(), str(tmp_path / "fence"), "no_such_kafka", ["orders"])
     look = looker.look()
     assert look.alive is None
     assert assess(look, KeeperLimits(stall_seconds=60.0, max_lag_records=None)) == [Finding.UNKNOWN]

@@ -89,7 +89,7 @@ def test_stale_temporaries_of_a_crashed_writer_are_removed_fresh_ones_and_others
 
 
 def test_a_failing_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
-    target = tmp_path / "fence.json"
+    target = tmp_path / "fence"
     write_json_atomically(target, {"epoch": 3})
 
     def disk_full(descriptor: int) -> None:
@@ -104,7 +104,7 @@ def test_a_failing_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypa
 
 
 def test_an_unserialisable_value_fails_before_the_file_is_touched(tmp_path):
-    target = tmp_path / "fence.json"
+    target = tmp_path / "fence"
     write_json_atomically(target, {"epoch": 3})
     before = target.stat().st_ino
     with pytest.raises(TypeError):

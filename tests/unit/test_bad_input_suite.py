@@ -42,7 +42,7 @@ from airflow_kafka_failover.config import PairConfig, load_pair
 from airflow_kafka_failover.exceptions import FailoverError
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.layout import OWNER_FILE, PROCESS_NAME, RunLayout, stop_request_file
+from airflow_kafka_failover.jobs.layout import OWNER_FILE, PROCESS_NAME, RunLayout, stop_requested
 from airflow_kafka_failover.record import ActiveRecord
 from airflow_kafka_failover.record_store import variable_key
 from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
@@ -148,7 +148,7 @@ def pair_dict(root: Path) -> dict[str, Any]:
             "sink_root": str(job / "sink"),
             "checkpoint_root": str(job / "checkpoints"),
             "run_root": str(job / "runs"),
-            "fencing_marker": str(job / "fence" / "orders.json"),
+            "fencing_marker": str(job / "fence" / "orders"),
         },
     }
 
@@ -210,7 +210,7 @@ def start_stand_in_job(layout: RunLayout, signals: Path) -> JobHandle:
     from airflow_kafka_failover.process_group import ManagedProcess
 
     write_checkpoint(
-        layout.checkpoint,
+        Path(layout.checkpoint),
         '{"orders":{"0":10,"1":7}}',
         progress=[
             {
@@ -221,9 +221,13 @@ def start_stand_in_job(layout: RunLayout, signals: Path) -> JobHandle:
             }
         ],
     )
-    (layout.checkpoint / OWNER_FILE).write_text(json.dumps({"pair": PAIR, "cluster": "A", "epoch": EPOCH}))
-    ManagedProcess(PROCESS_NAME, layout.run_dir).start([sys.executable, "-c", STAND_IN_JOB, str(signals)])
-    (layout.run_dir / "status.json").write_text(json.dumps({"state": "running"}))
+    (Path(layout.checkpoint) / OWNER_FILE).write_text(
+        json.dumps({"pair": PAIR, "cluster": "A", "epoch": EPOCH})
+    )
+    ManagedProcess(PROCESS_NAME, Path(layout.run_dir)).start(
+        [sys.executable, "-c", STAND_IN_JOB, str(signals)]
+    )
+    (Path(layout.run_dir) / "status.json").write_text(json.dumps({"state": "running"}))
     return JobHandle(
         pair=PAIR,
         cluster="A",
@@ -257,7 +261,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         pair = load_pair(config, PAIR)
         layout = RunLayout(PAIR, "A", EPOCH, pair.job.checkpoint_root, pair.job.run_root)
         Path(pair.job.sink_root).mkdir(parents=True)
-        handle = start_stand_in_job(layout, layout.run_dir / "signals.txt")
+        handle = start_stand_in_job(layout, Path(layout.run_dir) / "signals.txt")
         try:
             record = ActiveRecord(
                 pair=PAIR,
@@ -269,7 +273,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 updated_at="2024-01-01T00:00:00+00:00",
             )
             store_record(record)
-            FencingMarker(Path(pair.job.fencing_marker), PAIR).write(EPOCH, "A")
+            FencingMarker(pair.job.fencing_marker, PAIR).advance(None, EPOCH, "A")
             yield World(root, home, config, pair, record, handle, handle.process.pid())
         finally:
             handle.process.kill()
@@ -308,11 +312,11 @@ def assert_untouched(world: World, before: dict[str, Any]) -> None:
     after = untouched_state(world)
     assert after["variables"] == before["variables"], "the active record Variable changed"
     assert [row[0] for row in after["variables"]] == [variable_key(PAIR)]
-    marker = world.pair.job.fencing_marker
-    assert after["files"].get(os.path.relpath(marker, world.root / "job")) == before["files"].get(
-        os.path.relpath(marker, world.root / "job")
-    ), "the fencing marker changed"
-    assert not stop_request_file(world.handle.run_dir).exists(), "the running job was asked to stop"
+    fence = os.path.relpath(world.pair.job.fencing_marker, world.root / "job")
+    assert {k: v for k, v in after["files"].items() if k.startswith(fence)} == {
+        k: v for k, v in before["files"].items() if k.startswith(fence)
+    }, "the fencing folder changed"
+    assert not stop_requested(world.handle.run_dir), "the running job was asked to stop"
     assert not world.signals.exists(), f"the running job got signals {world.signals.read_text().split()}"
     assert after["job_pid"] == world.pid and world.handle.is_alive(), "the running job is gone"
     assert after["files"] == before["files"], (
@@ -533,6 +537,34 @@ CASES = [
             w, config_variant(w, "policy", lambda p: p.update(replication={"policy": "mirror-all"}))
         ),
         ("replication.policy: 'mirror-all' is not one of ['default', 'identity']",),
+    ),
+    Case(
+        "config",
+        "storage path of an unsupported scheme",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "s3-scheme", lambda p: p["job"].update(checkpoint_root="s3://bucket/ckpt"))
+        ),
+        (
+            "job.checkpoint_root",
+            "'s3://bucket/ckpt' uses the unsupported scheme s3://",
+            "write s3a://bucket/ckpt",
+        ),
+    ),
+    Case(
+        "config",
+        "storage URI without a bucket",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "no-bucket", lambda p: p["job"].update(fencing_marker="s3a:///fence"))
+        ),
+        ("job.fencing_marker", "'s3a:///fence' names no bucket", "write s3a://<bucket>/<path>"),
+    ),
+    Case(
+        "config",
+        "storage connection of an unknown scheme",
+        lambda w, c: gate_refuses(
+            w, config_variant(w, "ftp-conn", lambda p: p["job"].update(storage_connections={"ftp": "x"}))
+        ),
+        ("job.storage_connections", "names unknown schemes ['ftp']", "'hdfs', 's3a'"),
     ),
     Case(
         "config",
@@ -798,7 +830,7 @@ CASES = [
             ),
         ),
         (
-            "progress.jsonl:1: progress record of batch 0 has end offsets that differ",
+            "progress.jsonl: progress record of batch 0 has end offsets that differ",
             "restore the checkpoint",
         ),
     ),

@@ -228,12 +228,67 @@ def test_quoted_client_options_are_kept_as_written():
     assert job.kafka_options == {"enable.idempotence": "true"}
 
 
-@pytest.mark.parametrize("key", ["sink_root", "checkpoint_root", "run_root", "fencing_marker"])
-@pytest.mark.parametrize("url", ["s3://bucket/x", "hdfs://nn:8020/data", "file:///tmp/x", "gs://b"])
-def test_a_url_is_refused_for_every_job_path_never_made_local(key, url):
+STORE_PATHS = ["sink_root", "checkpoint_root", "run_root", "fencing_marker"]
+
+
+@pytest.mark.parametrize("key", STORE_PATHS)
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("s3a://bucket/x/", "s3a://bucket/x"),
+        ("hdfs://nn:8020/data", "hdfs://nn:8020/data"),
+        ("HDFS://nn:8020/data", "hdfs://nn:8020/data"),
+        ("gs://b", "gs://b"),
+        ("file:///tmp/x", "/tmp/x"),
+    ],
+)
+def test_a_store_uri_is_kept_as_it_is_never_made_local(key, url, kept):
+    assert getattr(parse_pair("p", _pair(job={key: url}), "/etc/pairs.yaml").job, key) == kept
+
+
+@pytest.mark.parametrize("key", STORE_PATHS)
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (
+            "s3://bucket/x",
+            "uses the unsupported scheme s3://; Hadoop's S3 connector is s3a://: write s3a://bucket/x",
+        ),
+        (
+            "ftp://host/x",
+            "uses the unsupported scheme ftp://; supported: a local path, hdfs://, s3a:// (tested)",
+        ),
+        ("https://store/x", "name a store by its file system URI"),
+        ("s3a:///x", "names no bucket: write s3a://<bucket>/<path>"),
+        ("hdfs:///x", "names no host: write hdfs://<host>/<path>"),
+        ("s3a://key:secret@bucket/x", "carries credentials or a user in its authority"),
+        ("hdfs://nn:8020/x?op=1", "has no query (?) or fragment (#) part"),
+    ],
+)
+def test_an_unsupported_store_uri_is_refused_naming_it(key, url, says):
     message = _refusal(job={key: url})
-    assert f"job.{key}: {url!r} is a URL (" in message
-    assert "remote storage is not supported yet: give a local path" in message
+    assert f"job.{key}: {url!r} " in message and says in message
+
+
+def test_local_root_takes_no_uri():
+    assert "job.local_root: 's3a://b/x' is a URL (s3a://); this option takes a local path" in _refusal(
+        job={"local_root": "s3a://b/x"}
+    )
+
+
+def test_local_root_defaults_to_the_run_root_or_beside_the_state_when_the_run_root_is_remote():
+    local = parse_pair("p", _pair(job={"run_root": "/runs"}), "/etc/pairs.yaml").job
+    assert local.local_root == "/runs"
+    remote = parse_pair("p", _pair(job={"run_root": "s3a://b/runs"}), "/etc/pairs.yaml").job
+    assert remote.local_root.endswith("/kafka-failover/local")
+
+
+def test_storage_connections_name_known_schemes_only():
+    assert "job.storage_connections: names unknown schemes ['s3']" in _refusal(
+        job={"storage_connections": {"s3": "aws_default"}}
+    )
+    job = parse_pair("p", _pair(job={"storage_connections": {"s3a": "my_s3"}})).job
+    assert job.storage_connections == {"s3a": "my_s3"}
 
 
 def test_relative_paths_still_resolve_against_the_file(tmp_path):

@@ -126,6 +126,9 @@ class Story:
     figures: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     runs: int = 0
+    seen_progress: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)
+    """Every progress record read so far: the job keeps only its newest, so a story that reads often sees
+    them all."""
 
     def __post_init__(self) -> None:
         # The pair config names no jars: its jobs take the provider's job_jars option, filled here.
@@ -157,7 +160,7 @@ class Story:
                         "sink_root": str(self.root / "sink"),
                         "checkpoint_root": str(self.root / "checkpoints"),
                         "run_root": str(self.root / "runs"),
-                        "fencing_marker": str(self.root / "fence.json"),
+                        "fencing_marker": str(self.root / "fence"),
                         "trigger_interval_seconds": 1,
                         "spark_conf": LOCAL_SPARK_CONF,
                         "startup_timeout_seconds": 240,
@@ -221,28 +224,41 @@ class Story:
         return read_variable(self.airflow_home, f"kafka_failover.{self.pair}.active_record") or {}
 
     def fence(self) -> str:
-        path = self.root / "fence.json"
-        return path.read_text() if path.exists() else ""
+        """The newest epoch marker of the pair's fencing folder as its JSON text ("" before the first)."""
+        from airflow_kafka_failover.jobs.fencing import FencingMarker
+
+        marker = FencingMarker(str(self.root / "fence"), self.pair)
+        epochs = marker.epochs()
+        return Path(marker.marker(epochs[-1])).read_text() if epochs else ""
 
     def job(self) -> JobHandle:
         return JobHandle.from_dict(self.record()["job"])
 
     def progress_lines(self) -> list[dict[str, Any]]:
-        """Every progress record of every run, with ``cluster`` and ``epoch`` added."""
-        lines = []
-        for path in sorted((self.root / "checkpoints" / self.pair).glob("*/epoch-*/progress.jsonl")):
-            cluster, epoch = path.parent.parent.name, int(path.parent.name.split("-", 1)[1])
-            for line in path.read_text().splitlines():
+        """Every progress record of every run seen so far, with ``cluster`` and ``epoch`` added, in (cluster,
+        epoch, batch) order. The job keeps its newest 100 and its first: records it removed before this was
+        called are missing (the live view and the tests call it every few seconds)."""
+        for folder in (self.root / "checkpoints" / self.pair).glob("*/epoch-*/progress"):
+            cluster, epoch = folder.parent.parent.name, int(folder.parent.name.split("-", 1)[1])
+            for path in folder.glob("[0-9]*"):
+                key = (cluster, epoch, int(path.name))
+                if key in self.seen_progress or not path.name.isdigit():
+                    continue
                 try:
-                    lines.append({**json.loads(line), "cluster": cluster, "epoch": epoch})
-                except json.JSONDecodeError:
-                    continue  # a line being written right now
-        return lines
+                    self.seen_progress[key] = {
+                        **json.loads(path.read_text()),
+                        "cluster": cluster,
+                        "epoch": epoch,
+                    }
+                except (OSError, ValueError):
+                    continue  # removed or replaced while read
+        return [self.seen_progress[key] for key in sorted(self.seen_progress)]
 
     def first_batch_time(self, cluster: str, epoch: int) -> float:
         """Epoch seconds of the first batch the run of (cluster, epoch) committed."""
-        progress = self.root / "checkpoints" / self.pair / cluster / f"epoch-{epoch}" / "progress.jsonl"
-        return json.loads(progress.read_text().splitlines()[0])["written_at"]
+        folder = self.root / "checkpoints" / self.pair / cluster / f"epoch-{epoch}" / "progress"
+        first = min(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+        return json.loads((folder / str(first)).read_text())["written_at"]
 
     def sink_counts(self, acked: set[str] | None = None) -> dict[str, int]:
         """Acknowledged records (``acked``, default all so far) against the deduplicated sink."""

@@ -124,7 +124,8 @@ def test_job_paths_default_under_airflow_home_and_resolve_relative_to_the_file(t
     job = load_pair(pair_config(tmp_path, job={"sink_root": "out/sink"}), "orders").job
     assert job.sink_root == str(tmp_path / "out" / "sink")
     assert job.checkpoint_root == str(tmp_path / "home" / "kafka-failover" / "checkpoints")
-    assert job.fencing_marker == str(tmp_path / "home" / "kafka-failover" / "fencing" / "orders.json")
+    assert job.fencing_marker == str(tmp_path / "home" / "kafka-failover" / "fencing" / "orders")
+    assert job.local_root == str(tmp_path / "home" / "kafka-failover" / "runs")
 
 
 @pytest.mark.parametrize("conf", [{"force": "yes"}, {"dry_run": 1}, {"reason": 5}])

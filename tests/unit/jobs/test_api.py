@@ -25,7 +25,7 @@ def settings_file(tmp_path: Path, **changes) -> Path:
         checkpoint=str(tmp_path / "ckpt"),
         sink_root=str(tmp_path / "sink"),
         bookkeeping_group="bk-orders",
-        fencing_marker=str(tmp_path / "fence.json"),
+        fencing_marker=str(tmp_path / "fence"),
         run_dir=str(run_dir),
         topics=("orders",),
     )
@@ -45,15 +45,15 @@ def refusal(path: Path) -> str:
 
 
 def test_a_settings_file_of_a_newer_major_is_refused_naming_both_versions(tmp_path):
-    FencingMarker(tmp_path / "fence.json", "orders").write(2, "A")
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 2, "A")
     reason = refusal(settings_file(tmp_path, schema_version="3.0"))
     assert "'3.0'" in reason and "a newer provider release" in reason and "2.0" in reason
     assert not (tmp_path / "ckpt").exists(), "the refused run claimed the checkpoint"
 
 
 def test_a_fence_at_another_epoch_is_refused_before_spark_starts(tmp_path):
-    FencingMarker(tmp_path / "fence.json", "orders").write(3, "B")
-    assert "holds epoch 3" in refusal(settings_file(tmp_path))
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 3, "B")
+    assert "is at epoch 3; this run is for epoch 2" in refusal(settings_file(tmp_path))
 
 
 @pytest.mark.parametrize(

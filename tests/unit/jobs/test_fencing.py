@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import stat
 from datetime import datetime
@@ -10,17 +11,17 @@ import pytest
 
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.jobs.fencing import (
-    MARKER_MODE,
     FencedError,
     FenceState,
     FencingMarker,
+    epoch_marker_name,
     parse_fence,
 )
 
 
 @pytest.fixture
 def marker(tmp_path: Path) -> FencingMarker:
-    return FencingMarker(tmp_path / "fence" / "orders.json", "orders")
+    return FencingMarker(str(tmp_path / "fence" / "orders"), "orders")
 
 
 @pytest.fixture
@@ -32,113 +33,145 @@ def strict_umask():
 
 def test_read_without_marker_is_none(marker):
     assert marker.read() is None
+    assert marker.epochs() == []
+    assert marker.newer_than(0) is None
 
 
-def test_write_then_read_round_trips(marker):
-    written = marker.write(4, "B")
-    assert (written.pair, written.epoch, written.cluster) == ("orders", 4, "B")
-    assert datetime.fromisoformat(written.written_at).tzinfo is not None
-    assert marker.read() == written
-    assert json.loads(marker.path.read_text()) == {
+def test_advance_creates_a_marker_per_epoch(marker):
+    first = marker.advance(None, 0, "A")
+    assert (first.pair, first.epoch, first.cluster) == ("orders", 0, "A")
+    assert datetime.fromisoformat(first.written_at).tzinfo is not None
+    second = marker.advance(0, 1, "B")
+    assert marker.read() == second
+    assert marker.epochs() == [0, 1]
+    assert sorted(os.listdir(marker.path)) == [epoch_marker_name(0), epoch_marker_name(1)]
+    assert json.loads(Path(marker.marker(1)).read_text()) == {
         "pair": "orders",
-        "epoch": 4,
+        "epoch": 1,
         "cluster": "B",
-        "written_at": written.written_at,
+        "written_at": second.written_at,
     }
 
 
-def test_marker_is_world_readable_even_under_a_strict_umask(marker, strict_umask):
-    marker.write(1, "A")
-    assert MARKER_MODE == 0o644
-    assert stat.S_IMODE(marker.path.stat().st_mode) == 0o644
+def test_epoch_names_sort_in_epoch_order():
+    assert sorted(epoch_marker_name(n) for n in (10, 9, 100)) == [
+        epoch_marker_name(9),
+        epoch_marker_name(10),
+        epoch_marker_name(100),
+    ]
 
 
-def test_write_leaves_no_temporary_file(marker):
-    marker.write(1, "A")
-    marker.write(2, "B")
-    assert sorted(p.name for p in marker.path.parent.iterdir()) == ["orders.json"]
+def test_newer_than_is_one_read_of_the_next_epoch(marker):
+    marker.advance(None, 3, "A")
+    assert marker.newer_than(3) is None
+    marker.advance(3, 4, "B")
+    assert marker.newer_than(3) == marker.read_epoch(4)
+    assert marker.newer_than(4) is None
 
 
-def test_read_of_a_directory_is_a_config_error(tmp_path):
-    (tmp_path / "orders.json").mkdir()
-    with pytest.raises(ConfigError, match=r"fencing marker .*orders\.json cannot be read: Is a directory"):
-        FencingMarker(tmp_path / "orders.json", "orders").read()
-
-
-def test_read_refuses_the_marker_of_another_pair(marker):
-    FencingMarker(marker.path, "payments").write(1, "A")
-    with pytest.raises(ConfigError) as err:
-        marker.read()
-    assert str(err.value) == (
-        f"fencing marker {marker.path} belongs to pair 'payments', not 'orders'; "
-        "each pair needs its own marker path"
-    )
-
-
-# ---------------------------------------------------------------- advance
-
-
-def test_advance_from_no_marker(marker):
-    state = marker.advance(None, 0, "A")
-    assert (state.pair, state.epoch, state.cluster) == ("orders", 0, "A")
-    assert marker.read() == state
-
-
-def test_advance_moves_forward(marker):
+def test_markers_are_world_readable_even_under_a_strict_umask(marker, strict_umask):
     marker.advance(None, 1, "A")
-    state = marker.advance(1, 2, "B")
-    assert (state.epoch, state.cluster) == (2, "B")
-    assert marker.read().epoch == 2
+    assert stat.S_IMODE(Path(marker.marker(1)).stat().st_mode) == 0o644
 
 
-def test_advance_fails_when_another_switch_moved_the_marker(marker):
-    marker.write(5, "B")
-    with pytest.raises(FencedError) as err:
-        marker.advance(3, 4, "A")
-    assert str(err.value) == (
-        f"fencing marker {marker.path} of pair 'orders' holds epoch 5, not the expected 3: "
-        "another switch moved it; re-read the active record"
-    )
-    assert isinstance(err.value, FailoverError)
-    assert marker.read().epoch == 5
+def test_advance_leaves_no_temporary_file(marker):
+    marker.advance(None, 1, "A")
+    marker.advance(1, 2, "B")
+    marker.advance(1, 2, "B")
+    assert sorted(os.listdir(marker.path)) == [epoch_marker_name(1), epoch_marker_name(2)]
 
 
-def test_advance_from_none_fails_when_a_marker_exists(marker):
-    marker.write(0, "A")
-    with pytest.raises(FencedError, match=r"holds epoch 0, not the expected None"):
-        marker.advance(None, 1, "B")
-
-
-def test_advance_with_expected_epoch_fails_without_marker(marker):
-    with pytest.raises(FencedError, match=r"holds epoch None, not the expected 2"):
-        marker.advance(2, 3, "A")
-    assert marker.read() is None
-
-
-def test_advance_is_idempotent_when_already_there(marker):
-    marker.write(2, "A")
+def test_advance_is_idempotent_for_the_same_cluster(marker):
     first = marker.advance(2, 3, "B")
-    text = marker.path.read_text()
+    text = Path(marker.marker(3)).read_text()
     again = marker.advance(2, 3, "B")
     assert again == first
-    assert marker.path.read_text() == text
+    assert Path(marker.marker(3)).read_text() == text
 
 
-def test_advance_to_the_same_epoch_for_another_cluster_is_fenced(marker):
-    marker.write(2, "A")
+def test_advance_to_an_epoch_taken_by_another_cluster_is_fenced(marker):
     marker.advance(2, 3, "B")
-    with pytest.raises(FencedError, match=r"holds epoch 3, not the expected 2"):
+    with pytest.raises(FencedError) as err:
         marker.advance(2, 3, "A")
+    assert str(err.value) == (
+        f"fencing folder {marker.path} of pair 'orders' is at epoch 3 for cluster 'B', not 'A': another "
+        "switch moved it; re-read the active record"
+    )
+    assert isinstance(err.value, FailoverError)
     assert marker.read().cluster == "B"
+
+
+def test_advance_behind_a_newer_epoch_is_fenced(marker):
+    marker.advance(None, 4, "B")
+    marker.advance(4, 5, "A")
+    with pytest.raises(FencedError, match=r"is already at epoch 5 \(cluster 'A'\), past 4"):
+        marker.advance(3, 4, "B")
+    assert marker.read().epoch == 5
 
 
 @pytest.mark.parametrize(("expected", "new"), [(3, 3), (3, 2), (0, 0)])
 def test_advance_only_moves_forward(marker, expected, new):
-    marker.write(expected, "A")
     with pytest.raises(ConfigError) as err:
         marker.advance(expected, new, "B")
     assert str(err.value) == f"a fence only moves forward: {expected} -> {new} is not an advance"
-    assert marker.read().cluster == "A"
+    assert marker.read() is None
+
+
+def _race(folder: str, cluster: str, start, results) -> None:
+    start.wait()
+    try:
+        FencingMarker(folder, "orders").advance(6, 7, cluster)
+        results.put((cluster, "won"))
+    except FencedError:
+        results.put((cluster, "fenced"))
+
+
+def test_processes_racing_for_one_epoch_leave_one_winner(marker):
+    """Eight processes create epoch 7 for four clusters at once: one cluster wins, every process of it
+    succeeds (the same switch), every other one is fenced, and the marker names the winner."""
+    ctx = multiprocessing.get_context("fork")
+    start, results = ctx.Event(), ctx.Queue()
+    clusters = ["A", "B", "C", "D"] * 2
+    procs = [ctx.Process(target=_race, args=(str(marker.path), c, start, results)) for c in clusters]
+    for proc in procs:
+        proc.start()
+    start.set()
+    for proc in procs:
+        proc.join(30)
+    outcomes = [results.get(timeout=5) for _ in procs]
+    winners = {cluster for cluster, outcome in outcomes if outcome == "won"}
+    assert len(winners) == 1
+    (winner,) = winners
+    assert sorted(outcome for cluster, outcome in outcomes if cluster == winner) == ["won", "won"]
+    assert all(outcome == "fenced" for cluster, outcome in outcomes if cluster != winner)
+    assert marker.read().cluster == winner
+
+
+def test_a_legacy_marker_file_is_refused_with_what_to_do(tmp_path):
+    legacy = tmp_path / "orders.json"
+    legacy.write_text('{"pair": "orders", "epoch": 3, "cluster": "B"}')
+    with pytest.raises(ConfigError) as err:
+        FencingMarker(str(legacy), "orders").read()
+    assert str(err.value).startswith(f"fencing marker {legacy} is a file written by an older release")
+    assert f"move the file away (for example to {legacy}.old)" in str(err.value)
+    assert legacy.read_text() == '{"pair": "orders", "epoch": 3, "cluster": "B"}'
+
+
+def test_a_marker_whose_content_disagrees_with_its_name_is_refused(marker):
+    marker.advance(None, 1, "A")
+    Path(marker.marker(1)).write_text('{"pair": "orders", "epoch": 9, "cluster": "A"}')
+    with pytest.raises(ConfigError, match=r"says epoch 9; its name says 1"):
+        marker.read()
+
+
+def test_read_refuses_the_marker_of_another_pair(marker):
+    FencingMarker(marker.path, "payments").advance(None, 1, "A")
+    with pytest.raises(ConfigError) as err:
+        marker.read()
+    assert str(err.value) == (
+        f"fencing marker {marker.marker(1)} belongs to pair 'payments', not 'orders'; "
+        "each pair needs its own fencing folder (job.fencing_marker)"
+    )
 
 
 # ---------------------------------------------------------------- parse_fence
@@ -155,7 +188,9 @@ def test_parse_fence_defaults_and_no_pair_check():
 
 @pytest.mark.parametrize("text", ["", "not json", '{"epoch": 1'])
 def test_parse_fence_refuses_bad_json(text):
-    with pytest.raises(ConfigError, match=r"^fencing marker m\.json is not valid JSON \(.+\); restore it"):
+    with pytest.raises(
+        ConfigError, match=r"^fencing marker m\.json is not valid JSON \(.+\); it was damaged"
+    ):
         parse_fence(text, "m.json")
 
 
@@ -185,5 +220,6 @@ def test_parse_fence_refuses_another_pair(data, shown):
     with pytest.raises(ConfigError) as err:
         parse_fence(json.dumps({**data, "epoch": 1}), "m.json", "orders")
     assert str(err.value) == (
-        f"fencing marker m.json belongs to pair {shown}, not 'orders'; each pair needs its own marker path"
+        f"fencing marker m.json belongs to pair {shown}, not 'orders'; each pair needs its own fencing "
+        "folder (job.fencing_marker)"
     )

@@ -62,6 +62,7 @@ def test_round_trip_and_defaults():
     data = original.to_dict()
     assert data == {
         **REQUIRED,
+        "local_dir": None,
         "deploy_mode": "cluster",
         "driver_id": "driver-20240101-0001",
         "application_id": "app-1",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -109,7 +110,7 @@ def run(tmp_path, calls) -> JobRun:
         checkpoint=str(tmp_path / "ckpt"),
         sink_root=str(tmp_path / "sink"),
         bookkeeping_group="bk-orders",
-        fencing_marker=str(tmp_path / "fence.json"),
+        fencing_marker=str(tmp_path / "fence"),
         run_dir=str(tmp_path / "run"),
         topics=("orders",),
         kafka_options={"security.protocol": "PLAINTEXT"},
@@ -123,7 +124,7 @@ def run(tmp_path, calls) -> JobRun:
         removeListener=lambda listener: calls.append(("unlisten",)),
     )
     spark.readStream = FluentStream(calls, query)
-    FencingMarker(Path(settings.fencing_marker), "orders").write(0, "A")
+    FencingMarker(str(Path(settings.fencing_marker)), "orders").advance(None, 0, "A")
     return JobRun(settings, spark)
 
 
@@ -136,8 +137,9 @@ def committed_batch(run: JobRun, batch_id: int, end: dict[str, dict[str, int]]) 
 
 
 def progress_lines(run: JobRun) -> list[dict]:
-    path = Path(run.settings.checkpoint) / "progress.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The run's progress records, in batch order."""
+    folder = Path(run.settings.checkpoint) / "progress"
+    return [json.loads((folder / name).read_text()) for name in sorted(os.listdir(folder), key=int)]
 
 
 def test_a_batch_is_written_then_recorded_from_the_source_observation(run, calls, job_log):
@@ -189,8 +191,40 @@ def test_catch_up_records_what_the_listener_left(run):
     ]
 
 
+def test_records_carry_the_runs_marks_and_count_forward(run):
+    """Each record holds the newest mark per partition over the run and the records so far, so that a reader
+    needs the newest record only; a run that resumes its checkpoint carries on from it."""
+    run.partitions = [TopicPartition("orders", 0), TopicPartition("orders", 1)]
+    committed_batch(run, 0, {"orders": {"0": 5, "1": 3}})
+    run.record_batch(0, {SOURCE_METRICS: {"records": 7, "o0": 4, "t0": 100, "o1": 2, "t1": 90}})
+    committed_batch(run, 1, {"orders": {"0": 9, "1": 3}})
+    run.record_batch(1, {SOURCE_METRICS: {"records": 4, "o0": 8, "t0": 130, "o1": None, "t1": None}})
+    last = progress_lines(run)[-1]
+    assert (last["records"], last["records_total"]) == (4, 11)
+    assert last["max_offset"] == {"orders": {"0": 8, "1": 2}}
+    assert last["max_timestamp_ms"] == {"orders": {"0": 130, "1": 90}}
+    resumed = JobRun(run.settings, run.spark)
+    resumed.partitions = run.partitions
+    committed_batch(resumed, 2, {"orders": {"0": 9, "1": 6}})
+    resumed.record_batch(2, {SOURCE_METRICS: {"records": 3, "o0": None, "t0": None, "o1": 5, "t1": 150}})
+    last = progress_lines(run)[-1]
+    assert last["records_total"] == 14
+    assert last["max_offset"] == {"orders": {"0": 8, "1": 5}}
+
+
+def test_only_the_newest_records_are_kept(run, monkeypatch):
+    from airflow_kafka_failover.jobs import job_run
+
+    monkeypatch.setattr(job_run, "KEEP_RECORDS", 3)
+    for batch_id in range(8):
+        committed_batch(run, batch_id, {"orders": {"0": batch_id + 1}})
+        run.record_batch(batch_id, {SOURCE_METRICS: {"records": 1}})
+    assert [line["batch_id"] for line in progress_lines(run)] == [0, 3, 4, 5, 6, 7]
+    assert progress_lines(run)[-1]["records_total"] == 8
+
+
 def test_a_fenced_run_writes_nothing(run):
-    FencingMarker(Path(run.settings.fencing_marker), "orders").write(1, "B")
+    FencingMarker(str(Path(run.settings.fencing_marker)), "orders").advance(None, 1, "B")
     written = []
     with pytest.raises(RunStopping, match="epoch is now 1"):
         run.guarded(lambda df, batch_id: written.append(batch_id), cache=False)("batch-df", 0)

@@ -32,14 +32,26 @@ def add_batch(checkpoint: Path, batch: int = 0) -> None:
 
 def test_run_layout_paths():
     layout = RunLayout("orders", "B", 4, "/ckpt", "/runs")
-    assert layout.checkpoint == Path("/ckpt/orders/B/epoch-4")
-    assert layout.run_dir == Path("/runs/orders/B/epoch-4")
-    assert layout.settings_file == Path("/runs/orders/B/epoch-4/settings.json")
+    assert layout.checkpoint == "/ckpt/orders/B/epoch-4"
+    assert layout.run_dir == "/runs/orders/B/epoch-4"
+    assert layout.settings_file == "/runs/orders/B/epoch-4/settings.json"
+    assert layout.local_dir == "/runs/orders/B/epoch-4"
+
+
+def test_run_layout_on_a_store_keeps_the_scheme_and_needs_a_local_root():
+    layout = RunLayout("orders", "B", 4, "hdfs://nn:8020/ckpt", "s3a://bucket/runs", "/var/akf")
+    assert layout.checkpoint == "hdfs://nn:8020/ckpt/orders/B/epoch-4"
+    assert layout.run_dir == "s3a://bucket/runs/orders/B/epoch-4"
+    assert layout.local_dir == "/var/akf/orders/B/epoch-4"
+    with pytest.raises(
+        CheckpointError, match=r"run_root s3a://bucket/runs is remote and no local_root is set"
+    ):
+        _ = RunLayout("orders", "B", 4, "/ckpt", "s3a://bucket/runs").local_dir
 
 
 def test_run_files():
-    assert status_file("/runs/x") == Path("/runs/x/status.json")
-    assert stop_request_file(Path("/runs/x")) == Path("/runs/x/stop-request")
+    assert status_file("/runs/x") == "/runs/x/status.json"
+    assert stop_request_file("s3a://b/runs/x") == "s3a://b/runs/x/stop-request"
 
 
 # ---------------------------------------------------------------- claim_checkpoint
@@ -121,14 +133,14 @@ def test_read_status_without_file(tmp_path):
 
 @pytest.mark.parametrize("text", ["", "{half", "[1]", '"running"'])
 def test_read_status_of_a_corrupt_or_odd_file(tmp_path, text):
-    status_file(tmp_path).write_text(text)
+    Path(status_file(tmp_path)).write_text(text)
     assert read_status(tmp_path) == {}
 
 
 def test_status_written_atomically_is_read_back(tmp_path):
     write_json_atomically(status_file(tmp_path / "run"), {"state": "running", "batch": 3})
     assert read_status(tmp_path / "run") == {"state": "running", "batch": 3}
-    assert status_file(tmp_path / "run").read_text() == '{"batch": 3, "state": "running"}'
+    assert Path(status_file(tmp_path / "run")).read_text() == '{"batch": 3, "state": "running"}'
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["status.json"]
 
 

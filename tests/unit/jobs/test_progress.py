@@ -188,20 +188,33 @@ def test_the_last_commit_read_cheaply_agrees_with_the_full_read(tmp_path):
     )
 
 
-def test_the_last_commit_reads_only_the_end_of_a_long_progress_file(tmp_path):
-    from airflow_kafka_failover.jobs import progress
+def write_record(root: Path, batch_id: int, **fields) -> None:
+    path = root / "progress" / str(batch_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"epoch": 0, "batch_id": batch_id, **fields}))
 
-    batch(tmp_path, 4000, {"t": {"0": 4001}})
-    lines = [timed_line(n, {"t": {"0": n + 1}}, 1000.0 + n, pad=200) for n in range(4001)]
-    write_progress(tmp_path, *lines)
-    assert (tmp_path / "progress.jsonl").stat().st_size > 3 * progress.TAIL_BYTES
-    assert progress.read_last_commit(tmp_path).committed_at == 5000.0
-    # A batch whose record is not in the tail (written long ago) has no time, not a wrong one.
-    batch(tmp_path, 4001, {"t": {"0": 4002}})
-    (tmp_path / "progress.jsonl").write_text(
-        "\n".join([timed_line(4001, {"t": {"0": 4002}}, 1.0)] + lines) + "\n"
-    )
-    assert progress.read_last_commit(tmp_path).committed_at is None
+
+def test_the_last_commit_reads_one_record_however_long_the_run(tmp_path, monkeypatch):
+    """4,000 batches: the last commit is two listings and the record of the committed batch."""
+    from airflow_kafka_failover.jobs import progress
+    from airflow_kafka_failover.storage.store import LOCAL
+
+    batch(tmp_path, 3999, {"t": {"0": 4000}})
+    for n in range(3900, 4000):
+        write_record(tmp_path, n, end_offsets={"t": {"0": n + 1}}, written_at=1000.0 + n)
+    reads = []
+    real_read = LOCAL.read
+    monkeypatch.setattr(LOCAL, "read", lambda location: reads.append(location) or real_read(location))
+    assert progress.read_last_commit(tmp_path).committed_at == 4999.0
+    assert [Path(r).name for r in reads] == ["3999", "3999"]  # offsets/3999, progress/3999
+
+
+def test_records_total_counts_the_whole_run(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}})
+    batch(tmp_path, 1, {"t": {"0": 9}})
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=5, records_total=5)
+    write_record(tmp_path, 1, end_offsets={"t": {"0": 9}}, records=4, records_total=9, written_at=7.0)
+    assert read_progress(tmp_path) == JobProgress(1, {T0: 9}, 9, 7.0, True)
 
 
 def test_written_any_tells_a_job_that_writes_no_progress_lines(tmp_path):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -189,7 +190,7 @@ def test_starting_offsets_option():
 
 
 def test_the_file_carries_its_schema_version_and_lists_topics(tmp_path):
-    data = json.loads(full().write(tmp_path / "settings.json").read_text())
+    data = json.loads(Path(full().write(str(tmp_path / "settings.json"))).read_text())
     assert data["schema_version"] == SETTINGS_SCHEMA_VERSION == "2.0"
     assert data["topics"] == ["orders", "A.orders"]
     assert set(data) == set(JobSettings.model_fields)
@@ -197,7 +198,7 @@ def test_the_file_carries_its_schema_version_and_lists_topics(tmp_path):
 
 def test_write_is_owner_only_and_load_round_trips(tmp_path):
     settings = full()
-    path = settings.write(tmp_path / "run" / "settings.json")
+    path = Path(settings.write(str(tmp_path / "run" / "settings.json")))
     assert path == tmp_path / "run" / "settings.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]
@@ -217,7 +218,7 @@ def test_load_missing_file(tmp_path):
     path = tmp_path / "nope.json"
     with pytest.raises(ConfigError) as err:
         JobSettings.load(path)
-    assert str(err.value) == f"cannot read job settings {path}: No such file or directory"
+    assert str(err.value) == f"cannot read job settings {path}: no such file"
 
 
 def test_load_invalid_json(tmp_path):

@@ -7,12 +7,11 @@ import pyarrow.parquet as pq
 
 from airflow_kafka_failover.jobs.sink import (
     COLUMNS,
-    STAGING,
+    COMPLETE,
     batch_dir,
     batch_dirs,
     read_sink,
     rows_written_after,
-    staging_dir,
 )
 
 SCHEMA = pa.schema(
@@ -47,14 +46,21 @@ def row(
 
 
 def write_batch(
-    root: Path, epoch: int, batch: int, rows: list[dict], name: str = "part-00000.parquet"
+    root: Path,
+    epoch: int,
+    batch: int,
+    rows: list[dict],
+    name: str = "part-00000.parquet",
+    complete: bool = True,
 ) -> Path:
-    directory = batch_dir(root, epoch, batch)
+    directory = Path(batch_dir(str(root), epoch, batch))
     directory.mkdir(parents=True, exist_ok=True)
     full = [{**r, "epoch": epoch, "batch_id": batch} for r in rows]
     table = pa.Table.from_pylist(full, schema=SCHEMA)
     path = directory / name
     pq.write_table(table, path)
+    if complete:
+        (directory / COMPLETE).write_text("")
     return path
 
 
@@ -63,8 +69,8 @@ def test_schema_matches_the_sink_columns():
 
 
 def test_paths():
-    assert batch_dir("/sink", 2, 17) == Path("/sink/epoch=2/batch=17")
-    assert staging_dir("/sink", 2, 17, "abc") == Path(f"/sink/{STAGING}/epoch=2-batch=17-abc")
+    assert batch_dir("/sink", 2, 17) == "/sink/epoch=2/batch=17"
+    assert batch_dir("s3a://bucket/sink", 2, 17) == "s3a://bucket/sink/epoch=2/batch=17"
 
 
 # ---------------------------------------------------------------- batch_dirs
@@ -76,20 +82,21 @@ def test_batch_dirs_of_missing_root_is_empty(tmp_path):
 
 def test_batch_dirs_numeric_order_and_junk_ignored(tmp_path):
     for epoch, batch in [(10, 0), (2, 10), (2, 9), (0, 1)]:
-        batch_dir(tmp_path, epoch, batch).mkdir(parents=True)
-    staging_dir(tmp_path, 3, 0, "tok").mkdir(parents=True)
-    (tmp_path / STAGING / "epoch=3").mkdir()
+        Path(batch_dir(str(tmp_path), epoch, batch)).mkdir(parents=True)
+        (Path(batch_dir(str(tmp_path), epoch, batch)) / COMPLETE).write_text("")
+    (tmp_path / "_staging" / "epoch=3-batch=0-tok").mkdir(parents=True)
     (tmp_path / "epoch=x" / "batch=1").mkdir(parents=True)
     (tmp_path / "epoch=4").write_text("a file, not a directory")
     (tmp_path / "epoch=2" / "batch=11").write_text("a file")
     (tmp_path / "epoch=2" / "batch=12.tmp").mkdir()
+    (tmp_path / "epoch=2" / "batch=13").mkdir()  # a write that crashed: no _SUCCESS
     (tmp_path / "epoch=2" / "_temporary").mkdir()
     (tmp_path / "epoch=-1" / "batch=0").mkdir(parents=True)
     assert batch_dirs(tmp_path) == [
-        (0, 1, tmp_path / "epoch=0" / "batch=1"),
-        (2, 9, tmp_path / "epoch=2" / "batch=9"),
-        (2, 10, tmp_path / "epoch=2" / "batch=10"),
-        (10, 0, tmp_path / "epoch=10" / "batch=0"),
+        (0, 1, str(tmp_path / "epoch=0" / "batch=1")),
+        (2, 9, str(tmp_path / "epoch=2" / "batch=9")),
+        (2, 10, str(tmp_path / "epoch=2" / "batch=10")),
+        (10, 0, str(tmp_path / "epoch=10" / "batch=0")),
     ]
 
 
@@ -158,16 +165,10 @@ def test_read_sink_orders_rows_of_a_file_by_topic_partition_offset(tmp_path):
     assert contents.duplicates == 3
 
 
-def test_read_sink_reads_every_part_file_and_skips_staging(tmp_path):
+def test_read_sink_reads_every_part_file_and_skips_incomplete_batches(tmp_path):
     write_batch(tmp_path, 0, 0, [row("r1", 0)], name="part-00000.parquet")
     write_batch(tmp_path, 0, 0, [row("r2", 1)], name="part-00001.parquet")
-    staged = staging_dir(tmp_path, 0, 1, "tok")
-    staged.mkdir(parents=True)
-    pq.write_table(
-        pa.Table.from_pylist([{**row("r9", 5), "epoch": 0, "batch_id": 1}], schema=SCHEMA),
-        staged / "part-00000.parquet",
-    )
-    (batch_dir(tmp_path, 0, 0) / "_SUCCESS").write_text("")
+    write_batch(tmp_path, 0, 1, [row("r9", 5)], complete=False)  # a crashed write: never read
     contents = read_sink(tmp_path)
     assert contents.rows == 2
     assert contents.record_ids == {"r1", "r2"}
@@ -198,7 +199,7 @@ def test_batch_statistics_come_from_the_parquet_footers(tmp_path):
     write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row(None, 6, partition=0)], name="part-0.parquet")
     write_batch(tmp_path, 1, 0, [row("b", 9, partition=1)], name="part-1.parquet")
     write_batch(tmp_path, 1, 0, [row("c", 3, topic="B.orders", partition=1)], name="part-2.parquet")
-    stats = _footer_stats(batch_dir(tmp_path, 1, 0))
+    stats = _footer_stats(batch_dir(str(tmp_path), 1, 0))
     base = 1_700_000_000_000
     assert stats == {
         "records": 4,
@@ -213,4 +214,4 @@ def test_batch_statistics_need_one_kafka_partition_per_file(tmp_path):
     from airflow_kafka_failover.jobs.sink import footer_stats as _footer_stats
 
     write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row("b", 6, partition=1)])
-    assert _footer_stats(batch_dir(tmp_path, 1, 0)) is None
+    assert _footer_stats(batch_dir(str(tmp_path), 1, 0)) is None

@@ -126,7 +126,7 @@ def test_a_cluster_manager_that_does_not_answer_is_unknown_never_dead(tmp_path, 
         raise ConnectionError("ResourceManager at rm:8088 refused the connection")
 
     monkeypatch.setattr(JobHandle, "is_alive", unreachable)
-    looker = JobLooker("orders", handle, str(tmp_path / "fence.json"), "unit_a", ["orders"])
+    looker = JobLooker("orders", handle, str(tmp_path / "fence"), "unit_a", ["orders"])
     monkeypatch.setattr(looker, "_behind", lambda committed: None)
     seen = looker.look()
     assert seen.alive is None

@@ -53,7 +53,7 @@ def world(tmp_path, monkeypatch):
                             "sink_root": str(tmp_path / "sink"),
                             "checkpoint_root": str(tmp_path / "checkpoints"),
                             "run_root": str(tmp_path / "runs"),
-                            "fencing_marker": str(tmp_path / "fence.json"),
+                            "fencing_marker": str(tmp_path / "fence"),
                         },
                         "keeper": {"max_restarts": 2},
                     }
@@ -75,7 +75,7 @@ def world(tmp_path, monkeypatch):
     }
     record = ActiveRecord(pair="orders", active="A", epoch=2, job=job, checkpoint=job["checkpoint"])
     variables.set(variable_key("orders"), json.dumps(record.to_dict()))
-    FencingMarker(tmp_path / "fence.json", "orders").write(2, "A")
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 2, "A")
     operator = KeepStreamingJobOperator(task_id="keep", config_path=str(config), pair_name="orders")
     return operator, variables, tmp_path
 
@@ -118,13 +118,13 @@ def test_an_event_without_the_keepers_state_fails_naming_it(world):
 
 def test_a_dead_job_behind_a_moved_fence_is_not_restarted(world, monkeypatch):
     operator, _, tmp_path = world
-    FencingMarker(tmp_path / "fence.json", "orders").write(3, "B")
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 3, "B")
     monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
     monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_finish_switch", _must_not_restart)
     # No lease of epoch 3 is held: the keeper would finish that switch; here it must only not restart.
     from airflow_kafka_failover.switch_lease import write_lease
 
-    write_lease(tmp_path / "fence.json", "orders", 3, "B", "failover", 60)
+    write_lease(tmp_path / "fence", "orders", 3, "B", "failover", 60)
     with pytest.raises(TaskDeferred) as deferred:
         operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
     assert isinstance(deferred.value.trigger, JobKeeperTrigger)
@@ -192,7 +192,7 @@ def test_a_bad_window_param_fails_naming_it(world, window):
 
 def test_a_fence_two_epochs_ahead_fails_for_a_person(world):
     operator, _, tmp_path = world
-    FencingMarker(tmp_path / "fence.json", "orders").write(4, "B")
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 4, "B")
     with pytest.raises(Exception, match="more than one switch apart"):
         operator.resume({}, event("act", finding="fence_ahead"))
 

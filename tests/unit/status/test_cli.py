@@ -16,6 +16,7 @@ import yaml
 from akf_devtools.demo.story import QUICK_HEALTH
 
 from airflow_kafka_failover import cli
+from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.record_store import variable_key
 from airflow_kafka_failover.status import readers
 
@@ -40,7 +41,7 @@ def config(tmp_path, monkeypatch) -> Path:
             "sink_root": str(tmp_path / "sink"),
             "checkpoint_root": str(tmp_path / "checkpoints"),
             "run_root": str(tmp_path / "runs"),
-            "fencing_marker": str(tmp_path / "fence.json"),
+            "fencing_marker": str(tmp_path / "fence"),
         },
     }
     path = tmp_path / "pairs.yaml"
@@ -159,7 +160,7 @@ def test_status_with_clusters_that_do_not_answer_still_prints_everything_else(
     config, monkeypatch, tmp_path, capfd
 ):
     store_record(monkeypatch, {**SWITCHED, "job": None})
-    (tmp_path / "fence.json").write_text(json.dumps({"pair": "orders", "epoch": 1, "cluster": "B"}))
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 1, "B")
     # no job is recorded, so the pair needs a person too: that decides the exit code
     assert cli.main(["status", "--config", str(config)]) == cli.EXIT_STATUS_ACT
     out = capfd.readouterr().out
@@ -184,7 +185,7 @@ def test_status_exits_5_when_only_reading_failed(config, monkeypatch, tmp_path, 
     Path(job["run_dir"]).mkdir(parents=True)
     (Path(job["run_dir"]) / "status.json").write_text(json.dumps({"state": "running"}))
     store_record(monkeypatch, {**SWITCHED, "job": job, "checkpoint": job["checkpoint"]})
-    (tmp_path / "fence.json").write_text(json.dumps({"pair": "orders", "epoch": 1, "cluster": "B"}))
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 1, "B")
     assert (
         cli.main(["status", "--config", str(config), "--pair", "orders", "--json"]) == cli.EXIT_STATUS_UNREAD
     )
@@ -199,7 +200,7 @@ def test_status_exits_5_when_only_reading_failed(config, monkeypatch, tmp_path, 
 
 def test_status_exits_4_on_an_interrupted_switch(config, monkeypatch, tmp_path, capfd):
     store_record(monkeypatch, SWITCHED)
-    (tmp_path / "fence.json").write_text(json.dumps({"pair": "orders", "epoch": 2, "cluster": "A"}))
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 2, "A")
     assert cli.main(["status", "--config", str(config), "--pair", "orders"]) == cli.EXIT_STATUS_ACT
     out = capfd.readouterr().out
     assert "!! INTERRUPTED SWITCH: the fence (epoch 2, A) is ahead of the record (epoch 1, B)" in out

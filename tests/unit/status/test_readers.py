@@ -16,6 +16,7 @@ from akf_devtools.demo.story import QUICK_HEALTH
 
 from airflow_kafka_failover.config import parse_pair
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import status_file
 from airflow_kafka_failover.process_group import ManagedProcess
 from airflow_kafka_failover.record import ActiveRecord
@@ -44,7 +45,7 @@ def pair_config(tmp_path: Path, **overrides):
             "sink_root": str(tmp_path / "sink"),
             "checkpoint_root": str(tmp_path / "checkpoints"),
             "run_root": str(tmp_path / "runs"),
-            "fencing_marker": str(tmp_path / "fence.json"),
+            "fencing_marker": str(tmp_path / "fence"),
         },
         **overrides,
     }
@@ -67,7 +68,8 @@ def write_checkpoint(root: Path, offsets: dict, written_at: float = WRITTEN_AT) 
     )
     (root / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
     line = {"epoch": 1, "batch_id": 0, "end_offsets": offsets, "records": 12, "written_at": written_at}
-    (root / "progress.jsonl").write_text(json.dumps(line) + "\n")
+    (root / "progress").mkdir()
+    (root / "progress" / "0").write_text(json.dumps(line))
 
 
 def job_handle(tmp_path: Path, epoch: int = 1) -> dict:
@@ -89,7 +91,7 @@ def running_job(tmp_path):
     handle = job_handle(tmp_path)
     run_dir = Path(handle["run_dir"])
     run_dir.mkdir(parents=True)
-    status_file(run_dir).write_text(
+    Path(status_file(run_dir)).write_text(
         json.dumps({"state": "running", "updated_at": "2026-11-23T10:00:00+00:00"})
     )
     write_checkpoint(Path(handle["checkpoint"]), {"orders": {"0": 7, "1": 5}})
@@ -108,7 +110,7 @@ def record_with(handle: dict, epoch: int = 1) -> ActiveRecord:
 
 
 def write_fence(tmp_path: Path, epoch: int, cluster: str = "A") -> None:
-    (tmp_path / "fence.json").write_text(json.dumps({"pair": "orders", "epoch": epoch, "cluster": cluster}))
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, epoch, cluster)
 
 
 def test_clusters_that_do_not_answer_are_reported_and_the_rest_is_read(tmp_path, dead_clusters, running_job):
@@ -190,11 +192,12 @@ def test_a_record_that_is_not_valid_keeps_its_message(tmp_path, dead_clusters):
 
 
 def test_a_corrupt_fence_is_reported(tmp_path, dead_clusters):
-    (tmp_path / "fence.json").write_text("{not json")
+    (tmp_path / "fence").mkdir()
+    (tmp_path / "fence" / "epoch-0000000001.json").write_text("{not json")
     readings = read_pair(pair_config(tmp_path), stored(None))
     assert readings.fence is None
     assert readings.fence_error.startswith("ConfigError: fencing marker")
-    assert readings.fence_path == str(tmp_path / "fence.json")
+    assert readings.fence_path == str(tmp_path / "fence")
 
 
 def test_a_malformed_job_handle_is_reported(tmp_path, dead_clusters):

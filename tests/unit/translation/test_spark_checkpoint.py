@@ -299,7 +299,7 @@ def test_progress_of_another_checkpoint_is_detected(checkpoint):
     write_offsets(checkpoint, 1, '{"orders":{"0":10}}')
     write_commit(checkpoint, 1)
     path = write_progress(checkpoint, {"epoch": 1, "batch_id": 1, "end_offsets": {"orders": {"0": 999}}})
-    expected = f"{path}:1: progress record of batch 1 has end offsets that differ"
+    expected = f"{path}: progress record of batch 1 has end offsets that differ"
     with pytest.raises(CheckpointError, match=expected):
         read_checkpoint(checkpoint)
 
@@ -353,5 +353,67 @@ def test_a_record_offset_at_the_position_is_refused(checkpoint):
     write_offsets(checkpoint, 0, '{"orders":{"0":40}}')
     write_commit(checkpoint, 0)
     path = write_progress(checkpoint, {"batch_id": 0, "max_offset": {"orders": {"0": 40}}})
-    with pytest.raises(CheckpointError, match=f"{path}:1: .*record offset 40 of orders-0, at or beyond"):
+    with pytest.raises(CheckpointError, match=f"{path}: .*record offset 40 of orders-0, at or beyond"):
+        read_checkpoint(checkpoint)
+
+
+# ---------------------------------------------------------------- per-batch progress records
+
+
+def write_record(root: Path, record: dict) -> Path:
+    path = root / "progress" / str(record["batch_id"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return path
+
+
+def test_the_newest_record_at_or_below_the_committed_batch_answers(checkpoint):
+    """Records carry the run's marks forward: the record of the committed batch is the whole answer; a
+    record of a batch Spark did not commit yet is not read."""
+    for batch, end in ((0, 40), (1, 78), (2, 90)):
+        write_offsets(checkpoint, batch, f'{{"orders":{{"0":{end},"1":9}}}}')
+    write_commit(checkpoint, 0)
+    write_commit(checkpoint, 1)
+    write_record(checkpoint, {"batch_id": 0, "max_offset": {"orders": {"0": 38, "1": 7}}})
+    write_record(
+        checkpoint,
+        {
+            "batch_id": 1,
+            "end_offsets": {"orders": {"0": 78, "1": 9}},
+            "max_offset": {"orders": {"0": 76, "1": 7}},
+            "max_timestamp_ms": {"orders": {"0": 1700000000500, "1": 1700000000100}},
+        },
+    )
+    write_record(checkpoint, {"batch_id": 2, "max_offset": {"orders": {"0": 89, "1": 8}}})  # not committed
+    position = read_checkpoint(checkpoint).position
+    assert position.batch_id == 1
+    assert position.last_record_offsets == {TopicPartition("orders", 0): 76, TopicPartition("orders", 1): 7}
+    assert position.max_timestamps_ms[TopicPartition("orders", 1)] == 1700000000100
+
+
+def test_per_batch_records_are_read_before_the_legacy_file(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":40}}')
+    write_commit(checkpoint, 0)
+    write_progress(checkpoint, {"batch_id": 0, "max_offset": {"orders": {"0": 10}}})
+    write_record(checkpoint, {"batch_id": 0, "max_offset": {"orders": {"0": 39}}})
+    assert read_checkpoint(checkpoint).position.last_record_offsets == {TopicPartition("orders", 0): 39}
+
+
+def test_a_record_of_another_checkpoint_is_refused_naming_it(checkpoint):
+    write_offsets(checkpoint, 3, '{"orders":{"0":40}}')
+    write_commit(checkpoint, 3)
+    path = write_record(checkpoint, {"batch_id": 3, "end_offsets": {"orders": {"0": 999}}})
+    with pytest.raises(
+        CheckpointError, match=f"{path}: progress record of batch 3 has end offsets that differ"
+    ):
+        read_checkpoint(checkpoint)
+
+
+def test_a_damaged_record_is_refused_naming_it(checkpoint):
+    write_offsets(checkpoint, 0, '{"orders":{"0":40}}')
+    write_commit(checkpoint, 0)
+    path = checkpoint / "progress" / "0"
+    path.parent.mkdir()
+    path.write_text('{"batch_id": 0, "max_offset": {"orders": {"0": 3')
+    with pytest.raises(CheckpointError, match=f"{path}: corrupt progress JSON"):
         read_checkpoint(checkpoint)
