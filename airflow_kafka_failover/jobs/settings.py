@@ -21,9 +21,10 @@ from airflow_kafka_failover.schema import JobSeconds, Text, problem_of
 
 __all__ = ["RECORD_ID_FROM_KEY", "SETTINGS_SCHEMA_VERSION", "JobSettings", "check_starting_offsets"]
 
-SETTINGS_SCHEMA_VERSION = "2.0"
+SETTINGS_SCHEMA_VERSION = "3.0"
 """The settings file's schema, ``MAJOR.MINOR``: a new minor only adds optional settings (an older job
-ignores them); a new major changes their meaning, and a job refuses a file of another major."""
+ignores them); a new major changes their meaning, and a job refuses a file of another major. 3.0: the fence
+is a folder of epoch markers, progress records are one file per batch, and every path may be a store URI."""
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 _PARTITION = re.compile(r"[0-9]+")

@@ -80,7 +80,7 @@ class StreamingJobProgressSensor(BaseSensorOperator):
         if progress.batch_id is not None and progress.batch_id >= SILENT_BATCHES and not progress.written_any:
             raise AirflowFailException(
                 f"{handle.describe()} committed batches 0 to {progress.batch_id} in its checkpoint but "
-                f"wrote no progress line to {handle.checkpoint}/progress.jsonl: the job does not follow "
+                f"wrote no progress record to {handle.checkpoint}/progress/: the job does not follow "
                 "the job contract (the job-side API writes them: docs/jobs.md)"
             )
         status = handle.status()

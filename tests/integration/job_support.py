@@ -12,9 +12,18 @@ from akf_devtools.sandbox.airflow_env import register_spark_connection
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.operators.streaming_job import SubmitStreamingJobOperator
 
-__all__ = ["TEST_SPARK_CONF", "JobWorld", "register_spark_connection"]
+__all__ = ["TEST_SPARK_CONF", "JobWorld", "progress_records", "register_spark_connection"]
 
 TEST_SPARK_CONF = LOCAL_SPARK_CONF  # small and quiet: two local cores, no UI, a modest driver
+
+
+def progress_records(checkpoint: str) -> list[dict[str, Any]]:
+    """A run's progress records (``<checkpoint>/progress/<batch>``), in batch order."""
+    import json
+
+    folder = Path(checkpoint) / "progress"
+    names = sorted((p.name for p in folder.iterdir() if p.name.isdigit()), key=int) if folder.is_dir() else []
+    return [json.loads((folder / name).read_text()) for name in names]
 
 
 @dataclass

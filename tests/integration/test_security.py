@@ -19,7 +19,7 @@ File modes the provider must use (the narrowest that works):
   ``ssl.key.password``; key files travel by path, never their content); only
   the job's driver, running as the submitting user (local and client mode) or reading it before start,
   needs it.
-- fencing marker, ``status.json``, ``progress.jsonl``, the checkpoint's ``_owner.json``: at most 0644. They
+- fencing markers, ``status.json``, progress records, the checkpoint's ``_owner.json``: at most 0644. They
   hold no secret (epochs, offsets, timestamps, bootstrap addresses), and in cluster deploy mode they are
   written by a driver that may run as another user and read by Airflow (or the other way round, for the
   marker), so owner-only would break that; group/other never get write access.
@@ -350,9 +350,11 @@ def test_files_have_the_narrowest_modes_that_work(story):
         assert _mode(run_dir / "settings.json") == OWNER_ONLY, run_dir
         _assert_not_wider(run_dir / "status.json", NO_WIDER_THAN)
     for checkpoint in checkpoints:
-        _assert_not_wider(checkpoint / "progress.jsonl", NO_WIDER_THAN)
+        for record in (checkpoint / "progress").iterdir():
+            _assert_not_wider(record, NO_WIDER_THAN)
         _assert_not_wider(checkpoint / "_owner.json", NO_WIDER_THAN)
-    _assert_not_wider(story.root / "fence", NO_WIDER_THAN)
+    for marker in (story.root / "fence").iterdir():
+        _assert_not_wider(marker, NO_WIDER_THAN)
 
 
 # ---- (f) TLS bad inputs on the real clusters: configuration errors naming the problem, never "down" ------

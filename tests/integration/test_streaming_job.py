@@ -7,7 +7,6 @@ checked on the same machinery.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -28,7 +27,7 @@ from airflow_kafka_failover.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.translation.planner import build_plan, load_position
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
-from tests.integration.job_support import JobWorld, register_spark_connection
+from tests.integration.job_support import JobWorld, progress_records, register_spark_connection
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.spark
@@ -68,7 +67,7 @@ def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
     wait_progress(handle, min_records=300)
     progress = read_progress(handle["checkpoint"])
     assert sum(progress.offsets.values()) == 300
-    lines = [json.loads(line) for line in open(os.path.join(handle["checkpoint"], "progress.jsonl"))]
+    lines = progress_records(handle["checkpoint"])
     assert lines and all(line["epoch"] == 0 for line in lines)
     assert lines[-1]["end_offsets"] == {topic: {str(tp.partition): o for tp, o in progress.offsets.items()}}
     committed = KafkaClusterHook(world.kafka_conns["A"]).committed_offsets(world.group)
@@ -191,7 +190,7 @@ def test_user_job_on_the_api_replays_a_crashed_batch_into_delta_once(
     wait_progress(again, timeout=180, min_records=150)
     contents = read_delta_orders(table)
     assert (contents.rows, contents.duplicates, contents.record_ids) == (150, 0, set(ids))
-    [line] = [json.loads(x) for x in (Path(again["checkpoint"]) / "progress.jsonl").read_text().splitlines()]
+    [line] = progress_records(again["checkpoint"])
     assert line["records"] == 150 and set(line["max_offset"][topic]) == {"0", "1"}
     hook = KafkaClusterHook(world.kafka_conns["A"])
     assert sum(hook.committed_offsets(f"bk-{world.pair}").values()) == 150
@@ -228,8 +227,8 @@ def test_user_job_with_its_own_write_stream_sink_gets_progress_lines_and_group_c
     handle = world.submit("A", 0, [topic], "earliest", application=str(application), sink_root=str(table))
     wait_progress(handle, timeout=180, min_records=100)
     assert read_delta_orders(table).record_ids == set(ids)
-    lines = [json.loads(x) for x in (Path(handle["checkpoint"]) / "progress.jsonl").read_text().splitlines()]
-    assert sum(line["records"] for line in lines) == 100
+    lines = progress_records(handle["checkpoint"])
+    assert sum(line["records"] for line in lines) == 100 == lines[-1]["records_total"]
     assert {p for line in lines for p in line["max_timestamp_ms"].get(topic, {})} == {"0", "1"}
     assert sum(KafkaClusterHook(world.kafka_conns["A"]).committed_offsets(f"bk-{world.pair}").values()) == 100
     assert StreamingJobHook(world.spark_conn).stop(handle, timeout=30) == "stopped"

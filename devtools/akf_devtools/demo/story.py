@@ -7,7 +7,6 @@ results (the active record, the job's progress files and the sink); every decisi
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -121,8 +120,19 @@ class Story:
     spark_conn: str = "spark_e2e"
     job_options: dict[str, Any] = field(default_factory=dict)
     """Job options over the story's own (``application`` for a user's job)."""
-    sink_reader: Callable[[Path], SinkContents] = read_sink
-    """Reads the sink root back (the packaged job's Parquet sink by default)."""
+    sink_reader: Callable[[Any], SinkContents] = read_sink
+    """Reads the sink root back (the packaged job's Parquet sink by default; a ``Path`` when the state is
+    local, the location's text when it is on a store)."""
+    state_root: str | None = None
+    """Where the pair's state lives (sink, checkpoints, runs, fencing folder): ``root`` by default, or a
+    store URI (``hdfs://...``, ``s3a://...``) whose connections ``storage_connections`` names."""
+    storage_connections: dict[str, str] = field(default_factory=dict)
+    local_root: Path | None = None
+    """The job's local root (its log and process): ``root/runs`` by default."""
+    run_env: dict[str, str] = field(default_factory=dict)
+    """Environment of every DAG run (and of the jobs it submits) on top of the Airflow home's."""
+    run_cwd: Path | None = None
+    """Working directory of every DAG run process (the story's own by default)."""
     figures: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     runs: int = 0
@@ -139,6 +149,26 @@ class Story:
     @property
     def config_path(self) -> Path:
         return self.root / "pairs.yaml"
+
+    def state(self, name: str) -> str:
+        """The location of one of the pair's state roots (``sink``, ``checkpoints``, ``runs``, ``fence``)."""
+        from airflow_kafka_failover.storage import locations
+
+        return locations.join(self.state_root, name) if self.state_root else str(self.root / name)
+
+    @property
+    def remote(self) -> bool:
+        from airflow_kafka_failover.storage.locations import is_remote
+
+        return bool(self.state_root) and is_remote(str(self.state_root))
+
+    def use_storage(self) -> None:
+        """Register the pair's stores in this process (the story reads the state back)."""
+        from airflow_kafka_failover.hooks.storage import use_storage
+
+        use_storage(
+            [self.state(n) for n in ("sink", "checkpoints", "runs", "fence")], self.storage_connections, 10
+        )
 
     def write_config(
         self, health: dict[str, Any] | None = None, keeper: dict[str, Any] | None = None, **switch: Any
@@ -157,10 +187,12 @@ class Story:
                     "health": health or QUICK_HEALTH,
                     "job": {
                         "spark_connection": self.spark_conn,
-                        "sink_root": str(self.root / "sink"),
-                        "checkpoint_root": str(self.root / "checkpoints"),
-                        "run_root": str(self.root / "runs"),
-                        "fencing_marker": str(self.root / "fence"),
+                        "sink_root": self.state("sink"),
+                        "checkpoint_root": self.state("checkpoints"),
+                        "run_root": self.state("runs"),
+                        "fencing_marker": self.state("fence"),
+                        "local_root": str(self.local_root or self.root / "runs"),
+                        "storage_connections": self.storage_connections,
                         "trigger_interval_seconds": 1,
                         "spark_conf": LOCAL_SPARK_CONF,
                         "startup_timeout_seconds": 240,
@@ -206,11 +238,17 @@ class Story:
             f"    run = dag.test(run_conf={conf or None!r})\n"
             "    print('DAG_RUN_STATE', run.state)\n"
         )
-        env = airflow_env(self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path), **(env or {}))
+        env = airflow_env(
+            self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path), **{**self.run_env, **(env or {})}
+        )
         log_path = self.root / f"run-{self.runs}-{kind}.log"
         log_handle = open(log_path, "w")  # closed by RunningDag.wait/kill
         process = subprocess.Popen(
-            [sys.executable, str(path)], env=env, stdout=log_handle, stderr=subprocess.STDOUT
+            [sys.executable, str(path)],
+            env=env,
+            stdout=log_handle,
+            stderr=subprocess.STDOUT,
+            cwd=self.run_cwd,
         )
         return RunningDag(kind, process, log_path, path, log_handle)
 
@@ -226,45 +264,62 @@ class Story:
     def fence(self) -> str:
         """The newest epoch marker of the pair's fencing folder as its JSON text ("" before the first)."""
         from airflow_kafka_failover.jobs.fencing import FencingMarker
+        from airflow_kafka_failover.storage.store import read_text
 
-        marker = FencingMarker(str(self.root / "fence"), self.pair)
+        marker = FencingMarker(self.state("fence"), self.pair)
         epochs = marker.epochs()
-        return Path(marker.marker(epochs[-1])).read_text() if epochs else ""
+        return read_text(marker.marker(epochs[-1])) if epochs else ""
 
     def job(self) -> JobHandle:
         return JobHandle.from_dict(self.record()["job"])
+
+    def _progress_folders(self) -> list[tuple[str, int, str]]:
+        """``(cluster, epoch, progress folder)`` of every run of the pair's checkpoints."""
+        from airflow_kafka_failover.storage import locations
+        from airflow_kafka_failover.storage.store import open_store
+
+        base = locations.join(self.state("checkpoints"), self.pair)
+        store = open_store(base)
+        folders = []
+        for cluster in store.names(base):
+            for run in store.names(locations.join(base, cluster)):
+                if run.startswith("epoch-") and run[6:].isdigit():
+                    folders.append((cluster, int(run[6:]), locations.join(base, cluster, run, "progress")))
+        return folders
 
     def progress_lines(self) -> list[dict[str, Any]]:
         """Every progress record of every run seen so far, with ``cluster`` and ``epoch`` added, in (cluster,
         epoch, batch) order. The job keeps its newest 100 and its first: records it removed before this was
         called are missing (the live view and the tests call it every few seconds)."""
-        for folder in (self.root / "checkpoints" / self.pair).glob("*/epoch-*/progress"):
-            cluster, epoch = folder.parent.parent.name, int(folder.parent.name.split("-", 1)[1])
-            for path in folder.glob("[0-9]*"):
-                key = (cluster, epoch, int(path.name))
-                if key in self.seen_progress or not path.name.isdigit():
+        from airflow_kafka_failover.storage import locations
+        from airflow_kafka_failover.storage.store import open_store, read_json
+
+        for cluster, epoch, folder in self._progress_folders():
+            for name in open_store(folder).names(folder):
+                key = (cluster, epoch, int(name)) if name.isdigit() else None
+                if key is None or key in self.seen_progress:
                     continue
                 try:
-                    self.seen_progress[key] = {
-                        **json.loads(path.read_text()),
-                        "cluster": cluster,
-                        "epoch": epoch,
-                    }
+                    record = read_json(locations.join(folder, name))
                 except (OSError, ValueError):
                     continue  # removed or replaced while read
+                self.seen_progress[key] = {**record, "cluster": cluster, "epoch": epoch}
         return [self.seen_progress[key] for key in sorted(self.seen_progress)]
 
     def first_batch_time(self, cluster: str, epoch: int) -> float:
         """Epoch seconds of the first batch the run of (cluster, epoch) committed."""
-        folder = self.root / "checkpoints" / self.pair / cluster / f"epoch-{epoch}" / "progress"
-        first = min(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-        return json.loads((folder / str(first)).read_text())["written_at"]
+        from airflow_kafka_failover.storage import locations
+        from airflow_kafka_failover.storage.store import open_store, read_json
+
+        folder = locations.join(self.state("checkpoints"), self.pair, cluster, f"epoch-{epoch}", "progress")
+        first = min(int(name) for name in open_store(folder).names(folder) if name.isdigit())
+        return float(read_json(locations.join(folder, str(first)))["written_at"])
 
     def sink_counts(self, acked: set[str] | None = None) -> dict[str, int]:
         """Acknowledged records (``acked``, default all so far) against the deduplicated sink."""
         assert self.producer is not None
         acked = self.producer.acked_ids if acked is None else acked
-        contents = self.sink_reader(self.root / "sink")
+        contents = self.sink_reader(self.state("sink") if self.remote else self.root / "sink")
         return {
             "produced": len(acked),
             "lost": len(acked - contents.record_ids),
@@ -291,9 +346,11 @@ class Story:
 
         record = self.record()
         if record.get("job"):
-            StreamingJobHook(self.spark_conn).stop(record["job"], timeout=20)
-        for run_dir in (self.root / "runs").glob("*/*/epoch-*"):
-            ManagedProcess(PROCESS_NAME, run_dir).stop(timeout=10)
+            StreamingJobHook(self.spark_conn, storage_connections=self.storage_connections).stop(
+                record["job"], timeout=20
+            )
+        for local_dir in (self.local_root or self.root / "runs").glob("*/*/epoch-*"):
+            ManagedProcess(PROCESS_NAME, local_dir).stop(timeout=10)
 
 
 def verdict_time(output: str) -> float | None:

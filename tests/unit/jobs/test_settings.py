@@ -191,7 +191,7 @@ def test_starting_offsets_option():
 
 def test_the_file_carries_its_schema_version_and_lists_topics(tmp_path):
     data = json.loads(Path(full().write(str(tmp_path / "settings.json"))).read_text())
-    assert data["schema_version"] == SETTINGS_SCHEMA_VERSION == "2.0"
+    assert data["schema_version"] == SETTINGS_SCHEMA_VERSION == "3.0"
     assert data["topics"] == ["orders", "A.orders"]
     assert set(data) == set(JobSettings.model_fields)
 
@@ -242,34 +242,34 @@ def test_load_names_the_file_in_validation_errors(tmp_path):
 
 def test_a_newer_major_schema_version_is_refused_naming_the_file_and_both_versions(tmp_path):
     path = tmp_path / "settings.json"
-    path.write_text(json.dumps(file_data(schema_version="3.0")))
+    path.write_text(json.dumps(file_data(schema_version="4.0")))
     with pytest.raises(ConfigError) as err:
         JobSettings.load(path)
     assert str(err.value) == (
-        f"{path}: schema_version '3.0' comes from a newer provider release; this job reads 2.0 (major 2): "
+        f"{path}: schema_version '4.0' comes from a newer provider release; this job reads 3.0 (major 3): "
         "run the job from the same provider release as the operator that wrote the file"
     )
 
 
-@pytest.mark.parametrize("version", [3, "3", "3.1"])
+@pytest.mark.parametrize("version", [4, "4", "4.1"])
 def test_an_integer_major_is_a_version_too(version):
     with pytest.raises(ConfigError, match=rf"schema_version {re.escape(repr(version))} comes from a newer"):
         JobSettings.parse(file_data(schema_version=version), "x.json")
 
 
-@pytest.mark.parametrize("version", [1, "1.0"])
+@pytest.mark.parametrize("version", [1, "1.0", "2.0"])
 def test_an_older_major_is_refused_too(version):
-    with pytest.raises(ConfigError, match="comes from an older provider release; this job reads 2.0"):
+    with pytest.raises(ConfigError, match="comes from an older provider release; this job reads 3.0"):
         JobSettings.parse(file_data(schema_version=version), "x.json")
 
 
-@pytest.mark.parametrize("version", ["2", 2, "2.0"])
+@pytest.mark.parametrize("version", ["3", 3, "3.0"])
 def test_the_same_major_is_read(version):
     assert JobSettings.parse(file_data(schema_version=version)) == make()
 
 
 def test_a_newer_minor_is_read_and_its_added_settings_ignored():
-    assert JobSettings.parse(file_data(schema_version="2.9", added_later=True)) == make()
+    assert JobSettings.parse(file_data(schema_version="3.9", added_later=True)) == make()
 
 
 def test_unknown_settings_of_the_same_minor_are_refused_sorted():
