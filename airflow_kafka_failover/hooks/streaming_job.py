@@ -11,7 +11,9 @@ so this hook uses it differently per deploy mode:
   the application is accepted; the handle keeps the application id or driver pod for the kill. On YARN the
   submit then waits until the ResourceManager reports the application ``RUNNING``, and the handle is kept
   in ``<run_dir>/cluster_handle.json`` so that a retried submit of the same run adopts a live application
-  instead of submitting a second one.
+  instead of submitting a second one. On Kubernetes the provider names and labels the driver pod, waits
+  until the API server reports it ``Running``, adopts a live driver of the run found by its label, and
+  deletes the pod when a stop request is not obeyed (``hooks/kubernetes_submission.py``).
 
 A client-mode driver on a standalone master is tracked through its process and through the master: the
 handle records the master's web UI port (the connection's extra ``standalone_master_webui_port``, default
@@ -27,7 +29,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,8 +39,15 @@ from airflow.sdk import BaseHook
 
 from airflow_kafka_failover.atomic_file import write_json_atomically
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.hooks import spark_submit_compat
+from airflow_kafka_failover.hooks import kubernetes_submission, spark_submit_compat
+from airflow_kafka_failover.hooks.job_tracking import JobTracker
+from airflow_kafka_failover.hooks.kubernetes_driver import INSTALL_HINT
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
+from airflow_kafka_failover.jobs.kubernetes_pods import (
+    DEFAULT_KUBERNETES_CONN_ID,
+    KUBERNETES_CONN_EXTRA,
+    is_kubernetes_master,
+)
 from airflow_kafka_failover.jobs.layout import (
     RunLayout,
     mark_killed,
@@ -171,6 +180,9 @@ class StreamingJobHook(BaseHook):
 
         try:
             return SparkSubmitHook(
+                # On a k8s:// master in cluster mode: spark-submit returns once the driver pod exists, and
+                # no exit code is asked of a driver that has not run yet (the pod is tracked here).
+                track_driver_via_k8s_api=True,
                 conn_id=self.spark_conn_id,
                 conf=conf,
                 jars=self._jars(),
@@ -184,7 +196,8 @@ class StreamingJobHook(BaseHook):
                 application_args=application_args,
             )
         except (ValueError, RuntimeError) as exc:
-            raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}") from None
+            hint = f"; {INSTALL_HINT}" if "kubernetes" in str(exc).lower() else ""
+            raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}{hint}") from None
 
     def _conf_for(self, master: str, deploy_mode: str) -> dict[str, Any]:
         conf = dict(self.conf)
@@ -262,12 +275,22 @@ class StreamingJobHook(BaseHook):
             submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         if mode == "cluster":
+            if is_kubernetes_master(master):
+                handle = kubernetes_submission.prepare(
+                    handle,
+                    spark_submit_compat.kubernetes_namespace(probe),
+                    self.kubernetes_conn_id(),
+                    self.conf,
+                )
             with _submit_lock(layout.run_dir):
                 adopted = self._live_cluster_run(handle, layout)
                 if adopted is not None:
                     log.info("%s is on the cluster; adopting it, not submitting another", adopted.describe())
                     handle = adopted
                 else:
+                    # A Kubernetes driver pod is named before spark-submit: on_kill can delete it meanwhile.
+                    if handle.runs_on_kubernetes:
+                        write_json_atomically(layout.run_dir / CLUSTER_HANDLE_FILE, handle.to_dict())
                     handle = self._start(settings, layout, application, handle, env)
                     write_json_atomically(layout.run_dir / CLUSTER_HANDLE_FILE, handle.to_dict())
             self.wait_cluster_running(handle, startup_timeout)
@@ -305,23 +328,29 @@ class StreamingJobHook(BaseHook):
         return JobHandle(**{**handle.to_dict(), "application_id": str(reported)})
 
     def _live_cluster_run(self, handle: JobHandle, layout: RunLayout) -> JobHandle | None:
-        """The handle of this run's YARN application if it is still alive (None: submit a new one).
+        """The handle of this run's live application (None: submit a new one): its YARN application, or on
+        Kubernetes its driver pod found by the run's label.
 
-        :raises JobStartError: the recorded application's state cannot be told (the ResourceManager does not
-            answer, or does not know it): nothing is submitted, so that two drivers never run one epoch.
+        :raises JobStartError: whether one is alive cannot be told (the cluster manager does not answer, or
+            does not know the recorded id): nothing is submitted, so that two drivers never run one epoch.
         """
         recorded_file = layout.run_dir / CLUSTER_HANDLE_FILE
         try:
-            recorded = JobHandle.from_dict(json.loads(recorded_file.read_text()))
+            recorded: JobHandle | None = JobHandle.from_dict(json.loads(recorded_file.read_text()))
         except FileNotFoundError:
-            return None
+            recorded = None
         except (OSError, ValueError, ConfigError) as exc:
             raise JobStartError(
                 f"cannot read {recorded_file}, the handle of the run's last cluster-mode submission ({exc}); "
                 "check on the cluster whether that application still runs, then remove the file"
             ) from None
-        if not (is_yarn_master(recorded.master) and recorded.application_id):
-            # Kubernetes drivers cannot be tracked here (docs/limits.md): a retry submits again.
+        if handle.runs_on_kubernetes:
+            client = JobTracker().pods(handle)
+            try:
+                return kubernetes_submission.live_driver(client, handle, recorded)
+            except kubernetes_submission.DriverStartError as exc:
+                raise JobStartError(str(exc)) from None
+        if recorded is None or not (is_yarn_master(recorded.master) and recorded.application_id):
             return None
         try:
             alive = recorded.is_alive()
@@ -351,9 +380,10 @@ class StreamingJobHook(BaseHook):
         stop_request_file(layout.run_dir).unlink(missing_ok=True)
         (layout.run_dir / "status.json").unlink(missing_ok=True)
         name = f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
-        submit_hook = self.spark_submit_hook(
-            name, ["--settings", str(settings_path)], self._conf_for(master, mode)
-        )
+        conf = self._conf_for(master, mode)
+        if handle.runs_on_kubernetes:
+            conf.update(kubernetes_submission.submission_conf(handle))
+        submit_hook = self.spark_submit_hook(name, ["--settings", str(settings_path)], conf)
         command = spark_submit_compat.spark_submit_command(submit_hook, str(application))
         child_env = self._child_env(env)
         if mode == "cluster":
@@ -385,7 +415,10 @@ class StreamingJobHook(BaseHook):
             returned_driver_id = submit_hook.submit(str(application), env=env)
         except Exception as exc:
             raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
-        driver, app_id = spark_submit_compat.submitted_ids(submit_hook, returned_driver_id)
+        if handle.runs_on_kubernetes:  # named by the provider before spark-submit (kubernetes_submission)
+            log.info("submitted %s", handle.describe())
+            return handle
+        driver, app_id = returned_driver_id, spark_submit_compat.yarn_application_id(submit_hook)
         if not driver and not app_id:
             raise JobStartError(
                 f"spark-submit to {handle.master} returned without an application id or driver; "
@@ -434,13 +467,22 @@ class StreamingJobHook(BaseHook):
         """Wait until the ResourceManager reports the YARN application ``RUNNING`` (its driver started).
 
         ``ACCEPTED`` (waiting for a container) is not running. An application that ends during start-up, or
-        is not running after ``timeout`` (it is then killed through the ResourceManager), raises.
-        Kubernetes drivers are not tracked here (docs/limits.md): the submit returns at once.
+        is not running after ``timeout`` (it is then killed through the ResourceManager), raises. On
+        Kubernetes: until the driver pod is ``Running`` (see ``kubernetes_submission.wait_running``).
         """
-        if not (is_yarn_master(handle.master) and handle.application_id):
-            log.info("%s: not waiting for it to run (only YARN applications are tracked)", handle.describe())
+        if handle.runs_on_kubernetes:
+            try:
+                kubernetes_submission.wait_running(JobTracker().pods(handle), handle, timeout)
+            except kubernetes_submission.DriverStartError as exc:
+                raise JobStartError(str(exc)) from None
             return
-        app_id = handle.application_id
+        if not (is_yarn_master(handle.master) and handle.application_id):
+            log.info("%s: not waiting for it to run (not tracked on this master)", handle.describe())
+            return
+        self._wait_yarn_running(handle, handle.application_id, timeout)
+
+    @staticmethod
+    def _wait_yarn_running(handle: JobHandle, app_id: str, timeout: float) -> None:
         client = ResourceManagerClient(find_resource_manager(handle.resource_manager))
         deadline = time.monotonic() + timeout
         last = "no answer yet"
@@ -530,6 +572,17 @@ class StreamingJobHook(BaseHook):
             return normalize_resource_manager_url(str(recorded))
         return resource_manager_from_hadoop_conf()
 
+    def kubernetes_conn_id(self) -> str:
+        """The ``spark`` connection's extra ``kubernetes_conn_id``: the ``kubernetes`` connection driver pods
+        are read and deleted through (default ``kubernetes_default``)."""
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = self.get_connection(self.spark_conn_id).extra_dejson
+        except AirflowNotFoundException:
+            extra = {}
+        return str(extra.get(KUBERNETES_CONN_EXTRA) or DEFAULT_KUBERNETES_CONN_ID)
+
     def standalone_master_webui_port(self) -> int | None:
         """The ``spark`` connection's extra ``standalone_master_webui_port`` (None: Spark's default 8080).
 
@@ -569,13 +622,28 @@ class StreamingJobHook(BaseHook):
 
     def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
         handle.check_cluster_manager()
+        if handle.runs_on_kubernetes:
+            return kubernetes_submission.stop_driver(
+                JobTracker().pods(handle),
+                handle,
+                lambda ended: self._stopped_on_request(handle, timeout, ended),
+                lambda how: self._record_kill(handle, how),
+            )
         on_yarn = bool(handle.application_id and is_yarn_master(handle.master))
         if on_yarn:
             state = self._yarn_state(handle)
             if state is not None and state.is_final:
                 log.info("%s is not running (YARN says %s); nothing to stop", handle.describe(), state)
                 return "not-running"
-        if self._stopped_on_request(handle, timeout, on_yarn):
+
+        def yarn_ended() -> bool:
+            state = self._yarn_state(handle) if on_yarn else None
+            if state is not None and state.is_final:
+                log.info("%s ended on the stop request (YARN says %s)", handle.describe(), state)
+                return True
+            return False
+
+        if self._stopped_on_request(handle, timeout, yarn_ended):
             return "stopped"
         if on_yarn:
             how = self._kill_on_yarn(handle, str(handle.application_id))
@@ -591,15 +659,20 @@ class StreamingJobHook(BaseHook):
                     f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
                 )
             how = " ".join(command)
+        self._record_kill(handle, how)
+        return "forced"
+
+    @staticmethod
+    def _record_kill(handle: JobHandle, how: str) -> None:
         try:
             mark_killed(handle.run_dir, f"killed through the cluster manager: {how}")
         except OSError as exc:  # the run folder may be out of reach, which is why the kill went this way
             log.info("could not record the kill in %s: %s", handle.run_dir, exc)
-        return "forced"
 
-    def _stopped_on_request(self, handle: JobHandle, timeout: float, on_yarn: bool) -> bool:
+    def _stopped_on_request(self, handle: JobHandle, timeout: float, ended: Callable[[], bool]) -> bool:
         """Write the stop request and wait up to ``timeout`` for the cluster-mode job to end on it (its
-        ``status.json``, or YARN's state); False when it did not (the caller kills it)."""
+        ``status.json``, or ``ended()``: the cluster manager's word); False when it did not (the caller
+        kills it)."""
         request = stop_request_file(handle.run_dir)
         try:
             request.parent.mkdir(parents=True, exist_ok=True)
@@ -620,9 +693,7 @@ class StreamingJobHook(BaseHook):
         while time.monotonic() < deadline:
             if handle.status().get("state") in ("stopped", "fenced", "failed"):
                 return True
-            state = self._yarn_state(handle) if on_yarn else None
-            if state is not None and state.is_final:
-                log.info("%s ended on the stop request (YARN says %s)", handle.describe(), state)
+            if ended():
                 return True
             time.sleep(1)
         log.warning(
