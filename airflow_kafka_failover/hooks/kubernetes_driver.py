@@ -184,10 +184,10 @@ class DriverPodClient:
 
     def _call(self, what: str, ref: DriverPodRef, method: str, *args: Any, **kwargs: Any) -> Any:
         """``CoreV1Api.<method>(*args, **kwargs)`` with a timeout, the raw response, and named errors."""
+        call = getattr(self.core, method)  # no provider, or no client from the connection: a ConfigError here
         from kubernetes.client.rest import ApiException
         from urllib3.exceptions import HTTPError
 
-        call = getattr(self.core, method)  # a connection that gives no client raises its ConfigError here
         try:
             return call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         except ApiException as exc:

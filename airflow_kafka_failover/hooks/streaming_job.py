@@ -198,6 +198,10 @@ class StreamingJobHook(BaseHook):
         except (ValueError, RuntimeError) as exc:
             hint = f"; {INSTALL_HINT}" if "kubernetes" in str(exc).lower() else ""
             raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}{hint}") from None
+        except NameError as exc:  # the Spark provider 6.3 without cncf-kubernetes: its kube_client is unbound
+            if "kube_client" not in str(exc):
+                raise
+            raise ConfigError(f"spark connection {self.spark_conn_id!r}: {INSTALL_HINT}") from None
 
     def _conf_for(self, master: str, deploy_mode: str) -> dict[str, Any]:
         conf = dict(self.conf)

@@ -5,6 +5,7 @@ docs/limits.md)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 import pytest
@@ -208,3 +209,74 @@ def test_delete_and_wait_until_gone(api):
 def test_the_log_tail_never_raises(api, tmp_path):
     tail = JobTracker().log_tail(handle(tmp_path), 5)
     assert tail.startswith(f"(no log of driver pod {REF}: NotFoundException")
+
+
+WITHOUT_CNCF_KUBERNETES = r"""
+import importlib, json, os, sys
+
+class WithoutCncfKubernetes:
+    '''The kubernetes clients and the cncf-kubernetes provider's hooks cannot be imported (its provider
+    metadata still can: Airflow reads it for every installed provider).'''
+
+    def find_spec(self, name, path=None, target=None):
+        blocked = ("kubernetes", "kubernetes_asyncio", "airflow.providers.cncf.kubernetes.hooks",
+                   "airflow.providers.cncf.kubernetes.kube_client")
+        if any(name == b or name.startswith(b + ".") for b in blocked):
+            raise ImportError(f"No module named {name!r} (blocked by the test)")
+
+sys.meta_path.insert(0, WithoutCncfKubernetes())
+from airflow_kafka_failover.get_provider_info import get_provider_info
+info = get_provider_info()
+for kind in ("hooks", "sensors", "operators", "triggers"):
+    for entry in info[kind]:
+        for module in entry["python-modules"]:
+            importlib.import_module(module)
+for module in ("airflow_kafka_failover.workflows.factory", "airflow_kafka_failover.hooks.job_tracking",
+               "airflow_kafka_failover.status.readers", "airflow_kafka_failover.cli"):
+    importlib.import_module(module)
+from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.hooks.job_tracking import job_alive
+from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.jobs.handle import JobHandle
+
+local = JobHandle(pair="p", cluster="A", epoch=1, deploy_mode="local", master="local[1]",
+                  run_dir=sys.argv[1], checkpoint=sys.argv[1], sink_root=sys.argv[1])
+said = {"local": job_alive(local)}
+pod = JobHandle(**{**local.to_dict(), "deploy_mode": "cluster", "master": "k8s://https://api:6443",
+                   "driver_id": "ns:akf-p-a-e1-0a1b2c3d-driver"})
+for name, call in (("pod", lambda: job_alive(pod)),
+                   ("submit", lambda: StreamingJobHook("spark_k8s").spark_submit_hook("x", [], {}))):
+    try:
+        call()
+    except ConfigError as exc:
+        said[name] = str(exc)
+print(json.dumps(said))
+"""
+
+
+def test_the_provider_works_without_the_kubernetes_extra_until_a_kubernetes_master_is_used(tmp_path):
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_SPARK_K8S": json.dumps(
+            {"conn_type": "spark", "host": "k8s://https://api:6443", "extra": {"deploy-mode": "cluster"}}
+        ),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_CNCF_KUBERNETES, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    assert said["local"] is False
+    hint = "pip install 'airflow-kafka-failover[kubernetes]' (apache-airflow-providers-cncf-kubernetes)"
+    assert hint in said["pod"]
+    assert said["submit"] == (
+        f"spark connection 'spark_k8s': Kubernetes masters need the cncf-kubernetes provider: {hint}"
+    )
