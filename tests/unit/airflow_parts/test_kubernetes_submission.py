@@ -342,3 +342,29 @@ def test_the_progress_sensor_fails_at_once_when_the_driver_pod_failed(tmp_path, 
         sensor.poke({})
     assert f"{handle.describe()} is not running" in str(err.value)
     assert str(err.value).endswith("--- log tail ---\n" + "\n".join(f"line {n}" for n in range(60, 100)))
+
+
+def test_a_kubernetes_connection_to_another_cluster_is_warned_about_and_never_reads_as_dead(
+    tmp_path, k8s, monkeypatch, caplog
+):
+    """spark-submit creates the pod on the master's API server; the kubernetes connection reads another
+    one: the submit warns before spark-submit, then fails naming both, and the pod is never called dead."""
+    import logging
+
+    with running(FakeKubernetesApi()) as elsewhere:
+        kubernetes_connection(monkeypatch, tmp_path, "kube_fake", kubeconfig(elsewhere))
+        with caplog.at_level(logging.WARNING), pytest.raises(JobStartError) as err:
+            submit(tmp_path)
+        assert (
+            f"submits to the API server {k8s.url}, and kubernetes connection 'kube_fake' reads pods from "
+            in (caplog.text)
+        )
+        assert elsewhere.url in caplog.text
+        [pod] = k8s.pods()  # created where the master points
+        assert elsewhere.pods() == []
+        assert "has no pod" in str(err.value)
+        assert (
+            f"if the spark master k8s://{k8s.url} and kubernetes connection 'kube_fake' are not the same "
+            in (str(err.value))
+        )
+        assert "the driver may run there untracked: check it" in str(err.value)
