@@ -27,6 +27,7 @@ from airflow_kafka_failover.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.hooks.kubernetes_driver import DriverPodClient
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.kubernetes_pods import (
+    DEFAULT_NAMESPACE,
     POD_NAME_CONF,
     RUN_LABEL,
     DriverPodRef,
@@ -73,7 +74,7 @@ def prepare(
         conf names the driver pod itself, or the namespaces of the two connections differ.
     """
     where = "the spark connection's extra 'namespace' or spark.kubernetes.namespace"
-    namespace = check_namespace(namespace or "default", where)
+    namespace = check_namespace(namespace or DEFAULT_NAMESPACE, where)
     if POD_NAME_CONF in conf:
         raise ConfigError(
             f"spark_conf sets {POD_NAME_CONF}={conf[POD_NAME_CONF]!r}: the provider names each driver pod "
@@ -119,12 +120,13 @@ def live_driver(client: DriverPodClient, handle: JobHandle, recorded: JobHandle 
 
     :raises DriverStartError: two live drivers, a driver being deleted, a live driver in another namespace
         than the submission's, or an API server that does not answer: nothing may be submitted.
+    :raises ConfigError: the API server refuses the connection (401, 403).
     """
     ref = handle.driver_pod()
     try:
         pods = client.run_drivers(ref.namespace, run_label(handle.pair, handle.cluster, handle.epoch))
         elsewhere = _live_elsewhere(client, ref.namespace, recorded)
-    except (DriverStateUnknown, ConfigError) as exc:
+    except DriverStateUnknown as exc:  # a connection the API server refuses stays a ConfigError
         raise DriverStartError(
             f"cannot tell whether a driver of {_run(handle)} already runs: {exc}. Nothing was "
             f"submitted, so that two drivers of epoch {handle.epoch} never run; retry once the Kubernetes "

@@ -368,3 +368,11 @@ def test_a_kubernetes_connection_to_another_cluster_is_warned_about_and_never_re
             in (str(err.value))
         )
         assert "the driver may run there untracked: check it" in str(err.value)
+
+
+def test_a_namespace_the_connection_may_not_list_fails_the_submit_as_configuration(tmp_path, k8s):
+    k8s.forbidden.add(NAMESPACE)
+    with pytest.raises(ConfigError) as err:
+        submit(tmp_path)
+    assert "cannot list the driver pods labelled akf-run=" in str(err.value)
+    assert "refuses it with HTTP 403" in str(err.value) and submissions(k8s) == 0
