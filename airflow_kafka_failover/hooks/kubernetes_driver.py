@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from functools import cached_property
 from typing import Any
@@ -44,6 +45,11 @@ INSTALL_HINT = (
 )
 REQUEST_TIMEOUT = (5.0, 15.0)
 """(connect, read) seconds allowed for one request to the API server."""
+_BUILDING = threading.Lock()
+"""``KubernetesHook`` loads a kubeconfig into the ``kubernetes`` client's process-wide default configuration,
+then copies that default into the new client: two clients built at the same moment in one process (the
+triggerer looks at several pairs in threads) could, in principle, swap servers. Built one at a time, each
+copies its own. (Not reproduced in a test: the window is a few bytecodes wide.)"""
 
 
 def kubernetes_hook_class() -> Any:
@@ -75,7 +81,8 @@ class DriverPodClient:
     def core(self) -> Any:
         """The ``CoreV1Api`` of the hook (built once; a connection that cannot build one is a ConfigError)."""
         try:
-            return self.hook.core_v1_client
+            with _BUILDING:
+                return self.hook.core_v1_client
         except Exception as exc:  # the kubeconfig or in-cluster files: the connection is misconfigured
             raise ConfigError(
                 f"kubernetes connection {self.kubernetes_conn_id!r} gives no Kubernetes client "
