@@ -280,3 +280,19 @@ def test_the_provider_works_without_the_kubernetes_extra_until_a_kubernetes_mast
     assert said["submit"] == (
         f"spark connection 'spark_k8s': Kubernetes masters need the cncf-kubernetes provider: {hint}"
     )
+
+
+def test_the_airflow_side_asks_whether_a_job_runs_through_the_tracker():
+    """JobHandle.is_alive cannot see a Kubernetes driver pod (jobs/ imports no Airflow): outside jobs/, only
+    the tracker and the submit's own local/client and YARN paths may call it."""
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[3] / "airflow_kafka_failover"
+    allowed = {"hooks/job_tracking.py": 1, "hooks/streaming_job.py": 2}  # local/client and YARN only
+    calls = {
+        str(path.relative_to(package)): len(re.findall(r"\.is_alive\(\)", path.read_text()))
+        for path in package.rglob("*.py")
+        if "jobs" not in path.relative_to(package).parts
+    }
+    assert {name: n for name, n in calls.items() if n} == allowed
