@@ -1,9 +1,14 @@
 """The one place that reaches into the Spark provider's ``SparkSubmitHook`` beyond its public API.
 
 ``SparkSubmitHook.submit()`` waits for the application to end, which a streaming job never does, and it
-exposes neither the connection it resolved (master, deploy mode) nor the ids it parsed from
-spark-submit's output except the driver id that ``submit()`` returns. The streaming job's hook needs those,
-so it reads them here and nowhere else: when a provider release renames one, only this module changes.
+exposes neither the connection it resolved (master, deploy mode, Kubernetes namespace) nor the YARN
+application id it parsed from spark-submit's output. The streaming job's hook needs those, so it reads them
+here and nowhere else: when a provider release renames one, only this module changes.
+
+What the provider offers publicly is used instead: the standalone driver id is what ``submit()`` returns,
+and a Kubernetes driver pod is named by the provider itself (``spark.kubernetes.driver.pod.name``) and read
+through the cncf-kubernetes provider (``hooks/kubernetes_driver.py``), so ``_driver_id`` and
+``_kubernetes_driver_pod`` are no longer read.
 
 ``tests/unit/airflow_parts/test_spark_submit_compat.py`` checks every name in :data:`PRIVATE_ATTRIBUTES`
 and :data:`CONNECTION_KEYS` on the installed provider, which ``pyproject.toml`` pins to a range of
@@ -20,10 +25,9 @@ if TYPE_CHECKING:
 
 PRIVATE_ATTRIBUTES: dict[str, str] = {
     "_connection": "the connection the hook resolved: master, deploy mode, Kubernetes namespace",
-    "_build_spark_submit_command": "the spark-submit command, run detached in local and client mode",
-    "_driver_id": "the standalone driver id parsed from spark-submit's output (cluster mode)",
+    "_build_spark_submit_command": "the spark-submit command, run detached in local and client mode, and "
+    "wrapped to add flags the hook has no parameter for",
     "_yarn_application_id": "the YARN application id parsed from spark-submit's output (cluster mode)",
-    "_kubernetes_driver_pod": "the Kubernetes driver pod parsed from spark-submit's output (cluster mode)",
 }
 """Each private attribute this module reads, with what it holds."""
 
@@ -68,17 +72,20 @@ def add_submit_options(hook: SparkSubmitHook, options: list[str]) -> None:
     hook._build_spark_submit_command = build_with_options  # type: ignore[method-assign]
 
 
-def submitted_ids(hook: SparkSubmitHook, returned_driver_id: str | None) -> tuple[str | None, str | None]:
-    """The driver and the application a cluster-mode ``submit()`` started, as spark-submit reported them.
+def kubernetes_namespace(hook: SparkSubmitHook) -> str | None:
+    """The namespace the hook submits a Kubernetes driver to: its connection's extra ``namespace``, or the
+    conf's ``spark.kubernetes.namespace`` (None: neither, Spark's ``default``).
+
+    :param hook: a configured ``SparkSubmitHook``.
+    """
+    namespace = hook._connection.get("namespace")
+    return str(namespace) if namespace else None
+
+
+def yarn_application_id(hook: SparkSubmitHook) -> str | None:
+    """The YARN application id spark-submit reported in cluster mode (None: it reported none).
 
     :param hook: the ``SparkSubmitHook`` whose ``submit()`` just returned.
-    :param returned_driver_id: what ``submit()`` returned (the standalone driver id, public since 6.x).
-    :return: ``(driver, application_id)``: the driver is a standalone driver id or ``<namespace>:<pod>`` on
-        Kubernetes; the application id is YARN's; each None when spark-submit did not report it.
     """
-    driver = returned_driver_id or hook._driver_id
-    pod = hook._kubernetes_driver_pod
-    if not driver and pod:
-        namespace = hook._connection.get("namespace") or "default"
-        driver = f"{namespace}:{pod}"
-    return driver, hook._yarn_application_id
+    application_id: str | None = hook._yarn_application_id
+    return application_id

@@ -12,7 +12,9 @@ so this hook uses it differently per deploy mode:
   the application is accepted; the handle keeps the application id or driver pod for the kill. On YARN the
   submit then waits until the ResourceManager reports the application ``RUNNING``, and the handle is kept
   in ``<run_dir>/cluster_handle.json`` so that a retried submit of the same run adopts a live application
-  instead of submitting a second one.
+  instead of submitting a second one. On Kubernetes the provider names and labels the driver pod, waits
+  until the API server reports it ``Running``, adopts a live driver of the run found by its label, and
+  deletes the pod when a stop request is not obeyed (``hooks/kubernetes_submission.py``).
 
 The run folder, checkpoint and fencing folder may be on a store (``hdfs://``, ``s3a://``): the settings,
 status, stop request and cluster handle go through :mod:`airflow_kafka_failover.storage`. What the driver
@@ -33,7 +35,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,8 +45,15 @@ from airflow.sdk import BaseHook
 
 from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_atomically
 from airflow_kafka_failover.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.hooks import spark_submit_compat
+from airflow_kafka_failover.hooks import kubernetes_submission, spark_submit_compat
+from airflow_kafka_failover.hooks.job_tracking import JobTracker
+from airflow_kafka_failover.hooks.kubernetes_driver import INSTALL_HINT
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
+from airflow_kafka_failover.jobs.kubernetes_pods import (
+    DEFAULT_KUBERNETES_CONN_ID,
+    KUBERNETES_CONN_EXTRA,
+    is_kubernetes_master,
+)
 from airflow_kafka_failover.jobs.layout import (
     RunLayout,
     clear_run_state,
@@ -211,6 +220,9 @@ class StreamingJobHook(BaseHook):
 
         try:
             hook = SparkSubmitHook(
+                # On a k8s:// master in cluster mode: spark-submit returns once the driver pod exists, and
+                # no exit code is asked of a driver that has not run yet (the pod is tracked here).
+                track_driver_via_k8s_api=True,
                 conn_id=self.spark_conn_id,
                 conf=conf,
                 jars=self._jars(),
@@ -225,7 +237,12 @@ class StreamingJobHook(BaseHook):
                 properties_file=properties_file,
             )
         except (ValueError, RuntimeError) as exc:
-            raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}") from None
+            hint = f"; {INSTALL_HINT}" if "kubernetes" in str(exc).lower() else ""
+            raise ConfigError(f"spark connection {self.spark_conn_id!r}: {exc}{hint}") from None
+        except NameError as exc:  # the Spark provider 6.3 without cncf-kubernetes: its kube_client is unbound
+            if "kube_client" not in str(exc):
+                raise
+            raise ConfigError(f"spark connection {self.spark_conn_id!r}: {INSTALL_HINT}") from None
         if properties_file:
             spark_submit_compat.add_submit_options(hook, ["--load-spark-defaults"])
         return hook
@@ -321,12 +338,22 @@ class StreamingJobHook(BaseHook):
             local_dir=layout.local_dir,
         )
         if mode == "cluster":
+            if is_kubernetes_master(master):
+                handle = kubernetes_submission.prepare(
+                    handle,
+                    spark_submit_compat.kubernetes_namespace(probe),
+                    self.kubernetes_conn_id(),
+                    self.conf,
+                )
             with _submit_lock(layout.local_dir):
                 adopted = self._live_cluster_run(handle, layout)
                 if adopted is not None:
                     log.info("%s is on the cluster; adopting it, not submitting another", adopted.describe())
                     handle = adopted
                 else:
+                    # A Kubernetes driver pod is named before spark-submit: on_kill can delete it meanwhile.
+                    if handle.runs_on_kubernetes:
+                        replace_json(locations.join(layout.run_dir, CLUSTER_HANDLE_FILE), handle.to_dict())
                     handle = self._start(settings, layout, application, handle, env)
                     replace_json(locations.join(layout.run_dir, CLUSTER_HANDLE_FILE), handle.to_dict())
             self.wait_cluster_running(handle, startup_timeout)
@@ -364,16 +391,17 @@ class StreamingJobHook(BaseHook):
         return JobHandle(**{**handle.to_dict(), "application_id": str(reported)})
 
     def _live_cluster_run(self, handle: JobHandle, layout: RunLayout) -> JobHandle | None:
-        """The handle of this run's YARN application if it is still alive (None: submit a new one).
+        """The handle of this run's live application (None: submit a new one): its YARN application, or on
+        Kubernetes its driver pod found by the run's label.
 
-        :raises JobStartError: the recorded application's state cannot be told (the ResourceManager does not
-            answer, or does not know it): nothing is submitted, so that two drivers never run one epoch.
+        :raises JobStartError: whether one is alive cannot be told (the cluster manager does not answer, or
+            does not know the recorded id): nothing is submitted, so that two drivers never run one epoch.
         """
         recorded_file = locations.join(layout.run_dir, CLUSTER_HANDLE_FILE)
         try:
-            recorded = JobHandle.from_dict(read_json(recorded_file))
+            recorded: JobHandle | None = JobHandle.from_dict(read_json(recorded_file))
         except FileNotFoundError:
-            return None
+            recorded = None
         except StoreUnavailable:
             raise
         except (OSError, ValueError, ConfigError) as exc:
@@ -381,8 +409,13 @@ class StreamingJobHook(BaseHook):
                 f"cannot read {recorded_file}, the handle of the run's last cluster-mode submission ({exc}); "
                 "check on the cluster whether that application still runs, then remove the file"
             ) from None
-        if not (is_yarn_master(recorded.master) and recorded.application_id):
-            # Kubernetes drivers cannot be tracked here (docs/limits.md): a retry submits again.
+        if handle.runs_on_kubernetes:
+            client = JobTracker().pods(handle)
+            try:
+                return kubernetes_submission.live_driver(client, handle, recorded)
+            except kubernetes_submission.DriverStartError as exc:
+                raise JobStartError(str(exc)) from None
+        if recorded is None or not (is_yarn_master(recorded.master) and recorded.application_id):
             return None
         try:
             alive = recorded.is_alive()
@@ -411,10 +444,13 @@ class StreamingJobHook(BaseHook):
         settings_path = settings.write(layout.settings_file)
         clear_run_state(layout.run_dir)
         name = f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
+        conf = self._conf_for(master, mode)
+        if handle.runs_on_kubernetes:
+            conf.update(kubernetes_submission.submission_conf(handle))
         submit_hook = self.spark_submit_hook(
             name,
             ["--settings", settings_path],
-            self._conf_for(master, mode),
+            conf,
             properties_file=self._store_properties_file(settings, layout),
         )
         command = spark_submit_compat.spark_submit_command(submit_hook, str(application))
@@ -448,7 +484,10 @@ class StreamingJobHook(BaseHook):
             returned_driver_id = submit_hook.submit(str(application), env=env)
         except Exception as exc:
             raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
-        driver, app_id = spark_submit_compat.submitted_ids(submit_hook, returned_driver_id)
+        if handle.runs_on_kubernetes:  # named by the provider before spark-submit (kubernetes_submission)
+            log.info("submitted %s", handle.describe())
+            return handle
+        driver, app_id = returned_driver_id, spark_submit_compat.yarn_application_id(submit_hook)
         if not driver and not app_id:
             raise JobStartError(
                 f"spark-submit to {handle.master} returned without an application id or driver; "
@@ -497,13 +536,22 @@ class StreamingJobHook(BaseHook):
         """Wait until the ResourceManager reports the YARN application ``RUNNING`` (its driver started).
 
         ``ACCEPTED`` (waiting for a container) is not running. An application that ends during start-up, or
-        is not running after ``timeout`` (it is then killed through the ResourceManager), raises.
-        Kubernetes drivers are not tracked here (docs/limits.md): the submit returns at once.
+        is not running after ``timeout`` (it is then killed through the ResourceManager), raises. On
+        Kubernetes: until the driver pod is ``Running`` (see ``kubernetes_submission.wait_running``).
         """
-        if not (is_yarn_master(handle.master) and handle.application_id):
-            log.info("%s: not waiting for it to run (only YARN applications are tracked)", handle.describe())
+        if handle.runs_on_kubernetes:
+            try:
+                kubernetes_submission.wait_running(JobTracker().pods(handle), handle, timeout)
+            except kubernetes_submission.DriverStartError as exc:
+                raise JobStartError(str(exc)) from None
             return
-        app_id = handle.application_id
+        if not (is_yarn_master(handle.master) and handle.application_id):
+            log.info("%s: not waiting for it to run (not tracked on this master)", handle.describe())
+            return
+        self._wait_yarn_running(handle, handle.application_id, timeout)
+
+    @staticmethod
+    def _wait_yarn_running(handle: JobHandle, app_id: str, timeout: float) -> None:
         client = ResourceManagerClient(find_resource_manager(handle.resource_manager))
         deadline = time.monotonic() + timeout
         last = "no answer yet"
@@ -592,6 +640,17 @@ class StreamingJobHook(BaseHook):
             return normalize_resource_manager_url(str(recorded))
         return resource_manager_from_hadoop_conf()
 
+    def kubernetes_conn_id(self) -> str:
+        """The ``spark`` connection's extra ``kubernetes_conn_id``: the ``kubernetes`` connection driver pods
+        are read and deleted through (default ``kubernetes_default``)."""
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = self.get_connection(self.spark_conn_id).extra_dejson
+        except AirflowNotFoundException:
+            extra = {}
+        return str(extra.get(KUBERNETES_CONN_EXTRA) or DEFAULT_KUBERNETES_CONN_ID)
+
     def standalone_master_webui_port(self) -> int | None:
         """The ``spark`` connection's extra ``standalone_master_webui_port`` (None: Spark's default 8080).
 
@@ -631,13 +690,28 @@ class StreamingJobHook(BaseHook):
 
     def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
         handle.check_cluster_manager()
+        if handle.runs_on_kubernetes:
+            return kubernetes_submission.stop_driver(
+                JobTracker().pods(handle),
+                handle,
+                lambda ended: self._stopped_on_request(handle, timeout, ended),
+                lambda how: self._record_kill(handle, how),
+            )
         on_yarn = bool(handle.application_id and is_yarn_master(handle.master))
         if on_yarn:
             state = self._yarn_state(handle)
             if state is not None and state.is_final:
                 log.info("%s is not running (YARN says %s); nothing to stop", handle.describe(), state)
                 return "not-running"
-        if self._stopped_on_request(handle, timeout, on_yarn):
+
+        def yarn_ended() -> bool:
+            state = self._yarn_state(handle) if on_yarn else None
+            if state is not None and state.is_final:
+                log.info("%s ended on the stop request (YARN says %s)", handle.describe(), state)
+                return True
+            return False
+
+        if self._stopped_on_request(handle, timeout, yarn_ended):
             return "stopped"
         if on_yarn:
             how = self._kill_on_yarn(handle, str(handle.application_id))
@@ -653,15 +727,20 @@ class StreamingJobHook(BaseHook):
                     f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
                 )
             how = " ".join(command)
+        self._record_kill(handle, how)
+        return "forced"
+
+    @staticmethod
+    def _record_kill(handle: JobHandle, how: str) -> None:
         try:
             mark_killed(handle.run_dir, f"killed through the cluster manager: {how}")
         except OSError as exc:  # the run folder may be out of reach, which is why the kill went this way
             log.info("could not record the kill in %s: %s", handle.run_dir, exc)
-        return "forced"
 
-    def _stopped_on_request(self, handle: JobHandle, timeout: float, on_yarn: bool) -> bool:
+    def _stopped_on_request(self, handle: JobHandle, timeout: float, ended: Callable[[], bool]) -> bool:
         """Write the stop request and wait up to ``timeout`` for the cluster-mode job to end on it (its
-        ``status.json``, or YARN's state); False when it did not (the caller kills it)."""
+        ``status.json``, or ``ended()``: the cluster manager's word); False when it did not (the caller
+        kills it)."""
         try:
             request = request_stop(handle.run_dir)
         except OSError as exc:
@@ -682,9 +761,7 @@ class StreamingJobHook(BaseHook):
         while time.monotonic() < deadline:
             if handle.status().get("state") in ("stopped", "fenced", "failed"):
                 return True
-            state = self._yarn_state(handle) if on_yarn else None
-            if state is not None and state.is_final:
-                log.info("%s ended on the stop request (YARN says %s)", handle.describe(), state)
+            if ended():
                 return True
             time.sleep(1)
         log.warning(

@@ -15,6 +15,11 @@ from pydantic import StrictInt, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.jobs.kubernetes_pods import (
+    DriverPodRef,
+    DriverStateUnknown,
+    is_kubernetes_master,
+)
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
 from airflow_kafka_failover.jobs.standalone_master import (
     DEFAULT_MASTER_WEBUI_PORT,
@@ -68,6 +73,8 @@ class JobHandle:
         None: Spark's default 8080).
     :param local_dir: the folder, on the host that started spark-submit, of its process file and output
         (local and client mode; None: ``run_dir``, from handles of earlier releases).
+    :param kubernetes_conn_id: the Airflow ``kubernetes`` connection the driver pod is read and deleted
+        through, recorded at submission (Kubernetes only; None: ``kubernetes_default``).
     """
 
     pair: str
@@ -85,6 +92,7 @@ class JobHandle:
     resource_manager: str | None = None
     master_webui_port: StrictInt | None = None
     local_dir: str | None = None
+    kubernetes_conn_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (XCom, the active record)."""
@@ -139,15 +147,34 @@ class JobHandle:
         """What the job last wrote about itself (``{"state": "running", ...}``)."""
         return read_status(self.run_dir)
 
+    @property
+    def runs_on_kubernetes(self) -> bool:
+        """The driver is a pod on Kubernetes (cluster deploy mode on a ``k8s://`` master)."""
+        return self.deploy_mode == DeployMode.CLUSTER and is_kubernetes_master(self.master)
+
+    def driver_pod(self) -> DriverPodRef:
+        """The driver pod of a Kubernetes handle.
+
+        :raises ConfigError: the handle names no pod in the form ``<namespace>:<pod>``.
+        """
+        return DriverPodRef.parse(self.driver_id)
+
     def is_alive(self) -> bool | None:
-        """Whether the job runs: True/False, or None where nothing can tell (a Kubernetes driver).
+        """Whether the job runs: True/False, or None where nothing can tell.
 
         A detached process (local and client mode) is asked through its pid; a client-mode driver on a
         standalone master also through the master (see :meth:`standalone_application`); a YARN application
         through the ResourceManager. A cluster manager that does not answer raises (``ResourceManager``- or
-        ``StandaloneMasterUnreachable``) rather than guess; an id it does not know raises too.
+        ``StandaloneMasterUnreachable``) rather than guess; an id it does not know raises too. A Kubernetes
+        driver pod is asked on the Airflow side (``hooks/job_tracking.py``, through the Kubernetes API):
+        here it raises :class:`DriverStateUnknown`.
         """
         self.check_cluster_manager()
+        if self.runs_on_kubernetes:
+            raise DriverStateUnknown(
+                f"{self.describe()} is a Kubernetes driver pod: whether it runs is asked through the "
+                "Kubernetes API on the Airflow side (airflow_kafka_failover.hooks.job_tracking.job_alive)"
+            )
         if self.deploy_mode == DeployMode.CLUSTER:
             if is_yarn_master(self.master) and self.application_id:
                 return ResourceManagerClient(find_resource_manager(self.resource_manager)).is_alive(
@@ -189,7 +216,8 @@ class JobHandle:
         """Refuse a handle whose ids belong to another cluster manager than its master's.
 
         :raises ConfigError: a Kubernetes driver pod on a YARN master, a YARN application id on a Kubernetes
-            or standalone master, or a cluster-mode handle on YARN without an application id.
+            or standalone master, a cluster-mode handle on YARN without an application id, or one on
+            Kubernetes without a driver pod ``<namespace>:<pod>``.
         """
         master = self.master.strip().lower()
         if is_yarn_master(master):
@@ -209,6 +237,13 @@ class JobHandle:
                 f"job handle of pair {self.pair!r} names YARN application {self.application_id!r} but its "
                 f"master is {self.master!r}, not YARN; pass the handle the submit operator returned"
             )
+        if self.runs_on_kubernetes:
+            if not self.driver_id:
+                raise ConfigError(
+                    f"job handle of pair {self.pair!r} runs in cluster mode on Kubernetes ({self.master!r}) "
+                    "but names no driver pod; pass the handle the submit operator returned"
+                )
+            self.driver_pod()
 
     def log_tail(self, lines: int = 40) -> str:
         if self.deploy_mode == DeployMode.CLUSTER:

@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 
 from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.hooks.job_tracking import JobTracker
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.translation.spark_checkpoint import kafka_offsets_from_json
@@ -83,12 +84,17 @@ class StreamingJobProgressSensor(BaseSensorOperator):
                 f"wrote no progress record to {handle.checkpoint}/progress/: the job does not follow "
                 "the job contract (the job-side API writes them: docs/jobs.md)"
             )
-        status = handle.status()
-        if handle.is_alive() is False or status.get("state") in ("failed", "refused", "fenced", "stopped"):
+        status, tracker = handle.status(), JobTracker()
+        if tracker.alive_or_unknown(handle) is False or status.get("state") in (
+            "failed",
+            "refused",
+            "fenced",
+            "stopped",
+        ):
             raise AirflowFailException(
                 f"{handle.describe()} is not running (state {status.get('state')!r}: "
                 f"{status.get('reason', 'the process is gone')}) at batch {progress.batch_id} with "
-                f"{progress.records} records\n--- log tail ---\n{handle.log_tail()}"
+                f"{progress.records} records\n--- log tail ---\n{tracker.log_tail(handle)}"
             )
         self.log.info(
             "waiting: batch %s, %s records%s%s",

@@ -19,6 +19,7 @@ from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.evidence import describe_exception
 from airflow_kafka_failover.health.probe import probe_cluster
 from airflow_kafka_failover.health.watch import RecoveryWatch
+from airflow_kafka_failover.hooks.job_tracking import job_alive
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
 from airflow_kafka_failover.jobs.progress import read_progress
@@ -136,7 +137,7 @@ def _with_job(readings: PairReadings, record: ActiveRecord) -> PairReadings:
     except Exception as exc:  # a malformed handle is shown with its error
         return replace(readings, job_error=_short(exc))
     try:
-        alive = handle.is_alive()
+        alive = job_alive(handle)
     except Exception as exc:  # the cluster manager did not answer: alive is unknown, the status.json stays
         log.warning("cannot tell whether %s runs: %s", handle.describe(), exc)
         alive = None

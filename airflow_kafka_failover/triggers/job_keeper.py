@@ -1,7 +1,8 @@
 """JobKeeperTrigger: looks at a pair's job from the triggerer every few seconds, and wakes the keeper task
 when something must be done on a worker.
 
-Each look reads the fencing marker and the switch lease, the job's process and ``status.json``, its committed
+Each look reads the fencing marker and the switch lease, the job's process (or its YARN application, or its
+Kubernetes driver pod through the Kubernetes API) and ``status.json``, its committed
 progress and the end offsets of the active cluster (one client, kept for the trigger's life), and sends the
 job's lag and the age of its last batch as metrics. The trigger yields one event and ends when a look finds
 an action (:data:`~airflow_kafka_failover.keeper_findings.ACTIONS`), a new alert, an alert that cleared, or
@@ -283,9 +284,11 @@ class JobLooker:
     def __init__(
         self, pair: str, job: dict[str, Any], fencing_marker: str, kafka_config_id: str, topics: list[str]
     ) -> None:
+        from airflow_kafka_failover.hooks.job_tracking import JobTracker
         from airflow_kafka_failover.jobs.handle import JobHandle
 
         self.pair, self.handle = pair, JobHandle.from_dict(job)
+        self.tracker = JobTracker()  # one Kubernetes client for the trigger's life
         self.fencing_marker, self.kafka_config_id, self.topics = fencing_marker, kafka_config_id, topics
         self._hook: Any = None
         self._admin: Any = None
@@ -326,11 +329,12 @@ class JobLooker:
         return self.handle.process.is_running()
 
     def _alive(self) -> bool | None:
-        """Whether the job runs; None when its cluster manager cannot tell (never taken as dead)."""
+        """Whether the job runs; None when its cluster manager cannot tell (never taken as dead): it does
+        not answer, does not know the application or pod, or the handle does not fit it."""
         from airflow_kafka_failover.health.evidence import describe_exception
 
         try:
-            return self.handle.is_alive()
+            return self.tracker.alive(self.handle)
         except Exception as exc:  # an unreachable cluster manager: wait, never start a second job
             self._warn(f"cannot tell whether {self.handle.describe()} runs: {describe_exception(exc)}")
             return None

@@ -61,21 +61,22 @@ def _unix(iso: str) -> float | None:
 
 def wait_first_batch(pair: PairConfig, handle: dict[str, Any], on_wait: Any = None) -> None:
     """Wait until the new job commits its first batch; raise with its log tail if it dies or times out."""
+    from airflow_kafka_failover.hooks.job_tracking import JobTracker
     from airflow_kafka_failover.jobs.handle import JobHandle
     from airflow_kafka_failover.jobs.progress import read_progress
 
-    job = JobHandle.from_dict(handle)
+    job, tracker = JobHandle.from_dict(handle), JobTracker()
     deadline = time.monotonic() + pair.job.first_batch_timeout_seconds
     while read_progress(job.checkpoint).batch_id is None:
-        if job.is_alive() is False:
+        if tracker.alive_or_unknown(job) is False:
             raise FailoverError(
                 f"{job.describe()} died before its first batch (state {job.status().get('state')!r})\n"
-                f"--- log tail ---\n{job.log_tail()}"
+                f"--- log tail ---\n{tracker.log_tail(job)}"
             )
         if time.monotonic() > deadline:
             raise FailoverError(
                 f"{job.describe()} committed no batch within {pair.job.first_batch_timeout_seconds:.0f} s "
-                f"(job.first_batch_timeout_seconds)\n--- log tail ---\n{job.log_tail()}"
+                f"(job.first_batch_timeout_seconds)\n--- log tail ---\n{tracker.log_tail(job)}"
             )
         if on_wait is not None:
             on_wait()

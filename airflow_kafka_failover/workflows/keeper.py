@@ -216,9 +216,10 @@ class KeepStreamingJobOperator(BaseOperator):
             )
             return self._sleep(state, IDLE_RECHECK_S)
         if memory.gave_up and _same_run(memory.gave_up.get("job"), record.job):
+            from airflow_kafka_failover.hooks.job_tracking import job_alive
             from airflow_kafka_failover.jobs.handle import JobHandle
 
-            if JobHandle.from_dict(record.job).is_alive():
+            if job_alive(JobHandle.from_dict(record.job)):
                 self.log.info("the job given up on runs again; the keeper restarts it again when it dies")
                 memory.gave_up = None
                 memory.save(pair.name)
@@ -278,6 +279,7 @@ class KeepStreamingJobOperator(BaseOperator):
     # ---- restart in place -------------------------------------------------------------------------------
 
     def _restart(self, pair: PairConfig, state: dict[str, Any], event: dict[str, Any]) -> Any:
+        from airflow_kafka_failover.hooks.job_tracking import job_alive
         from airflow_kafka_failover.jobs.handle import JobHandle
         from airflow_kafka_failover.record_store import fencing_marker, load_record
 
@@ -289,7 +291,7 @@ class KeepStreamingJobOperator(BaseOperator):
             return self._watch(pair, state)
         handle = JobHandle.from_dict(record.job)
         try:
-            alive = handle.is_alive()
+            alive = job_alive(handle)
         except Exception as exc:  # a cluster manager that does not answer: never a second job of this epoch
             self.log.warning(
                 "cannot tell whether %s runs (%s): not restarting it; looking again in %.0f s",
@@ -338,6 +340,7 @@ class KeepStreamingJobOperator(BaseOperator):
     def _restart_now(self, pair: PairConfig, record: ActiveRecord, handle: Any, state: dict[str, Any]) -> Any:
         from airflow_kafka_failover import metrics
         from airflow_kafka_failover.exceptions import CheckpointError, ConfigError, FailoverError
+        from airflow_kafka_failover.hooks.job_tracking import job_log_tail
         from airflow_kafka_failover.jobs.fencing import FencedError
         from airflow_kafka_failover.record_store import commit_record
         from airflow_kafka_failover.workflows import steps
@@ -352,7 +355,7 @@ class KeepStreamingJobOperator(BaseOperator):
             handle.status().get("state"),
             restarts,
             pair.keeper.max_restarts,
-            handle.log_tail(20),
+            job_log_tail(handle, 20),
         )
         backoff = pair.keeper.restart_backoff_seconds * 2 ** (restarts - 1)
         state = {**state, "restarts": restarts, "restarted_at": time.time()}
@@ -382,6 +385,7 @@ class KeepStreamingJobOperator(BaseOperator):
         from airflow.sdk.exceptions import AirflowFailException
 
         from airflow_kafka_failover import metrics
+        from airflow_kafka_failover.hooks.job_tracking import job_log_tail
 
         memory = KeeperMemory.load(pair.name)
         why = reason or f"it died again after {restarts} restarts without committing a batch"
@@ -396,7 +400,7 @@ class KeepStreamingJobOperator(BaseOperator):
         raise AirflowFailException(
             f"the keeper of pair {pair.name!r} gives up on {handle.describe()}: {why}. It is not restarted "
             "again until it runs (fix the cause, then run the start DAG) or a switch moves the pair.\n"
-            f"--- log tail ---\n{handle.log_tail(40)}"
+            f"--- log tail ---\n{job_log_tail(handle, 40)}"
         )
 
     # ---- interrupted switches ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def start_job(pair: PairConfig) -> dict[str, Any]:
     from airflow_kafka_failover.workflows.steps import submit
 
     record = load_record(pair)
-    if record.job and JobHandle.from_dict(record.job).is_alive():
+    if record.job and _recorded_job_runs(JobHandle.from_dict(record.job)):
         log.info(
             "the recorded job is running (%s); nothing to start", JobHandle.from_dict(record.job).describe()
         )
@@ -33,6 +33,23 @@ def start_job(pair: PairConfig) -> dict[str, Any]:
     )
     handle = submit(pair, record.active, record.epoch, initial)
     return {"epoch": record.epoch, "job": handle, "started": True}
+
+
+def _recorded_job_runs(handle: JobHandle) -> bool:
+    """Whether the record's job runs (through its cluster manager; the Kubernetes API for a driver pod).
+
+    A Kubernetes driver pod the API server does not have is not taken for dead here either: the submit
+    then looks for a live driver of the run by its label, and adopts it or submits one (this is how a
+    person restarts a job whose pod was deleted).
+    """
+    from airflow_kafka_failover.hooks.job_tracking import job_alive
+    from airflow_kafka_failover.jobs.kubernetes_pods import UnknownDriverPod
+
+    try:
+        return bool(job_alive(handle))
+    except UnknownDriverPod as exc:
+        log.warning("%s; looking for a live driver of the run by its label before submitting", exc)
+        return False
 
 
 def record_job(pair: PairConfig, started: dict[str, Any]) -> dict[str, Any]:

@@ -84,10 +84,16 @@ def test_the_compat_functions_read_the_resolved_connection_and_build_the_command
     assert command[-3:] == ["/app/job.py", "--settings", "s.json"]
 
 
-def test_submitted_ids_prefer_what_submit_returned_then_the_parsed_ids(spark_hook):
-    assert spark_submit_compat.submitted_ids(spark_hook, None) == (None, None)
+def test_the_parsed_yarn_id_and_the_resolved_namespace(spark_hook):
+    assert spark_submit_compat.yarn_application_id(spark_hook) is None
     spark_hook._yarn_application_id = "application_1_0042"
-    assert spark_submit_compat.submitted_ids(spark_hook, None) == (None, "application_1_0042")
-    spark_hook._kubernetes_driver_pod = "job-driver"
-    assert spark_submit_compat.submitted_ids(spark_hook, None)[0] == "ns:job-driver"
-    assert spark_submit_compat.submitted_ids(spark_hook, "driver-2026-0001")[0] == "driver-2026-0001"
+    assert spark_submit_compat.yarn_application_id(spark_hook) == "application_1_0042"
+    assert spark_submit_compat.kubernetes_namespace(spark_hook) == "ns"
+    spark_hook._connection["namespace"] = None
+    assert spark_submit_compat.kubernetes_namespace(spark_hook) is None
+
+
+def test_what_the_provider_offers_publicly_is_not_read_privately():
+    """submit() returns the standalone driver id, and the provider names the Kubernetes driver pod itself:
+    neither is read from the hook's private attributes any more."""
+    assert not {"_driver_id", "_kubernetes_driver_pod"} & set(spark_submit_compat.PRIVATE_ATTRIBUTES)

@@ -70,6 +70,7 @@ def test_round_trip_and_defaults():
         "submitted_at": "2024-01-01T00:00:00+00:00",
         "resource_manager": None,
         "master_webui_port": None,
+        "kubernetes_conn_id": None,
     }
     assert JobHandle.from_dict(json.loads(json.dumps(data))) == original
     minimal = handle()

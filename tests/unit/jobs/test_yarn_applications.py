@@ -252,10 +252,9 @@ def test_a_yarn_handle_whose_resource_manager_is_down_raises_instead_of_saying_d
         _yarn_handle(tmp_path, resource_manager=f"127.0.0.1:{port}").is_alive()
 
 
-def test_other_cluster_handles_stay_unknown(tmp_path):
-    assert (
-        _yarn_handle(
-            tmp_path, master="k8s://https://k8s:6443", application_id=None, driver_id="ns:pod"
-        ).is_alive()
-        is None
-    )
+def test_a_kubernetes_handle_is_asked_on_the_airflow_side_not_here(tmp_path):
+    from airflow_kafka_failover.jobs.kubernetes_pods import DriverStateUnknown
+
+    k8s = _yarn_handle(tmp_path, master="k8s://https://k8s:6443", application_id=None, driver_id="ns:pod")
+    with pytest.raises(DriverStateUnknown, match="hooks.job_tracking.job_alive"):
+        k8s.is_alive()

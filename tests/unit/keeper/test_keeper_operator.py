@@ -254,3 +254,90 @@ def test_a_cluster_manager_that_cannot_say_never_gets_a_second_job(world, manage
     logged = "".join(capfd.readouterr())
     assert "not restarting it" in logged and said in logged
     assert json.loads(variables.get(variable_key("orders"))) == record
+
+
+# ---------------------------------------------------------------- a Kubernetes driver pod, through the API
+
+
+@pytest.fixture
+def k8s_world(world, monkeypatch):
+    """The record's job is a Kubernetes driver pod, read through connection ``kube_keeper`` from a fake API
+    server over HTTP (the real KubernetesHook and client)."""
+    from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
+    from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
+
+    operator, variables, tmp_path = world
+    record = json.loads(variables.get(variable_key("orders")))
+    record["job"].update(
+        master="k8s://https://api.example.com:6443",
+        deploy_mode="cluster",
+        driver_id="spark-jobs:akf-orders-a-e2-0a1b2c3d-driver",
+        kubernetes_conn_id="kube_keeper",
+    )
+    variables.set(variable_key("orders"), json.dumps(record))
+    with running(FakeKubernetesApi()) as api:
+        kubernetes_connection(monkeypatch, tmp_path, "kube_keeper", kubeconfig(api))
+        yield operator, variables, api, record
+
+
+def test_a_failed_kubernetes_driver_is_restarted_in_place(k8s_world, monkeypatch):
+    operator, _, api, record = k8s_world
+    api.add_pod("spark-jobs", "akf-orders-a-e2-0a1b2c3d-driver", "Running")
+    from airflow_kafka_failover.triggers.job_keeper import JobLooker
+
+    looker = JobLooker("orders", record["job"], "unused", "unit_a", ["orders"])
+    assert looker._alive() is True
+    api.set_phase("spark-jobs", "akf-orders-a-e2-0a1b2c3d-driver", "Failed", terminated=(1, "Error", "boom"))
+    assert looker._alive() is False
+
+    class Restarted(Exception):
+        pass
+
+    def restart_now(self, pair, record, handle, state):
+        raise Restarted(handle.driver_id)
+
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", restart_now)
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *a: None)
+    with pytest.raises(Restarted, match="spark-jobs:akf-orders-a-e2-0a1b2c3d-driver"):
+        operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("silent", "does not answer (MaxRetryError"),
+        ("unknown-pod", "has no pod 'akf-orders-a-e2-0a1b2c3d-driver' in namespace 'spark-jobs'"),
+        ("forbidden", "refuses it with HTTP 403"),
+        ("node-lost", "its node does not report"),
+    ],
+)
+def test_a_kubernetes_driver_that_cannot_be_seen_never_gets_a_second_job(
+    k8s_world, case, said, capfd, monkeypatch, tmp_path
+):
+    """The API server does not answer, does not have the pod, refuses the connection, or the pod's node
+    does not report: the trigger's look says unknown, and the keeper waits and says why."""
+    from airflow_kafka_failover.triggers.job_keeper import JobLooker
+    from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
+    from tests.unit.fake_kubernetes_api import kubeconfig
+
+    operator, variables, api, record = k8s_world
+    if case == "silent":
+        api.url = f"http://127.0.0.1:{_closed_port()}"
+        kubernetes_connection(monkeypatch, tmp_path, "kube_keeper", kubeconfig(api))
+    if case == "forbidden":
+        api.forbidden.add("spark-jobs")
+    if case == "node-lost":
+        api.add_pod("spark-jobs", "akf-orders-a-e2-0a1b2c3d-driver", "Unknown")
+    assert JobLooker("orders", record["job"], "unused", "unit_a", ["orders"])._alive() is None
+    _keeper_waits(operator)
+    logged = "".join(capfd.readouterr())
+    assert "not restarting it" in logged and said in logged
+    assert json.loads(variables.get(variable_key("orders"))) == record
+
+
+def _keeper_waits(operator) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
+        with pytest.raises(TaskDeferred) as deferred:
+            operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
+    assert deferred.value.trigger.not_before > time.time() + 20

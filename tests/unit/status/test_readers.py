@@ -291,3 +291,29 @@ def test_a_standalone_master_that_does_not_answer_shows_the_job_as_unknown(tmp_p
     write_fence(tmp_path, 1)
     readings = read_pair(pair_config(tmp_path), stored(record_with(handle)))
     assert readings.job_alive is None
+
+
+@pytest.mark.parametrize(("phase", "alive"), [("Running", True), ("Failed", False), (None, None)])
+def test_a_kubernetes_driver_is_shown_as_the_api_server_reports_its_pod(
+    tmp_path, dead_clusters, monkeypatch, phase, alive
+):
+    """Through the kubernetes connection's API server (a fake one over HTTP): Running, Failed, or a pod it
+    does not have (unknown, never dead)."""
+    from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
+    from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
+
+    pod = "akf-orders-a-e1-0a1b2c3d-driver"
+    handle = {
+        **job_handle(tmp_path),
+        "deploy_mode": "cluster",
+        "master": "k8s://https://api.example.com:6443",
+        "driver_id": f"spark-jobs:{pod}",
+        "kubernetes_conn_id": "kube_status",
+    }
+    write_fence(tmp_path, 1)
+    with running(FakeKubernetesApi()) as api:
+        kubernetes_connection(monkeypatch, tmp_path, "kube_status", kubeconfig(api))
+        if phase:
+            api.add_pod("spark-jobs", pod, phase)
+        readings = read_pair(pair_config(tmp_path), stored(record_with(handle)))
+    assert readings.job_alive is alive and readings.job_where == f"spark-jobs:{pod}"
