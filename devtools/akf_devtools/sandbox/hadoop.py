@@ -48,6 +48,34 @@ JVM_FLAGS = (
 READY_FILE = "ready.properties"
 
 
+def java_binary() -> str:
+    """The ``java`` on the PATH.
+
+    :raises SandboxError: there is none.
+    """
+    java = shutil.which("java")
+    if java is None:
+        raise SandboxError(
+            "java is not on PATH: install a Java 17 JDK, e.g. `apt-get install openjdk-17-jdk`"
+        )
+    return java
+
+
+def read_ready_file(conf_dir: Path, what: str, start_call: str) -> dict[str, str]:
+    """The addresses a minicluster JVM wrote into ``<conf_dir>/ready.properties`` once it answered.
+
+    :param what: the cluster, for the error message.
+    :param start_call: the method that starts it, for the error message (``up()``).
+    :raises SandboxError: the file is not there (the cluster is not up).
+    """
+    ready = conf_dir / READY_FILE
+    try:
+        lines = ready.read_text().splitlines()
+    except OSError as exc:
+        raise SandboxError(f"the {what} has not written {ready} ({exc}); call {start_call} first") from None
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
 @dataclass
 class HadoopMiniCluster:
     """One minicluster JVM under ``run_dir``.
@@ -82,12 +110,7 @@ class HadoopMiniCluster:
 
         :raises SandboxError: the cluster is not up.
         """
-        ready = self.conf_dir / READY_FILE
-        try:
-            lines = ready.read_text().splitlines()
-        except OSError as exc:
-            raise SandboxError(f"the minicluster has not written {ready} ({exc}); call up() first") from None
-        return dict(line.split("=", 1) for line in lines if "=" in line)
+        return read_ready_file(self.conf_dir, "minicluster", "up()")
 
     @property
     def resource_manager_url(self) -> str:
@@ -105,12 +128,7 @@ class HadoopMiniCluster:
         return {"HADOOP_CONF_DIR": str(self.conf_dir), "YARN_CONF_DIR": str(self.conf_dir)}
 
     def _java(self) -> str:
-        java = shutil.which("java")
-        if java is None:
-            raise SandboxError(
-                "java is not on PATH: install a Java 17 JDK, e.g. `apt-get install openjdk-17-jdk`"
-            )
-        return java
+        return java_binary()
 
     def up(self, timeout: float = 120.0) -> float:
         """Start the JVM, wait until the ResourceManager REST API and WebHDFS answer; return seconds taken.

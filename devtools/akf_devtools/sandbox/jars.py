@@ -3,7 +3,8 @@
 
 Each artifact set (``kafka``: broker and MirrorMaker 2; ``spark-kafka``: Spark's Kafka source; ``delta``:
 Delta Lake for the job-side API's Delta sink;
-``hadoop-minicluster``: YARN and HDFS for the sandbox's cluster-mode tests) is copied
+``hadoop-minicluster``: YARN and HDFS for the sandbox's cluster-mode tests and the storage tests; ``s3a``:
+Hadoop's S3A connector and its AWS SDK bundle, for ``s3a://`` paths) is copied
 by ``mvn dependency:copy-dependencies`` into ``<jars root>/<name>/``. A manifest written after a complete
 resolution records the pom's hash and every jar's size, so a missing, partial or corrupt folder is
 noticed and resolved again instead of failing later with a ClassNotFoundException.
@@ -34,7 +35,7 @@ from akf_devtools.errors import SandboxError
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_SETS = ("kafka", "spark-kafka", "delta", "hadoop-minicluster")
+ARTIFACT_SETS = ("kafka", "spark-kafka", "delta", "hadoop-minicluster", "s3a")
 MANIFEST = ".manifest.json"
 # Pinned so resolution behaves the same whatever Maven's default plugin version is.
 COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
@@ -174,6 +175,16 @@ def spark_kafka_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
 def delta_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
     """Return Delta Lake's jars for spark-submit ``--jars`` (without those pyspark already ships)."""
     return _not_shipped(ArtifactSet("delta").ensure(), pyspark_jars_dir)
+
+
+def s3a_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
+    """Return Hadoop's S3A connector (hadoop-aws 3.4.1) and its AWS SDK v2 bundle, for ``s3a://`` paths.
+
+    Not part of :func:`job_jars`: the bundle is one jar of about 560 MB, which spark-submit ``--jars`` copies
+    into every application's scratch folder (seconds, and 560 MB of disk per running job) and whose classes
+    a job without ``s3a://`` paths never loads. Add these only where a path is ``s3a://``.
+    """
+    return _not_shipped(ArtifactSet("s3a").ensure(), pyspark_jars_dir)
 
 
 def _not_shipped(jars: list[Path], pyspark_jars_dir: Path | None) -> list[Path]:

@@ -8,11 +8,11 @@ spark-submit against the same fake server."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import os
 import stat
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 

@@ -162,7 +162,7 @@ public final class HadoopMiniCluster {
     }
   }
 
-  private static Configuration clientConfiguration(String... keysAndValues) {
+  static Configuration clientConfiguration(String... keysAndValues) {
     Configuration configuration = new Configuration(false);
     for (int i = 0; i < keysAndValues.length; i += 2) {
       configuration.set(keysAndValues[i], keysAndValues[i + 1]);
@@ -176,11 +176,11 @@ public final class HadoopMiniCluster {
     }
   }
 
-  private interface Writer {
+  interface Writer {
     void write(OutputStream out) throws IOException;
   }
 
-  private static void writeAtomically(File target, Writer writer) throws IOException {
+  static void writeAtomically(File target, Writer writer) throws IOException {
     File partial = new File(target.getPath() + ".partial");
     try (OutputStream out = new FileOutputStream(partial)) {
       writer.write(out);
