@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,9 +15,12 @@ import pytest
 from akf_devtools.demo.story import QUICK_HEALTH, RunningDag, switch_figures
 from akf_devtools.demo.story import Story as _Story
 
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+from airflow_kafka_failover.process_group import ManagedProcess
+
 TEST_HEALTH = QUICK_HEALTH
 
-__all__ = ["TEST_HEALTH", "RunningDag", "Story", "new_pair_story", "run_chain", "timed"]
+__all__ = ["TEST_HEALTH", "JobCensus", "RunningDag", "Story", "new_pair_story", "run_chain", "timed"]
 
 
 class Story(_Story):
@@ -88,3 +94,45 @@ def run_chain(
         outcomes[name] = "failed"
         earlier(story)
         outcomes[name] = "passed"
+
+
+class JobCensus:
+    """Sample the pair's live job runs every ``interval`` s; remember the worst moment."""
+
+    def __init__(self, story: Story, interval: float = 0.5) -> None:
+        self.story, self.interval = story, interval
+        self.max_alive = 0
+        self.max_current = 0
+        self.violations: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def alive(self) -> list[tuple[str, int]]:
+        runs = []
+        for local_dir in (self.story.local_root or self.story.root / "runs").glob("*/*/epoch-*"):
+            if ManagedProcess(PROCESS_NAME, local_dir).is_running():
+                runs.append((local_dir.parent.name, int(local_dir.name.split("-", 1)[1])))
+        return sorted(runs)
+
+    def _fence_epoch(self) -> int | None:
+        try:
+            return json.loads(self.story.fence())["epoch"]
+        except (ValueError, KeyError):
+            return None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            runs, epoch = self.alive(), self._fence_epoch()
+            current = [run for run in runs if run[1] == epoch]
+            self.max_alive = max(self.max_alive, len(runs))
+            self.max_current = max(self.max_current, len(current))
+            if len(current) > 1:
+                self.violations.append(f"{time.strftime('%H:%M:%S')}: {current} at fence epoch {epoch}")
+
+    def start(self) -> JobCensus:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

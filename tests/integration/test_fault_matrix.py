@@ -27,7 +27,6 @@ fencing epoch run (an older job may live on briefly after the fence, but it can 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
@@ -37,53 +36,10 @@ from akf_devtools.sandbox.airflow_env import write_variable
 from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
-from airflow_kafka_failover.process_group import ManagedProcess
-from tests.integration.switch_story import Story, new_pair_story
+from airflow_kafka_failover.jobs.layout import read_status
+from tests.integration.switch_story import JobCensus, Story, new_pair_story
 
 pytestmark = pytest.mark.spark
-
-
-class JobCensus:
-    """Sample the pair's live job runs every ``interval`` s; remember the worst moment."""
-
-    def __init__(self, story: Story, interval: float = 0.5) -> None:
-        self.story, self.interval = story, interval
-        self.max_alive = 0
-        self.max_current = 0
-        self.violations: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def alive(self) -> list[tuple[str, int]]:
-        runs = []
-        for run_dir in (self.story.root / "runs").glob("*/*/epoch-*"):
-            if ManagedProcess(PROCESS_NAME, run_dir).is_running():
-                runs.append((run_dir.parent.name, int(run_dir.name.split("-", 1)[1])))
-        return sorted(runs)
-
-    def _fence_epoch(self) -> int | None:
-        try:
-            return json.loads(self.story.fence())["epoch"]
-        except (ValueError, KeyError):
-            return None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            runs, epoch = self.alive(), self._fence_epoch()
-            current = [run for run in runs if run[1] == epoch]
-            self.max_alive = max(self.max_alive, len(runs))
-            self.max_current = max(self.max_current, len(current))
-            if len(current) > 1:
-                self.violations.append(f"{time.strftime('%H:%M:%S')}: {current} at fence epoch {epoch}")
-
-    def start(self) -> JobCensus:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,38 @@ def register_spark_connection(
     return conn_id
 
 
+def register_s3_connection(conn_id: str, server: Any, with_keys: bool = True) -> str:
+    """Expose an S3 server (``akf_devtools.sandbox.s3.S3Server``) as an Airflow ``aws`` connection: its keys
+    (login and password), ``endpoint_url``, ``region_name`` and path-style requests; return its id.
+
+    :param with_keys: False leaves the keys out (a connection that yields no credentials).
+    """
+    config = server.client_config()
+    extra = {
+        "endpoint_url": config["endpoint_url"],
+        "region_name": config["region_name"],
+        "config_kwargs": {"s3": {"addressing_style": "path"}},
+    }
+    conn: dict[str, Any] = {"conn_type": "aws", "extra": extra}
+    if with_keys:
+        conn.update(login=config["aws_access_key_id"], password=config["aws_secret_access_key"])
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+    return conn_id
+
+
+def register_webhdfs_connection(conn_id: str, hdfs: Any, user: str | None = None) -> str:
+    """Expose an HDFS (``akf_devtools.sandbox.hdfs.HdfsCluster``) as an Airflow ``webhdfs`` connection: the
+    NameNode's web address and the HDFS user; return its id."""
+    from urllib.parse import urlsplit
+
+    web = urlsplit(hdfs.webhdfs_url)
+    conn: dict[str, Any] = {"conn_type": "webhdfs", "host": web.hostname, "port": web.port}
+    if user:
+        conn["login"] = user
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+    return conn_id
+
+
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of an Airflow process using ``home`` (its ``dags`` folder, no example DAGs)."""
     env = {
