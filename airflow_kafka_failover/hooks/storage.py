@@ -139,6 +139,9 @@ def _s3(root: str, conn_id: str, timeout_seconds: float) -> Store:
             f"{root}: no S3 file system in this Airflow ({exc}); install airflow-kafka-failover[s3] (the "
             "Amazon provider with s3fs) on every worker and the triggerer"
         ) from None
+    # s3fs retries a timed-out call 5 times on top of botocore's attempts: a store that does not answer
+    # would hold a task for minutes. One s3fs attempt, two of botocore's: a call fails within two timeouts.
+    fs.retries = 1
     if getattr(fs, "anon", False):
         raise ConfigError(
             f"Airflow connection {conn_id!r} yields no credentials for {root} (no keys in the connection, no "

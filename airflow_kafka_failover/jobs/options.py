@@ -127,8 +127,8 @@ class JobOptions(StreamOptions):
     )
     storage_timeout_seconds: JobSeconds = Field(
         10.0,
-        description="Time a request to a remote store may take on the Airflow side before it fails, naming "
-        "the location.",
+        description="Time a request to a remote store may take on the Airflow side (connect, then read) "
+        "before it fails, naming the location; an S3 call is tried twice.",
     )
     spark_conf: Options = Field(
         default_factory=dict, description="Spark configuration (`--conf`); values are strings."

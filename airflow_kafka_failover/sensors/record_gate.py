@@ -12,7 +12,9 @@ class ActiveRecordGate(BaseSensorOperator):
 
     A manual run that does not apply (failover with the standby already active) is skipped with the reason;
     a scheduled run waits (reschedule mode frees the worker between checks) until it applies or times out.
-    Bad config, connections or Params fail the run before anything is touched.
+    Bad config, connections or Params, and a store of the pair's state that cannot be read, fail the run
+    before anything is touched. A scheduled run that waited out its ``timeout`` is skipped, not failed (this
+    sensor does that itself: Airflow's ``soft_fail`` would skip the failures as well).
 
     :param config_path: the pair config file.
     :param pair_name: the pair.
@@ -25,6 +27,14 @@ class ActiveRecordGate(BaseSensorOperator):
         super().__init__(**kwargs)
         self.config_path, self.pair_name, self.kind = config_path, pair_name, kind
 
+    def execute(self, context: Any) -> Any:
+        from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+
+        try:
+            return super().execute(context)
+        except AirflowSensorTimeout as exc:
+            raise AirflowSkipException(f"the {self.kind} did not apply within the watch: {exc}") from None
+
     def poke(self, context: Any) -> PokeReturnValue | bool:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
@@ -32,6 +42,7 @@ class ActiveRecordGate(BaseSensorOperator):
         from airflow_kafka_failover.exceptions import ConfigError
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
         from airflow_kafka_failover.record_store import describe, load_record
+        from airflow_kafka_failover.storage.store import StoreUnavailable
         from airflow_kafka_failover.switch_gate import NotApplicable, SwitchParams, gate
 
         try:
@@ -42,6 +53,10 @@ class ActiveRecordGate(BaseSensorOperator):
             record = load_record(pair)
         except ConfigError as exc:
             raise AirflowFailException(f"{self.kind} of pair {self.pair_name!r} refused: {exc}") from exc
+        except StoreUnavailable as exc:
+            raise AirflowFailException(
+                f"{self.kind} of pair {self.pair_name!r} cannot read the pair's state: {exc}"
+            ) from exc
         try:
             gate(pair, self.kind, record)
         except NotApplicable as exc:

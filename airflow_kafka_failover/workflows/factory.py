@@ -347,7 +347,6 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
             mode="reschedule",
             poke_interval=15,
             timeout=watch_timeout,
-            soft_fail=True,
         )
         dag.add_task(wait)
         _switch_tasks(config_path, pair, kind, gate, wait)

@@ -11,10 +11,18 @@ afterwards that neither side holds a file of the pair's state.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from akf_devtools.demo.story import LOCAL_SPARK_CONF
+
+from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.jobs.layout import read_status
+from airflow_kafka_failover.storage.store import replace_json
+from tests.integration.switch_story import Story, assert_one_job
 
 STATE_FILE_NAMES = ("settings.json", "status.json", "_owner.json", "stop-request", "switch-lease.json")
 """Files of the pair's state that must only exist on the store."""
@@ -78,3 +86,50 @@ def assert_nothing_of_the_pair_on_local_disk(root: Path) -> dict[str, int]:
     assert not (root / "sink").exists() and not (root / "checkpoints").exists()
     assert not (root / "runs").exists() and not (root / "fence").exists()
     return found
+
+
+def refused_submit(story: Story, cluster: str, epoch: int, **job: Any) -> str:
+    """Submit the running epoch's job with ``job`` options over the pair's; return the refusal."""
+    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.workflows import steps
+
+    pair = load_pair(story.config_path, story.pair)
+    pair = pair.model_copy(update={"job": pair.job.model_copy(update=job)})
+    with pytest.raises(FailoverError) as failure:
+        steps.submit(pair, cluster, epoch, "earliest")
+    return str(failure.value)
+
+
+def a_foreign_checkpoint_is_refused(story: Story, root: str, cluster: str, epoch: int) -> None:
+    """A checkpoint of another pair at the run's place under ``root`` is refused by the submit."""
+    owner = {"pair": "payments", "cluster": cluster, "epoch": epoch}
+    replace_json(f"{root}/{story.pair}/{cluster}/epoch-{epoch}/_owner.json", owner)
+    foreign = refused_submit(story, cluster, epoch, checkpoint_root=root)
+    assert "belongs to {'pair': 'payments'" in foreign and "give this run its own checkpoint" in foreign
+
+
+def a_frozen_store_fails_what_needs_it_and_the_pair_converges(
+    story: Story, store: Any, scheme: str, cluster: str, epoch: int
+) -> None:
+    """Freeze the store (SIGSTOP) while the job runs: a switch fails naming it and changes nothing, the job
+    stops by itself and says why; once the store answers, the start DAG brings back one job at the epoch."""
+    before, fence = story.record(), story.fence()
+    job = JobHandle.from_dict(before["job"])
+    store.freeze()
+    try:
+        state, output = story.run("failover", force=True, reason="the store does not answer")
+        assert state == "failed", output[-6000:]
+        assert f"{scheme}://" in output and "the store cannot be used" in output, output[-6000:]
+        deadline = time.monotonic() + 180
+        while job.process.is_running() and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not job.process.is_running(), "the job went on while it could not reach its store"
+    finally:
+        store.thaw()
+    assert f"{scheme}://" in job.log_file.read_text()
+    assert story.record() == before and story.fence() == fence
+    state, output = story.run("start")
+    assert state == "success", output[-6000:]
+    assert_one_job(story, cluster, epoch, within=90)
+    assert read_status(job.run_dir)["state"] == "running"
+    story.counts[f"{scheme} frozen"] = story.check_no_loss()

@@ -20,7 +20,16 @@ from airflow_kafka_failover.process_group import ManagedProcess
 
 TEST_HEALTH = QUICK_HEALTH
 
-__all__ = ["TEST_HEALTH", "JobCensus", "RunningDag", "Story", "new_pair_story", "run_chain", "timed"]
+__all__ = [
+    "TEST_HEALTH",
+    "JobCensus",
+    "RunningDag",
+    "Story",
+    "assert_one_job",
+    "new_pair_story",
+    "run_chain",
+    "timed",
+]
 
 
 class Story(_Story):
@@ -136,3 +145,16 @@ class JobCensus:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+def assert_one_job(story: Story, cluster: str, epoch: int, within: float = 60) -> None:
+    """The record and the fence name ``cluster`` at ``epoch``, and the record's job is the pair's only live
+    job (a fenced or stopped old job ends within ``within`` seconds). Needs ``story.census``."""
+    record = story.record()
+    assert (record["active"], record["epoch"], record["job"]["cluster"]) == (cluster, epoch, cluster)
+    assert json.loads(story.fence())["epoch"] == epoch
+    deadline = time.monotonic() + within
+    while story.census.alive() != [(cluster, epoch)] and time.monotonic() < deadline:
+        time.sleep(1)
+    assert story.census.alive() == [(cluster, epoch)]
+    assert story.census.violations == []

@@ -18,7 +18,15 @@ state for the next (crash, hang and wipe of the active cluster are in test_switc
    ``on_gap: proceed``: one switch, the gap is in the record and the log;
 8. A returns with its data and MirrorMaker 2 restarts; the automatic failback waits until A has caught
    up and moves the job back: every acknowledged record is in the deduplicated sink, including those
-   only A held when it crashed.
+   only A held when it crashed;
+9. HDFS frozen while the job runs: a switch fails naming it, the job stops, nothing changes; once HDFS
+   answers again the start DAG brings the pair back to one job;
+10. bad store inputs (no webhdfs connection, a checkpoint of another pair): refused by name, nothing changed;
+11. nothing of the pair's state was written to either side's local disk.
+
+The pair's whole state (sink, checkpoints, run folders, fence) is on HDFS (the MiniDFSCluster of
+``akf_devtools.sandbox.hdfs``), reached by the tasks through WebHDFS and by the driver through Spark's HDFS
+client, with no local folder shared by the Airflow side and the driver (``state_on_store.py``).
 
 A census thread samples the live job processes throughout: at no moment may two jobs of the current
 fencing epoch run (an older job may live on briefly after the fence, but it can no longer commit).
@@ -26,25 +34,57 @@ fencing epoch run (an older job may live on briefly after the fence, but it can 
 
 from __future__ import annotations
 
+import getpass
 import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
-from akf_devtools.sandbox.airflow_env import write_variable
+from akf_devtools.sandbox.airflow_env import register_webhdfs_connection, write_variable
+from akf_devtools.sandbox.hdfs import HdfsCluster
 from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import read_status
-from tests.integration.switch_story import JobCensus, Story, new_pair_story
+from airflow_kafka_failover.jobs.sink import read_sink
+from airflow_kafka_failover.storage.store import forget_all, replace_json
+from tests.integration.conftest import RUN_ROOT
+from tests.integration.state_on_store import (
+    a_foreign_checkpoint_is_refused,
+    a_frozen_store_fails_what_needs_it_and_the_pair_converges,
+    assert_nothing_of_the_pair_on_local_disk,
+    refused_submit,
+    story_fields,
+)
+from tests.integration.switch_story import JobCensus, Story, assert_one_job, new_pair_story
 
 pytestmark = pytest.mark.spark
 
 
+HDFS_CONNECTION = "akf_state_hdfs"
+
+
 @pytest.fixture(scope="module")
-def story(own_sandbox, airflow_home, tmp_path_factory):
-    with new_pair_story(own_sandbox, airflow_home, tmp_path_factory.mktemp("faults"), "fm") as story:
+def hdfs():
+    cluster = HdfsCluster(RUN_ROOT / f"faults-hdfs-{uuid.uuid4().hex[:6]}")
+    try:
+        print(f"HDFS up in {cluster.start():.1f} s at {cluster.uri}")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def story(own_sandbox, airflow_home, tmp_path_factory, hdfs):
+    register_webhdfs_connection(HDFS_CONNECTION, hdfs, user=getpass.getuser())
+    root = tmp_path_factory.mktemp("faults")
+    fields = story_fields(root, hdfs.path("pair-state"), {"hdfs": HDFS_CONNECTION}, hdfs.spark_properties())
+    forget_all()
+    with new_pair_story(own_sandbox, airflow_home, root, "fm", **fields) as story:
+        story.use_storage()
+        story.hdfs = hdfs
         census = JobCensus(story).start()
         story.census = census
         try:
@@ -53,18 +93,6 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
             census.stop()
     print("job census: most runs alive at once", census.max_alive, "of the current epoch", census.max_current)
     print("counts:", story.counts)
-
-
-def assert_one_job(story: Story, cluster: str, epoch: int) -> None:
-    """The record names the only live job of the current epoch, on ``cluster`` at ``epoch``."""
-    record = story.record()
-    assert (record["active"], record["epoch"], record["job"]["cluster"]) == (cluster, epoch, cluster)
-    assert json.loads(story.fence())["epoch"] == epoch
-    deadline = time.monotonic() + 60  # a fenced or stopped old job ends within its stop timeout
-    while story.census.alive() != [(cluster, epoch)] and time.monotonic() < deadline:
-        time.sleep(1)
-    assert story.census.alive() == [(cluster, epoch)]
-    assert story.census.violations == []
 
 
 def test_1_the_job_starts_on_a(story):
@@ -77,20 +105,20 @@ def make_the_recorded_job_unreachable(story: Story) -> JobHandle:
     """Point the record's job handle at a cluster manager that is gone; return the real handle.
 
     The handle now says cluster mode on a standalone master nobody listens on, with a run folder under a
-    regular file: the stop can neither write the stop request nor kill through the master, as when the
-    old datacenter's cluster manager went down with its cluster. The real job runs on, unaware.
+    regular file on HDFS: the stop can neither write the stop request nor kill through the master, as when
+    the old datacenter's cluster manager went down with its cluster. The real job runs on, unaware.
     """
     record = story.record()
     real = JobHandle.from_dict(record["job"])
-    gone = story.root / "cluster-manager-gone"
-    gone.write_text("a regular file: no stop request can be written under it\n")
+    gone = story.state("cluster-manager-gone")
+    replace_json(gone, "a regular file: no stop request can be written under it")
     record["job"] = {
         **record["job"],
         "deploy_mode": "cluster",
         "master": f"spark://127.0.0.1:{free_ports(1)[0]}",
         "driver_id": "driver-unreachable",
         "application_id": None,
-        "run_dir": str(gone / "run"),
+        "run_dir": f"{gone}/run",
     }
     write_variable(story.airflow_home, f"kafka_failover.{story.pair}.active_record", record)
     return real
@@ -171,7 +199,7 @@ def test_5_a_job_crashing_after_the_switch_fails_the_run_and_a_rerun_recovers(st
     )
     assert state == "failed"
     assert "is not running" in output and "--- log tail ---" in output, output[-6000:]
-    job_log = story.root / "runs" / story.pair / "A" / "epoch-4" / "logs" / "job.log"
+    job_log = story.local_root / story.pair / "A" / "epoch-4" / "logs" / "job.log"
     assert "fault injection: exiting after writing batch 0" in job_log.read_text()
     assert story.record() == before  # not committed: the record still names the old job (fenced)
     state, output = story.run("failback", force=True, reason="re-run after the crash")
@@ -239,3 +267,27 @@ def test_8_failback_after_the_gap_loses_nothing(story):
     Path(story.root / "census.json").write_text(
         json.dumps({"max_alive": story.census.max_alive, "max_current_epoch": story.census.max_current})
     )
+    contents = read_sink(story.state("sink"))  # deduplicated: each record once
+    assert all(record_id.startswith(f"{story.producer.prefix}-") for record_id in contents.record_ids)
+    bound = sum((entry["plan"]["max_duplicates"] or 0) for entry in story.record()["history"])
+    print(f"duplicates {counts['duplicates']} against the plans' bounds {bound} (plus restarts in place)")
+
+
+def test_9_a_frozen_hdfs_fails_what_needs_it_and_the_pair_converges(story):
+    a_frozen_store_fails_what_needs_it_and_the_pair_converges(story, story.hdfs, "hdfs", "A", 6)
+
+
+def test_10_bad_store_inputs_are_refused_by_name_and_change_nothing(story):
+    before, fence, job = story.record(), story.fence(), JobHandle.from_dict(story.record()["job"])
+    elsewhere = story.hdfs.path("elsewhere")
+    no_connection = refused_submit(
+        story, "A", 6, checkpoint_root=elsewhere, storage_connections={"hdfs": "akf_nowhere"}
+    )
+    assert f"Airflow connection 'akf_nowhere' for {story.hdfs.uri} does not exist" in no_connection
+    a_foreign_checkpoint_is_refused(story, elsewhere, "A", 6)
+    assert story.record() == before and story.fence() == fence
+    assert job.process.is_running() and read_status(job.run_dir)["state"] == "running"
+
+
+def test_11_nothing_of_the_pair_was_written_to_local_disk(story):
+    print("local files per side:", assert_nothing_of_the_pair_on_local_disk(story.root))

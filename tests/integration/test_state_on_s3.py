@@ -19,8 +19,6 @@ One chain on the shared Kafka sandbox and one moto server:
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
 
 import pytest
@@ -29,14 +27,21 @@ from akf_devtools.sandbox.jars import s3a_jars
 from akf_devtools.sandbox.loopback import free_ports
 from akf_devtools.sandbox.s3 import FAIL_FAST_S3A, S3Server
 
-from airflow_kafka_failover.exceptions import FailoverError
 from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import read_status
 from airflow_kafka_failover.jobs.sink import read_sink
-from airflow_kafka_failover.storage.store import forget_all, read_json, replace_json
+from airflow_kafka_failover.storage.store import forget_all, read_json
 from tests.integration.conftest import RUN_ROOT
-from tests.integration.state_on_store import assert_nothing_of_the_pair_on_local_disk, story_fields
-from tests.integration.switch_story import JobCensus, Story, new_pair_story, run_chain
+from tests.integration.state_on_store import (
+    a_foreign_checkpoint_is_refused,
+    assert_nothing_of_the_pair_on_local_disk,
+    refused_submit,
+    story_fields,
+)
+from tests.integration.state_on_store import (
+    a_frozen_store_fails_what_needs_it_and_the_pair_converges as frozen_store_step,
+)
+from tests.integration.switch_story import JobCensus, Story, assert_one_job, new_pair_story, run_chain
 
 pytestmark = pytest.mark.spark
 
@@ -84,22 +89,10 @@ def story(sandbox, airflow_home, tmp_path_factory, s3):
     print("counts:", story.counts)
 
 
-def assert_one_job(story: Story, cluster: str, epoch: int) -> None:
-    """The record and the fence name (cluster, epoch), and its job is the pair's only live job."""
-    record = story.record()
-    assert (record["active"], record["epoch"], record["job"]["cluster"]) == (cluster, epoch, cluster)
-    assert json.loads(story.fence())["epoch"] == epoch
-    deadline = time.monotonic() + ONE_JOB_WITHIN_S
-    while story.census.alive() != [(cluster, epoch)] and time.monotonic() < deadline:
-        time.sleep(1)
-    assert story.census.alive() == [(cluster, epoch)]
-    assert story.census.violations == []
-
-
 def start_on_a(story: Story) -> None:
     state, output = story.run("start")
     assert state == "success", output[-6000:]
-    assert_one_job(story, "A", 0)
+    assert_one_job(story, "A", 0, within=ONE_JOB_WITHIN_S)
     job = JobHandle.from_dict(story.record()["job"])
     assert job.run_dir.startswith("s3a://") and job.checkpoint.startswith("s3a://")
     assert read_json(f"{job.run_dir}/settings.json")["fencing_marker"] == story.state("fence")
@@ -140,7 +133,7 @@ def racing_failovers_fence_an_unreachable_old_job(story: Story) -> None:
     assert "could not stop the old job" in outputs, outputs[-6000:]
     history = story.record()["history"]
     assert len(history) == 1 and history[0]["epoch"] == 1, history
-    assert_one_job(story, "B", 1)
+    assert_one_job(story, "B", 1, within=ONE_JOB_WITHIN_S)
     # the stop could not reach the old job: the fence on S3 stopped it
     assert not old_job.process.is_running()
     assert read_status(old_job.run_dir)["state"] == "fenced", read_status(old_job.run_dir)
@@ -151,7 +144,7 @@ def failback_loses_nothing(story: Story) -> None:
     state, output = story.run("failback", force=True, reason="back to A")
     assert state == "success", output[-6000:]
     story.active_for_producer = "A"
-    assert_one_job(story, "A", 2)
+    assert_one_job(story, "A", 2, within=ONE_JOB_WITHIN_S)
     counts = story.check_no_loss()
     bound = sum(entry["plan"]["max_duplicates"] or 0 for entry in story.record()["history"])
     assert counts["duplicates"] <= bound, (counts, bound)
@@ -161,54 +154,23 @@ def failback_loses_nothing(story: Story) -> None:
 
 
 def a_frozen_store_fails_what_needs_it_and_the_pair_converges(story: Story) -> None:
-    before, fence = story.record(), story.fence()
-    job = JobHandle.from_dict(before["job"])
-    story.s3.freeze()
-    try:
-        state, output = story.run("failover", force=True, reason="the store does not answer")
-        assert state == "failed", output[-6000:]
-        assert "s3a://" in output and "the store cannot be used" in output, output[-6000:]
-        deadline = time.monotonic() + 180
-        while job.process.is_running() and time.monotonic() < deadline:
-            time.sleep(1)
-        assert not job.process.is_running(), "the job went on while it could not reach its store"
-    finally:
-        story.s3.thaw()
-    job_log = job.log_file.read_text()
-    assert "s3a://" in job_log, job_log[-4000:]
-    assert story.record() == before and story.fence() == fence
-    state, output = story.run("start")
-    assert state == "success", output[-6000:]
-    assert_one_job(story, "A", 2)
-    story.counts["store frozen"] = story.check_no_loss()
-
-
-def refused(story: Story, **job: object) -> str:
-    """Submit the running epoch's job with ``job`` options over the pair's; return the refusal."""
-    from airflow_kafka_failover.config import load_pair
-    from airflow_kafka_failover.workflows import steps
-
-    pair = load_pair(story.config_path, story.pair)
-    pair = pair.model_copy(update={"job": pair.job.model_copy(update=job)})
-    with pytest.raises(FailoverError) as failure:
-        steps.submit(pair, "A", 2, "earliest")
-    return str(failure.value)
+    frozen_store_step(story, story.s3, "s3a", "A", 2)
 
 
 def bad_store_inputs_are_refused_by_name(story: Story) -> None:
     before, fence, job = story.record(), story.fence(), JobHandle.from_dict(story.record()["job"])
-    missing = refused(story, checkpoint_root="s3a://akf-missing-bucket/checkpoints")
+    missing = refused_submit(story, "A", 2, checkpoint_root="s3a://akf-missing-bucket/checkpoints")
     assert "bucket 'akf-missing-bucket' of s3a://akf-missing-bucket does not exist" in missing, missing
     register_s3_connection("akf_state_s3_nokeys", story.s3, with_keys=False)
-    no_keys = refused(
-        story, checkpoint_root="s3a://other-bucket/x", storage_connections={"s3a": "akf_state_s3_nokeys"}
+    no_keys = refused_submit(
+        story,
+        "A",
+        2,
+        checkpoint_root="s3a://other-bucket/x",
+        storage_connections={"s3a": "akf_state_s3_nokeys"},
     )
     assert "Airflow connection 'akf_state_s3_nokeys' yields no credentials" in no_keys, no_keys
-    foreign_root = story.s3.uri("foreign")
-    owner = {"pair": "payments", "cluster": "A", "epoch": 2}
-    replace_json(f"{foreign_root}/{story.pair}/A/epoch-2/_owner.json", owner)
-    foreign = refused(story, checkpoint_root=foreign_root)
-    assert "belongs to {'pair': 'payments'" in foreign and "give this run its own checkpoint" in foreign
+    a_foreign_checkpoint_is_refused(story, story.s3.uri("foreign"), "A", 2)
     assert story.record() == before and story.fence() == fence
     assert job.process.is_running() and read_status(job.run_dir)["state"] == "running"
 

@@ -153,6 +153,33 @@ def test_the_gate_fails_on_an_unknown_connection_before_touching_anything(tmp_pa
         gate.poke({"params": {"force": False, "dry_run": False, "reason": ""}})
 
 
+def test_the_gate_task_of_a_switch_dag_fails_on_bad_input_and_only_a_timeout_skips(tmp_path):
+    """Through ``execute``, as the DAG runs it: a refusal fails the run (Airflow's ``soft_fail`` would have
+    turned it into a skip), a scheduled run that waited out the watch is skipped."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+
+    path = pair_config(
+        tmp_path, clusters={"A": {"connection": "nowhere_a"}, "B": {"connection": "nowhere_b"}}
+    )
+    gate = build_dags(path)["kafka_failover_orders_failover"].get_task("gate")
+    assert not gate.soft_fail
+
+    class FirstTry:
+        def get_first_reschedule_date(self, _context):
+            return None
+
+    context = {"params": {"force": False, "dry_run": False, "reason": ""}, "ti": FirstTry()}
+    with pytest.raises(AirflowFailException, match="connection 'nowhere_a' does not exist"):
+        gate.execute(context)
+
+    def waited_out(_context):
+        raise AirflowSensorTimeout("Sensor has timed out")
+
+    gate.poke = waited_out
+    with pytest.raises(AirflowSkipException, match="did not apply within the watch"):
+        gate.execute(context)
+
+
 def test_dag_file_parses_without_kafka_or_spark_clients():
     code = (
         "import sys, time, runpy; t = time.perf_counter(); g = runpy.run_path('dags/kafka_failover.py');"
