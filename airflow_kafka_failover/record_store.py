@@ -56,7 +56,7 @@ def committed_record(pair: PairConfig, epoch: int) -> ActiveRecord | None:
         data = read_json(where)
     except FileNotFoundError:
         return None
-    except ValueError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"committed record {where} is not valid JSON ({exc}); restore it") from None
     record = ActiveRecord.from_dict(data, tuple(pair.clusters), where)
     if record.epoch != epoch:

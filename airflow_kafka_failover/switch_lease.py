@@ -71,6 +71,7 @@ def read_lease(fencing_marker: str, pair: str) -> SwitchLease | None:
 
     :raises ConfigError: the file belongs to another pair (two pairs share a fencing folder).
     :raises StoreUnavailable: the store cannot be read (an unknown lease must not look expired).
+    :raises ConfigError: the fencing folder's store cannot be opened.
     """
     path = lease_path(fencing_marker)
     try:
@@ -85,7 +86,7 @@ def read_lease(fencing_marker: str, pair: str) -> SwitchLease | None:
         )
     except FileNotFoundError:
         return None
-    except StoreUnavailable:
+    except (StoreUnavailable, ConfigError):
         raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("switch lease %s is unreadable (%s); treating it as absent", path, exc)

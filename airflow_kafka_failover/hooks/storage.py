@@ -148,18 +148,18 @@ def _s3(root: str, conn_id: str, timeout_seconds: float) -> Store:
             "environment or instance credentials); the provider never writes to a store anonymously: give "
             "the connection an access key and secret (login and password) or a role"
         )
-    store = FsspecStore(fs, root)
     bucket = urlsplit(root).netloc
     try:
-        exists = fs.exists(bucket)
-    except Exception as exc:
-        raise StoreUnavailable(root, describe_problem(exc)) from None
-    if not exists:
+        fs.call_s3("head_bucket", Bucket=bucket)
+    except (FileNotFoundError, PermissionError):
+        # s3fs turns 404 (NoSuchBucket) and 403 into these; a store that does not answer raises otherwise
         raise ConfigError(
             f"bucket {bucket!r} of {root} does not exist (or connection {conn_id!r} may not see it): create "
             "it, or correct the job's paths"
-        )
-    return store
+        ) from None
+    except Exception as exc:
+        raise StoreUnavailable(root, describe_problem(exc)) from None
+    return FsspecStore(fs, root)
 
 
 def _webhdfs(root: str, conn_id: str, timeout_seconds: float) -> Store:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.storage import locations
 from airflow_kafka_failover.storage.store import (
     StoreUnavailable,
@@ -98,10 +98,11 @@ def read_status(run_dir: str) -> dict[str, Any]:
     """The job's last status (``{"state": ...}``); ``{}`` when it wrote none yet (or an unreadable one).
 
     :raises StoreUnavailable: the run folder's store cannot be reached (never taken for "no status").
+    :raises ConfigError: the run folder's store cannot be opened (no connection, no such bucket).
     """
     try:
         data = read_json(status_file(run_dir))
-    except StoreUnavailable:
+    except (StoreUnavailable, ConfigError):
         raise
     except (OSError, ValueError):
         return {}
@@ -172,7 +173,7 @@ def claim_checkpoint(checkpoint: str, pair: str, cluster: str, epoch: int, boots
         owner = read_json(owner_path)
     except FileNotFoundError:
         owner = None
-    except StoreUnavailable:
+    except (StoreUnavailable, ConfigError):
         raise
     except (OSError, ValueError) as exc:
         raise CheckpointError(

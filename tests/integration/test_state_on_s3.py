@@ -14,12 +14,21 @@ One chain on the shared Kafka sandbox and one moto server:
    once the store answers again the start DAG brings the pair back to one job, with record and fence agreeing;
 5. bad store inputs (a bucket that does not exist, a connection without credentials, a checkpoint of
    another pair): each refused by name, nothing changed;
-6. nothing of the pair's state was written to either side's local disk.
+6. ``kafka-failover status`` reads the pair's state from S3;
+7. nothing of the pair's state was written to either side's local disk, and the S3 secret was never on a
+   job process's command line or in its environment (sampled all along), in a job's log, in the record or
+   in Airflow's metadata database (XCom, Variables, task logs).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import threading
 import uuid
+from pathlib import Path
 
 import pytest
 from akf_devtools.sandbox.airflow_env import register_s3_connection, write_variable
@@ -61,6 +70,40 @@ def s3a_spark_conf() -> dict[str, str]:
     }
 
 
+class JobSecretScan:
+    """The command line and environment of every job process (spark-submit's launcher, its JVM, the Python
+    driver), sampled every half second, searched for a secret."""
+
+    JOB_MARKERS = (b"org.apache.spark.deploy.SparkSubmit", b"pyspark", b"stream_job.py", b"--settings")
+
+    def __init__(self, secret: str) -> None:
+        self.secret, self.seen, self.scans, self.jobs = secret.encode(), set(), 0, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for proc in Path("/proc").iterdir():
+                try:
+                    cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+                    if not any(marker in cmdline for marker in self.JOB_MARKERS):
+                        continue
+                    self.jobs.add(proc.name)
+                    if self.secret in cmdline or self.secret in (proc / "environ").read_bytes():
+                        self.seen.add(proc.name)
+                except OSError:
+                    continue
+            self.scans += 1
+
+    def start(self) -> JobSecretScan:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def s3():
     server = S3Server(RUN_ROOT / f"state-s3-{uuid.uuid4().hex[:6]}")
@@ -82,10 +125,12 @@ def story(sandbox, airflow_home, tmp_path_factory, s3):
         story.use_storage()
         story.s3 = s3
         story.census = JobCensus(story).start()
+        story.scan = JobSecretScan(s3.credentials().secret_key).start()
         try:
             yield story
         finally:
             story.census.stop()
+            story.scan.stop()
     print("counts:", story.counts)
 
 
@@ -175,9 +220,37 @@ def bad_store_inputs_are_refused_by_name(story: Story) -> None:
     assert job.process.is_running() and read_status(job.run_dir)["state"] == "running"
 
 
-def nothing_of_the_pair_on_local_disk(story: Story) -> None:
+def the_status_command_reads_the_state_on_s3(story: Story) -> None:
+    env = {**os.environ, "AIRFLOW_HOME": str(story.airflow_home)}
+    env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("kafka-failover")), "status", "--config", str(story.config_path)]
+        + ["--pair", story.pair, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    status = json.loads(result.stdout)
+    pair = status["pairs"][0] if "pairs" in status else status
+    text = json.dumps(pair)
+    assert story.state("fence") in text and '"epoch": 2' in text, text[:3000]
+    assert "could not read" not in text, text[:3000]
+
+
+def nothing_of_the_pair_on_local_disk_and_no_secret_out(story: Story) -> None:
     files = assert_nothing_of_the_pair_on_local_disk(story.root)
     print("local files per side:", files)
+    secret = story.s3.credentials().secret_key
+    story.scan.stop()
+    print(f"secret scan: {story.scan.scans} samples of {len(story.scan.jobs)} job processes")
+    assert story.scan.jobs and story.scan.seen == set(), story.scan.seen
+    assert secret not in json.dumps(story.record())
+    for log in [*story.local_root.rglob("job.log"), *story.root.glob("run-*.log")]:
+        assert secret not in log.read_text(errors="replace"), log
+    for database in story.airflow_home.glob("*.db"):
+        assert secret.encode() not in database.read_bytes(), database
 
 
 STEPS = [
@@ -186,7 +259,8 @@ STEPS = [
     failback_loses_nothing,
     a_frozen_store_fails_what_needs_it_and_the_pair_converges,
     bad_store_inputs_are_refused_by_name,
-    nothing_of_the_pair_on_local_disk,
+    the_status_command_reads_the_state_on_s3,
+    nothing_of_the_pair_on_local_disk_and_no_secret_out,
 ]
 
 
