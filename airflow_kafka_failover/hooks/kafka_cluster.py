@@ -83,6 +83,19 @@ def _renamed_timeout(
     return timeout
 
 
+def _kafka_error_name(exc: BaseException, timeout: float) -> str:
+    """A short name for why a request failed: the Kafka error code's name, or "no answer within N s"."""
+    import concurrent.futures
+
+    if isinstance(exc, concurrent.futures.TimeoutError | TimeoutError):
+        return f"no answer within {timeout:g} s"
+    error = exc.args[0] if exc.args else None
+    name = getattr(error, "name", None)
+    if callable(name):
+        return str(name())
+    return f"{type(exc).__name__}: {exc}"[:120]
+
+
 class KafkaClusterHook(KafkaBaseHook):
     """Talk to one Kafka cluster through an Airflow ``kafka`` connection.
 
@@ -396,6 +409,40 @@ class KafkaClusterHook(KafkaBaseHook):
             info = future.result(timeout=timeout)
             result[TopicPartition(ktp.topic, ktp.partition)] = (info.offset, info.timestamp)
         return result
+
+    def leaders_not_answering(
+        self, partitions: Iterable[TopicPartition], timeout_seconds: float | None = None
+    ) -> dict[TopicPartition, str]:
+        """The partitions whose leader did not give their end offset within the timeout, with why.
+
+        The first thing a consumer asks a partition's leader (ListOffsets), batched by the client into one
+        request per leader: a leader that died, hangs, or no longer leads answers no offset. A partition
+        absent from the answer was read.
+
+        :param partitions: partitions whose leader the metadata names.
+        :param timeout_seconds: seconds for the whole check; the hook's timeout when omitted.
+        """
+        timeout = self._effective_timeout("leaders_not_answering", timeout_seconds, None)
+        from confluent_kafka import TopicPartition as KafkaTopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        request = {KafkaTopicPartition(tp.topic, tp.partition): OffsetSpec.latest() for tp in partitions}
+        if not request:
+            return {}
+        admin = self.admin(timeout)  # must outlive its futures: they die with the client
+        futures = admin.list_offsets(request, request_timeout=timeout)
+        deadline = time.monotonic() + timeout + 0.5
+        problems: dict[TopicPartition, str] = {}
+        for ktp, future in futures.items():
+            tp = TopicPartition(ktp.topic, ktp.partition)
+            try:
+                info = future.result(timeout=max(deadline - time.monotonic(), 0.01))
+            except Exception as exc:  # each partition's own error is the evidence
+                problems[tp] = _kafka_error_name(exc, timeout)
+                continue
+            if info.offset < 0:  # what the client reports for a request that timed out
+                problems[tp] = f"no answer within {timeout:g} s"
+        return problems
 
     def committed_offsets(
         self, group_id: str, timeout_seconds: float | None = None, *, timeout: float | None = None
