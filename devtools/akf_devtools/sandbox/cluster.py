@@ -21,6 +21,7 @@ lost broker's partitions take to get a new leader is the one production clusters
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -304,6 +305,27 @@ class KafkaCluster:
         except Exception:  # no controller answered: no quorum
             return False
 
+    def active_controller(self) -> KafkaBroker | None:
+        """The controller that leads the quorum now, as the running voters last wrote it down.
+
+        Each voter keeps ``__cluster_metadata-0/quorum-state`` (JSON: ``leaderId``, ``leaderEpoch``); the
+        newest epoch among running voters names the leader. None when no running voter knows one.
+        """
+        newest: tuple[int, int] | None = None
+        for node in self.controllers:
+            if not node.process.is_running():
+                continue
+            try:
+                state = json.loads((node.data_dir / "__cluster_metadata-0" / "quorum-state").read_text())
+            except (OSError, ValueError):
+                continue
+            epoch, leader = int(state.get("leaderEpoch", -1)), int(state.get("leaderId", -1))
+            if leader >= 0 and (newest is None or epoch > newest[0]):
+                newest = (epoch, leader)
+        if newest is None:
+            return None
+        return next((node for node in self.controllers if node.node_id == newest[1]), None)
+
     # ---- processes ---------------------------------------------------------------------------------
 
     def running(self) -> list[KafkaBroker]:
@@ -399,13 +421,14 @@ class KafkaCluster:
             for thread in threads:
                 thread.join()
 
-    def rolling_restart(self, timeout: float) -> list[float]:
+    def rolling_restart(self, timeout: float) -> list[dict[str, float]]:
         """Restart every broker in turn, gracefully (controlled shutdown), as operators roll a cluster.
 
         Each broker is stopped with SIGTERM (it hands its leaderships over before it exits), started again,
         and the next one waits until the cluster serves every partition fully in sync.
 
-        :return: seconds each broker took, from its stop to the cluster being fully in sync again.
+        :return: per broker, seconds to stop it, for it to register again, and for every partition to be
+            fully in sync after that.
         """
         if self.combined:
             raise SandboxError(
@@ -415,14 +438,17 @@ class KafkaCluster:
         for node in self.brokers:
             began = time.monotonic()
             node.process.stop(timeout=30.0)
-            self.start([node], timeout, fully_replicated=True)
-            took.append(round(time.monotonic() - began, 1))
-            log.info(
-                "Rolling restart of cluster %s: %s back and in sync after %.1f s",
-                self.name,
-                node.label,
-                took[-1],
-            )
+            stopped = time.monotonic()
+            self.start([node], timeout)
+            registered = time.monotonic()
+            self.wait_serving(timeout, fully_replicated=True, started=[node])
+            figures = {
+                "stop_s": round(stopped - began, 1),
+                "register_s": round(registered - stopped, 1),
+                "in_sync_s": round(time.monotonic() - registered, 1),
+            }
+            took.append(figures)
+            log.info("Rolling restart of cluster %s: %s back and in sync: %s", self.name, node.label, figures)
         return took
 
 

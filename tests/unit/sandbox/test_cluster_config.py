@@ -158,3 +158,23 @@ def test_the_command_line_takes_a_size_and_a_node():
         parser.parse_args(
             ["sandbox", "fault", "crash", "--cluster", "A", "--broker", "1", "--controller", "1"]
         )
+
+
+def test_the_active_controller_is_the_newest_leader_a_running_voter_wrote_down(tmp_path: Path, monkeypatch):
+    cluster = _three(tmp_path)
+    states = {1: (4, 103), 2: (5, 102), 3: None}  # controller 3 never wrote one; 2 has the newest epoch
+    for number, state in states.items():
+        node = cluster.controller(number)
+        if state is not None:
+            folder = node.data_dir / "__cluster_metadata-0"
+            folder.mkdir(parents=True)
+            (folder / "quorum-state").write_text(f'{{"leaderEpoch": {state[0]}, "leaderId": {state[1]}}}')
+    running = {"controller-A1", "controller-A2", "controller-A3"}
+    monkeypatch.setattr(
+        "airflow_kafka_failover.process_group.ManagedProcess.is_running", lambda self: self.name in running
+    )
+    assert cluster.active_controller() == cluster.controller(2)
+    running.discard("controller-A2")  # a crashed voter's file is not evidence
+    assert cluster.active_controller() == cluster.controller(3)
+    running.clear()
+    assert cluster.active_controller() is None
