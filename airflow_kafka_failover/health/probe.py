@@ -10,7 +10,7 @@ from typing import Any
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.health.evidence import ProbeResult, describe_exception
-from airflow_kafka_failover.hooks.kafka_cluster import ClusterMetadata, KafkaClusterHook
+from airflow_kafka_failover.hooks.kafka_cluster import ClusterMetadata, KafkaClusterHook, ProbeClient
 from airflow_kafka_failover.types import TopicPartition
 
 _ERROR_CHARS = 200
@@ -54,8 +54,9 @@ def probe_cluster(
         return ProbeResult(
             cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=refused
         )
+    client = hook.probe_client(timeout_seconds)  # one client: its metadata finds the leaders at once
     try:
-        metadata = hook.describe_cluster(topics, timeout_seconds=timeout_seconds)
+        metadata = hook.describe_cluster(topics, timeout_seconds=timeout_seconds, client=client)
     except ConfigError:  # a misconfiguration (e.g. TLS) is no evidence of a dead cluster: the task fails
         raise
     except Exception as exc:  # every other failure to answer is evidence, not a crash
@@ -63,7 +64,7 @@ def probe_cluster(
             cluster=cluster, at=at, reachable=False, latency_s=None, broker_count=0, error=_short(exc)
         )
     latency = time.monotonic() - started
-    findings = judge_partitions(hook, metadata, timeout_seconds, min_insync_replicas)
+    findings = judge_partitions(hook, metadata, timeout_seconds, min_insync_replicas, client)
     canary_ok = None
     error = None
     if canary_topic is not None and metadata.broker_ids:
@@ -89,6 +90,7 @@ def judge_partitions(
     metadata: ClusterMetadata,
     timeout_seconds: float,
     min_insync_replicas: Mapping[str, int] | None = None,
+    client: ProbeClient | None = None,
 ) -> dict[str, Any]:
     """The partition evidence of a probe, as :class:`ProbeResult` fields: what the metadata says of each
     configured partition, and whether the leaders it names answer.
@@ -97,12 +99,13 @@ def judge_partitions(
     :param metadata: the metadata answer for the configured topics.
     :param timeout_seconds: seconds the leaders have to answer.
     :param min_insync_replicas: per topic, ``min.insync.replicas`` where that check is on.
+    :param client: the client that fetched ``metadata``, to ask the leaders on.
     """
     leaderless = [f"{p.topic}-{p.partition}" for p in metadata.partitions if p.leader < 0]
     leaderless += [f"{topic} (topic missing)" for topic in metadata.missing_topics]
     led = {TopicPartition(p.topic, p.partition): p.leader for p in metadata.partitions if p.leader >= 0}
     try:
-        silent = hook.leaders_not_answering(led, timeout_seconds) if led else {}
+        silent = hook.leaders_not_answering(led, timeout_seconds, client) if led else {}
     except Exception as exc:  # the whole request failed: no leader answered
         silent = dict.fromkeys(led, _short(exc))
     under_min_isr = [

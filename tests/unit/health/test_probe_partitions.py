@@ -31,14 +31,20 @@ class FakeHook:
         self.metadata = ClusterMetadata("c", (1, 2, 3), tuple(partitions), tuple(missing))
         self.silent = silent or {}
         self.asked: list[list[TopicPartition]] = []
+        self.clients: list[object] = []
         self.min_isr = min_isr or {}
         self.min_isr_calls = 0
         self.fail_min_isr = fail_min_isr
 
-    def describe_cluster(self, topics, timeout_seconds=None):
+    def probe_client(self, timeout_seconds=None):
+        return "client"
+
+    def describe_cluster(self, topics, timeout_seconds=None, client=None):
+        self.clients.append(client)
         return self.metadata
 
-    def leaders_not_answering(self, partitions, timeout_seconds=None):
+    def leaders_not_answering(self, partitions, timeout_seconds=None, client=None):
+        self.clients.append(client)
         self.asked.append(sorted(partitions))
         return {tp: why for tp, why in self.silent.items() if tp in partitions}
 
@@ -54,8 +60,10 @@ def test_a_healthy_cluster_of_three_gives_an_ok_probe_that_checked_every_partiti
     hook = FakeHook([part(0, 1, (1, 2, 3)), part(1, 2, (2, 3, 1))])
     probe = probe_cluster(hook, "A", ["orders"], 2.0)
     assert probe.ok and probe.partitions_checked == 2
-    # One ListOffsets question for the led partitions (the client batches it per leader).
+    # One ListOffsets question for the led partitions (the client batches it per leader), on the client
+    # that fetched the metadata.
     assert hook.asked == [[TopicPartition("orders", 0), TopicPartition("orders", 1)]]
+    assert hook.clients == ["client", "client"]
 
 
 def test_each_kind_of_partition_trouble_is_named():
@@ -86,7 +94,7 @@ def test_a_single_lost_broker_is_under_replicated_not_down():
 def test_a_read_check_that_fails_as_a_whole_marks_every_led_partition(monkeypatch):
     hook = FakeHook([part(0, 1, (1, 2, 3)), part(1, 2, (2, 3, 1))])
 
-    def broken(partitions, timeout_seconds=None):
+    def broken(partitions, timeout_seconds=None, client=None):
         raise RuntimeError("client gone")
 
     monkeypatch.setattr(hook, "leaders_not_answering", broken)
