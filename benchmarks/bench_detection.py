@@ -65,9 +65,11 @@ def _watch(conns: dict[str, str], count_under_min_isr: bool = False) -> DownWatc
 
 def detect(sandbox: Sandbox, conns: dict[str, str], fault: str, count_under_min_isr: bool = False) -> float:
     """Inject ``fault`` on A after a healthy warm-up and return seconds until the watch says down."""
+    wait_ok(conns, ["bench-orders"])
     watch = _watch(conns, count_under_min_isr)
-    if watch_until(watch, time.time() + 4).is_down:
-        raise RuntimeError("cluster A looked down before the fault")
+    watch_until(watch, time.time() + 4)
+    if not (watch.history and watch.history[-1].ok):
+        raise RuntimeError(f"cluster A was not healthy before the fault: {watch.decide().reason}")
     fault_at = time.time()
     sandbox.fault(fault, "A")
     try:

@@ -450,7 +450,8 @@ class Sandbox:
             ``rolling-restart`` (each broker in turn stopped gracefully, started again, and the next one
             only once every partition is fully in sync; see :meth:`KafkaCluster.rolling_restart`).
         :param cluster: the cluster's name.
-        :param timeout: for restarts and wipe, seconds to wait until the cluster serves again.
+        :param timeout: for restarts and wipe, seconds to wait until the cluster serves again (a whole
+            cluster of several brokers: every partition fully in sync).
         :param broker: the broker (1-based) to hit instead of the whole cluster.
         :param controller: the controller (1-based) to hit instead of the whole cluster.
         """
@@ -475,7 +476,9 @@ class Sandbox:
                 for node in nodes:
                     node.wipe(cluster_id)
                 self._save_state()
-            self._start_nodes({cluster: nodes}, timeout)
+            # A whole cluster of several brokers is back once every partition is fully in sync again: until
+            # then some serve with one replica, below min.insync.replicas.
+            self._start_nodes({cluster: nodes}, timeout, fully_replicated=nodes == target.nodes)
         self.faults_injected.append((kind, cluster))
         where = cluster if nodes == target.nodes else f"{cluster} ({nodes[0].label})"
         log.info("Fault %s injected on %s", kind, where)
