@@ -464,13 +464,11 @@ class Sandbox:
         elif kind == "lose-quorum":
             target.controller(1)  # refuses a combined node, which has no controller of its own
             voters = target.controllers
-            for node in voters[: len(voters) // 2 + 1]:  # a majority: the rest cannot elect a leader
-                node.process.kill()
+            self._signal("crash", voters[: len(voters) // 2 + 1], cluster)  # a majority: no leader is left
         elif kind == "rolling-restart":
             target.rolling_restart(timeout)
         else:
-            for node in nodes:
-                node.process.kill()
+            self._signal("crash", nodes, cluster)
             if kind == "wipe":
                 cluster_id = new_cluster_id()
                 for node in nodes:
@@ -502,6 +500,10 @@ class Sandbox:
     def _signal(self, kind: str, nodes: list[KafkaBroker], cluster: str) -> None:
         """Crash, freeze or resume ``nodes``; return only once the signal took effect on every one."""
         if kind == "crash":
+            # Every process is signalled before any is waited for, so that a cluster of several nodes dies
+            # at once rather than one JVM after another.
+            for node in nodes:
+                node.process.signal_group(signal.SIGKILL)
             for node in nodes:
                 node.process.kill()
             return
