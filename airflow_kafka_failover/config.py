@@ -54,6 +54,7 @@ from airflow_kafka_failover.schema import (
 __all__ = [
     "ClusterSpec",
     "GapAction",
+    "HealthSpec",
     "JobOptions",
     "JobSpec",
     "KeeperSpec",
@@ -248,6 +249,55 @@ class TranslationSpec(Schema):
     _null_means_default: ClassVar[tuple[str, ...]] = ("methods",)
 
 
+class HealthSpec(HealthThresholds):
+    """How the failover and failback sensors judge a cluster (``health``): what each probe checks, and how
+    much evidence "down" and "recovered" need.
+
+    Each probe of the pair's sensors asks the watched cluster for metadata and, by default
+    (`check_partitions`), judges the pair's own topics there, the ones the job reads on that cluster
+    (`topics`, and under the `default` policy their copies from the other cluster): partitions the
+    metadata reports without a leader count like a failed probe, and partitions whose leader does not
+    answer count once they outlast `leader_failover_seconds`. A single lost broker, a rolling restart or a
+    controller failover is therefore not "down" on topics replicated three times; two brokers of three lost
+    are when `count_under_min_isr` is on (the survivor leads, but below `min.insync.replicas` no producer
+    with `acks=all` can write). Every probe's partition evidence is logged with the verdict.
+
+    Constraints between fields (checked when built):
+
+    - `stability_window_seconds >= max_probe_gap`: a window shorter than the largest tolerated gap between
+      probes could be "covered" by two probes on its edges and would prove nothing about stability.
+    - `heartbeat_stale_seconds >= max_probe_gap`: heartbeats are observed once per probe; a staleness
+      limit shorter than the gap between two looks would call live heartbeats stopped merely because
+      nobody looked, which would turn a network split into a false "down".
+
+    Both imply `probe_timeout_seconds` is below `stability_window_seconds` and `heartbeat_stale_seconds`.
+    `min_down_seconds` and `failure_threshold` are independent: whichever needs longer wins.
+    A bad value raises `ConfigError` naming the threshold and the value.
+    """
+
+    check_partitions: Flag = Field(
+        True,
+        description="Each probe judges the partitions of the pair's topics on the watched cluster (leaders "
+        "present and answering); false: a probe is a metadata request only.",
+    )
+    count_under_min_isr: Flag = Field(
+        False,
+        description="Partitions of the pair's topics with fewer in-sync replicas than their "
+        '`min.insync.replicas` count toward "down" like partitions without a leader (no producer with '
+        "`acks=all` can write to them; the job can still read what they hold).",
+    )
+    canary_topic: Text | None = Field(
+        None,
+        description="A topic on both clusters (one partition is enough) that each probe writes one record "
+        'to and reads back; a failed round trip counts toward "down" like a leader that does not '
+        "answer. Null: no canary.",
+    )
+
+    def thresholds(self) -> dict[str, Any]:
+        """The health thresholds alone, as the sensors' ``thresholds`` argument takes them."""
+        return {name: getattr(self, name) for name in HealthThresholds.model_fields}
+
+
 class SwitchSpec(Schema):
     """How the failover and failback DAGs behave (``switch``)."""
 
@@ -362,8 +412,8 @@ def _topics(value: Any) -> Any:
     return tuple(dict.fromkeys(value))
 
 
-def _health(value: Any) -> HealthThresholds:
-    return HealthThresholds.from_dict({} if value is None else value)
+def _health(value: Any) -> HealthSpec:
+    return HealthSpec.from_dict({} if value is None else value)
 
 
 class PairConfig(Schema):
@@ -389,9 +439,9 @@ class PairConfig(Schema):
         description="Consumer group the job commits its position to, so that MirrorMaker 2 checkpoints it "
         "(null: `airflow-kafka-failover.<pair>`).",
     )
-    health: Annotated[HealthThresholds, BeforeValidator(_health)] = Field(
-        default_factory=HealthThresholds,
-        description="Health thresholds of the failover and failback sensors.",
+    health: Annotated[HealthSpec, BeforeValidator(_health)] = Field(
+        default_factory=lambda: HealthSpec.model_validate({}),
+        description="What the failover and failback sensors probe, and their thresholds.",
     )
     job: JobOptions = Field(
         default_factory=lambda: JobOptions.model_validate({}),

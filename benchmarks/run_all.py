@@ -87,6 +87,55 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         timeout_s=2400,
     ),
     Benchmark(
+        "detection3",
+        "bench_detection.py",
+        (
+            Figure(
+                "detection3_crash_median_s",
+                "3 brokers: detection of a whole-cluster crash, median",
+                "s",
+                "<= 10",
+            ),
+            Figure(
+                "detection3_crash_max_s", "3 brokers: detection of a whole-cluster crash, max", "s", "<= 10"
+            ),
+            Figure(
+                "detection3_hang_median_s",
+                "3 brokers: detection of a whole-cluster hang, median",
+                "s",
+                "<= 10",
+            ),
+            Figure(
+                "detection3_hang_max_s", "3 brokers: detection of a whole-cluster hang, max", "s", "<= 10"
+            ),
+            Figure(
+                "single_broker_false_alarms",
+                "3 brokers: false alarms over {single_broker_kills} broker kills",
+                "",
+                "== 0",
+            ),
+            Figure(
+                "rolling_false_alarms",
+                "3 brokers: false alarms over {rolling_restarts} rolling restarts",
+                "",
+                "== 0",
+            ),
+            Figure("probe_partitions_s", "3 brokers: one probe judging {partitions} partitions", "s"),
+            Figure("probe_metadata_only_s", "3 brokers: one metadata-only probe", "s"),
+            Figure(
+                "trigger_cpu_partitions_s_per_min",
+                "3 brokers: trigger CPU judging {partitions} partitions",
+                "s/min",
+            ),
+            Figure(
+                "trigger_cpu_metadata_only_s_per_min", "3 brokers: trigger CPU, metadata-only probes", "s/min"
+            ),
+        ),
+        args=("--brokers", "3"),
+        quick_args=("--brokers", "3", "--trials", "1", "--kills", "1", "--rolls", "1", "--cpu-seconds", "20"),
+        timeout_s=4800,
+    ),
+    Benchmark(
         "rto",
         "bench_rto.py",
         (

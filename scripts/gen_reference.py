@@ -36,6 +36,7 @@ def _models() -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from airflow_kafka_failover.config import (
         ClusterSpec,
+        HealthSpec,
         KeeperSpec,
         PairConfig,
         PairsFile,
@@ -43,7 +44,6 @@ def _models() -> dict[str, Any]:
         SwitchSpec,
         TranslationSpec,
     )
-    from airflow_kafka_failover.health.verdict import HealthThresholds
     from airflow_kafka_failover.jobs.options import JobOptions
     from airflow_kafka_failover.jobs.settings import JobSettings
 
@@ -53,7 +53,7 @@ def _models() -> dict[str, Any]:
             ("`clusters.<name>`", ClusterSpec),
             ("`replication`", ReplicationSpec),
             ("`translation`", TranslationSpec),
-            ("`health`", HealthThresholds),
+            ("`health`", HealthSpec),
             ("`job`", JobOptions),
             ("`switch`", SwitchSpec),
             ("`keeper`", KeeperSpec),

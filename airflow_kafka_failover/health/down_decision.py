@@ -49,10 +49,29 @@ def _proves_life_after(assessment: HeartbeatAssessment, failing_since: float, st
 
 
 def _decide_on_advancing(
-    verdict: Verdict, assessment: HeartbeatAssessment, thresholds: HealthThresholds, cluster: str
+    verdict: Verdict,
+    assessment: HeartbeatAssessment,
+    thresholds: HealthThresholds,
+    cluster: str,
+    answers: bool = False,
 ) -> DownDecision:
     assert verdict.failing_since is not None  # a down verdict always has a failing run
-    if _proves_life_after(assessment, verdict.failing_since, thresholds.heartbeat_stale_seconds):
+    proves_life = _proves_life_after(assessment, verdict.failing_since, thresholds.heartbeat_stale_seconds)
+    if proves_life and answers:
+        # Airflow reaches the cluster, so this is no split; but it still takes and copies MM2's heartbeats.
+        return DownDecision(
+            is_down=False,
+            split_suspected=False,
+            reason=(
+                f"not down: probes say cluster {cluster} cannot serve the job ({verdict.reason}), yet it "
+                f"answers and its heartbeats keep arriving on the other cluster ({assessment.reason}): "
+                f"MirrorMaker 2 still writes to and copies from {cluster}, so it is not failed over on the "
+                "trouble of some partitions; check those partitions' leaders and replicas."
+            ),
+            verdict=verdict,
+            heartbeats=assessment.state,
+        )
+    if proves_life:
         return DownDecision(
             is_down=False,
             split_suspected=True,
@@ -122,7 +141,7 @@ def decide_down(
             is_down=True, split_suspected=False, reason=reason, verdict=verdict, heartbeats=assessment.state
         )
     if assessment.state is HeartbeatState.ADVANCING:
-        return _decide_on_advancing(verdict, assessment, thresholds, cluster)
+        return _decide_on_advancing(verdict, assessment, thresholds, cluster, answers=not probes[-1].failed)
     if assessment.pending:
         # Corroboration is on its way, not missing: waiting costs at most the stale time, under any policy.
         reason = (

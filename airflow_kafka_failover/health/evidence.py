@@ -22,17 +22,31 @@ class ProbeResult(BaseModel):
     Every probe is exactly one of ``ok``, ``degraded`` or ``failed``. ``model_dump(mode="json")`` gives
     JSON types only (tuples become lists) and ``model_validate`` rebuilds the probe, refusing unknown keys.
 
+    A degraded probe is one of two kinds, which the verdict weighs differently
+    (:func:`~airflow_kafka_failover.health.verdict.judge`): the cluster's own metadata says the job's
+    partitions cannot be served (``partitions_down``: no leader, or fewer in-sync replicas than
+    ``min.insync.replicas`` where that check is on), or the probe's own attempt to read failed
+    (``reads_failing``: a leader the metadata names did not answer, or the canary round trip failed), which
+    also happens for a few seconds while Kafka moves the leaders of a lost broker.
+
     :param cluster: alias of the probed cluster (the MM2 alias, e.g. ``"A"``).
     :param at: unix seconds when the probe *started*; durations between probes are therefore not
         stretched by probes that ran into their timeout.
     :param reachable: whether the cluster answered a metadata request within the probe timeout.
     :param latency_s: how long the metadata answer took, or None when there was none.
     :param broker_count: brokers listed in the metadata answer.
-    :param leaderless_partitions: configured topic-partitions reported without a leader.
+    :param leaderless_partitions: configured topic-partitions reported without a leader (or whose topic is
+        missing).
     :param under_min_isr_partitions: configured topic-partitions whose ISR is below
-        ``min.insync.replicas`` (only where the probe could see the topic config).
+        ``min.insync.replicas`` (only where the probe was asked to check it).
     :param canary_ok: outcome of a produce/consume round trip on a canary topic, None if not tried.
     :param error: why the probe failed, for the operator; None when the cluster answered.
+    :param unreadable_partitions: configured topic-partitions whose leader, as the metadata names it, did
+        not answer a ListOffsets request: ``"orders-1 (leader 2: <why>)"``.
+    :param under_replicated_partitions: configured topic-partitions with fewer in-sync replicas than
+        replicas (a broker is lost or behind); evidence for the log only, never a failure.
+    :param partitions_checked: how many configured topic-partitions the probe judged (0: a metadata-only
+        probe, or none of the topics exists).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +60,9 @@ class ProbeResult(BaseModel):
     under_min_isr_partitions: tuple[str, ...] = ()
     canary_ok: bool | None = None
     error: str | None = None
+    unreadable_partitions: tuple[str, ...] = ()
+    under_replicated_partitions: tuple[str, ...] = ()
+    partitions_checked: int = 0
 
     @property
     def failed(self) -> bool:
@@ -53,15 +70,26 @@ class ProbeResult(BaseModel):
         return not self.reachable or self.broker_count < 1
 
     @property
+    def partitions_down(self) -> bool:
+        """The cluster answered, and its metadata says some configured partitions cannot be served: no
+        leader (or the topic is missing), or, where checked, fewer in-sync replicas than required."""
+        return not self.failed and bool(self.leaderless_partitions or self.under_min_isr_partitions)
+
+    @property
+    def reads_failing(self) -> bool:
+        """The cluster answered, but the probe could not read: a leader the metadata names did not answer
+        (it died and Kafka has not moved its partitions yet, or cannot), or the canary round trip failed."""
+        return not self.failed and bool(self.unreadable_partitions or self.canary_ok is False)
+
+    @property
     def degraded(self) -> bool:
         """The cluster answered but cannot fully serve the configured topics.
 
-        A degraded probe is not a failure: it never counts toward "down", and it breaks a run of
-        failures, because a cluster that answers is not dead. It never counts as healthy either.
+        It never counts as healthy. Whether it counts toward "down" is the verdict's to say: partitions the
+        metadata says are down count like a failed probe, failing reads once they outlast Kafka's own
+        leader failover (``leader_failover_seconds``).
         """
-        if self.failed:
-            return False
-        return bool(self.leaderless_partitions or self.under_min_isr_partitions or self.canary_ok is False)
+        return self.partitions_down or self.reads_failing
 
     @property
     def ok(self) -> bool:
@@ -140,8 +168,11 @@ _COLUMNS = (
     ("reach", 5, "<"),
     ("brokers", 7, ">"),
     ("latency ms", 10, ">"),
+    ("checked", 7, ">"),
     ("leaderless", 10, ">"),
+    ("unreadable", 10, ">"),
     ("under isr", 9, ">"),
+    ("under rep", 9, ">"),
     ("canary", 6, "<"),
     ("error", 0, "<"),
 )
@@ -172,11 +203,37 @@ def format_probe_table(history: Iterable[ProbeResult]) -> str:
                     "yes" if probe.reachable else "no",
                     str(probe.broker_count),
                     latency,
+                    str(probe.partitions_checked),
                     str(len(probe.leaderless_partitions)),
+                    str(len(probe.unreadable_partitions)),
                     str(len(probe.under_min_isr_partitions)),
+                    str(len(probe.under_replicated_partitions)),
                     _canary_cell(probe.canary_ok),
                     _error_cell(probe.error),
                 )
             )
         )
     return "\n".join(lines)
+
+
+def format_partition_evidence(probe: ProbeResult) -> str:
+    """Name, one per line, every configured partition the probe found in trouble and what the trouble was.
+
+    The table of :func:`format_probe_table` counts them per probe; this lists them, for the newest probe of
+    a verdict, so that the log says which partitions a decision stands on. Empty when there is nothing.
+
+    :param probe: the probe.
+    """
+    kinds = (
+        ("no leader", probe.leaderless_partitions),
+        ("leader does not answer", probe.unreadable_partitions),
+        ("under min.insync.replicas", probe.under_min_isr_partitions),
+        ("under-replicated (not a failure)", probe.under_replicated_partitions),
+    )
+    lines = [f"  {partition}: {kind}" for kind, partitions in kinds for partition in partitions]
+    if probe.canary_ok is False:
+        lines.append(f"  canary: the round trip failed ({probe.error or 'no error text'})")
+    if not lines:
+        return ""
+    head = f"Partitions of cluster {probe.cluster} at {format_clock(probe.at)} UTC ({probe.outcome}):"
+    return "\n".join([head, *lines])

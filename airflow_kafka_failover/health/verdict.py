@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import (
     BaseModel,
@@ -70,9 +70,20 @@ def _positive_seconds(value: Any, info: ValidationInfo) -> Any:
     return float(value)
 
 
+def _require_seconds_or_zero(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"health threshold {name} must be a number of seconds >= 0, got {value!r}")
+
+
+def _seconds_or_zero(value: Any, info: ValidationInfo) -> Any:
+    _require_seconds_or_zero(str(info.field_name), value)
+    return float(value)
+
+
 _Whole = Annotated[int, Field(ge=1), BeforeValidator(_whole(1))]
 _WholeOrZero = Annotated[int, Field(ge=0), BeforeValidator(_whole(0))]
 _PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False), BeforeValidator(_positive_seconds)]
+_SecondsOrZero = Annotated[float, Field(ge=0, allow_inf_nan=False), BeforeValidator(_seconds_or_zero)]
 
 
 RENAMED_THRESHOLDS = {
@@ -130,6 +141,12 @@ class HealthThresholds(Schema):
         watched cluster alive. MM2 writes one per second (``emit.heartbeats.interval.seconds``); 6 s
         leaves room for replication latency, clock skew between MM2 workers and Airflow, and one
         missed look (it must be at least ``max_probe_gap``). It bounds crash detection from below.
+    :param leader_failover_seconds: how long Kafka may take to give the partitions of a lost broker new
+        leaders: until its ``broker.session.timeout.ms`` (9 s by default) runs out, the metadata still names
+        the dead broker, whose partitions no client can read. Probes that could not read some configured
+        partitions (a leader that does not answer, a failed canary) count toward "down" only once they
+        span ``min_down_seconds`` plus this; partitions the metadata reports without a leader (or under
+        ``min.insync.replicas``, where checked) count like failed probes at once.
     """
 
     failure_threshold: _Whole = Field(3, description='Consecutive failed probes needed for "down".')
@@ -154,6 +171,13 @@ class HealthThresholds(Schema):
         6.0,
         description="A replicated MirrorMaker 2 heartbeat older than this no longer proves the watched "
         "cluster alive (seconds); at least 2 x probe_interval_seconds + probe_timeout_seconds.",
+    )
+    leader_failover_seconds: _SecondsOrZero = Field(
+        15.0,
+        description="How long Kafka may take to give a lost broker's partitions new leaders (its "
+        "`broker.session.timeout.ms`, 9 s by default, plus an election); probes that could not read some "
+        'partitions (a leader that does not answer, a failed canary) count toward "down" only once they '
+        "span `min_down_seconds` plus this (seconds).",
     )
 
     def __init__(self, **values: Any) -> None:
@@ -200,7 +224,11 @@ class HealthThresholds(Schema):
     @property
     def history_horizon(self) -> float:
         """Seconds of probe history that :func:`recent_history` keeps so that no decision changes."""
-        longest = max(self.stability_window_seconds, self.min_down_seconds, 2 * self.heartbeat_stale_seconds)
+        longest = max(
+            self.stability_window_seconds,
+            self.min_down_seconds + self.leader_failover_seconds,
+            2 * self.heartbeat_stale_seconds,
+        )
         return longest + 2 * self.max_probe_gap
 
     def validate(self) -> HealthThresholds:  # type: ignore[override]
@@ -220,17 +248,20 @@ class HealthThresholds(Schema):
             "heartbeat_stale_seconds",
         ):
             _require_positive_seconds(name, getattr(self, name))
+        _require_seconds_or_zero("leader_failover_seconds", self.leader_failover_seconds)
         return self._check_gaps()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HealthThresholds:
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Build validated thresholds from a config mapping; absent keys keep their defaults.
 
         :param data: e.g. the ``health`` section of the pair config.
         :raises ConfigError: for unknown keys (named) or bad values.
         """
-        if isinstance(data, HealthThresholds):
+        if isinstance(data, cls):
             return data
+        if isinstance(data, HealthThresholds):  # thresholds into a model that has more (the pair's health)
+            data = data.model_dump()
         if not isinstance(data, Mapping):
             raise ConfigError(f"health thresholds must be a mapping, got {type(data).__name__}: {data!r}")
         known = cls.known_keys()
@@ -300,6 +331,11 @@ def _degraded_details(probe: ProbeResult) -> str:
             f"{len(probe.leaderless_partitions)} partition(s) without a leader "
             f"({list_partitions(probe.leaderless_partitions)})"
         )
+    if probe.unreadable_partitions:
+        details.append(
+            f"{len(probe.unreadable_partitions)} partition(s) whose leader does not answer "
+            f"({list_partitions(probe.unreadable_partitions)})"
+        )
     if probe.under_min_isr_partitions:
         details.append(
             f"{len(probe.under_min_isr_partitions)} partition(s) under min ISR "
@@ -310,39 +346,79 @@ def _degraded_details(probe: ProbeResult) -> str:
     return "; ".join(details)
 
 
-def _judge_failing(
-    failures: _TrailingRun, probes: Sequence[ProbeResult], thresholds: HealthThresholds
-) -> Verdict:
-    newest = probes[-1]
-    cluster = newest.cluster
-    first = failures.probes[0]
-    count = len(failures.probes)
-    span = newest.at - first.at
-    error = newest.error or "no error text"
-    restarted = (
-        f" (counting restarted after a {failures.cut_by_gap:.1f} s gap in probing, which is no evidence)"
-        if failures.cut_by_gap is not None
-        else ""
+def _spans(run: _TrailingRun, thresholds: HealthThresholds, extra_seconds: float = 0.0) -> bool:
+    """Whether a run of failures is long enough for "down": enough probes over enough time."""
+    if not run.probes:
+        return False
+    span = run.probes[-1].at - run.probes[0].at
+    needed = thresholds.min_down_seconds + extra_seconds
+    return len(run.probes) >= thresholds.failure_threshold and span >= needed - SPAN_TOLERANCE_S
+
+
+def _trouble(probe: ProbeResult) -> str:
+    """What the probe found wrong, in words: the error of a failed probe, or the partitions in trouble."""
+    if probe.failed:
+        return f"newest error: {probe.error or 'no error text'}"
+    return f"newest probe: {_degraded_details(probe)}"
+
+
+def _judge_failing(probes: Sequence[ProbeResult], thresholds: HealthThresholds, gap: float) -> Verdict:
+    """Judge a newest probe that failed, or found configured partitions the job cannot read.
+
+    Two runs are measured back from the newest probe. The *hard* run holds failed probes and probes whose
+    metadata says partitions are down (no leader, under ``min.insync.replicas`` where checked): it is down
+    by ``failure_threshold`` and ``min_down_seconds``, as failed probes always were. The *failing* run also
+    holds probes whose reads failed (a leader that does not answer, a failed canary): that happens for
+    seconds whenever Kafka moves the leaders of a lost broker, so such a run is down only once it also
+    outlasted ``leader_failover_seconds``.
+    """
+    hard = _trailing_run(probes, lambda probe: probe.failed or probe.partitions_down, gap)
+    failing = _trailing_run(probes, lambda probe: probe.failed or probe.degraded, gap)
+    if _spans(hard, thresholds):
+        return _down(hard, probes[-1], thresholds.min_down_seconds, thresholds)
+    grace = thresholds.min_down_seconds + thresholds.leader_failover_seconds
+    if _spans(failing, thresholds, thresholds.leader_failover_seconds):
+        return _down(failing, probes[-1], grace, thresholds)
+    newest, first = probes[-1], failing.probes[0]
+    needs = (
+        f"down needs {thresholds.failure_threshold} failed probes over at least "
+        f"{thresholds.min_down_seconds:g} s"
     )
-    if count >= thresholds.failure_threshold and span >= thresholds.min_down_seconds - SPAN_TOLERANCE_S:
-        return Verdict(
-            state=HealthState.DOWN,
-            reason=f"cluster {cluster} is down by its probes: the last {count} probes failed "
-            f"(threshold {thresholds.failure_threshold}) over {span:.1f} s (minimum "
-            f"{thresholds.min_down_seconds:g} s), first failure at {format_clock(first.at)} UTC{restarted}; "
-            f"newest error: {error}",
-            consecutive_failures=count,
-            failing_since=first.at,
+    if hard.probes != failing.probes:
+        needs += (
+            f", or {grace:g} s (min_down_seconds + leader_failover_seconds) of probes that only could not "
+            "read, while Kafka may still be moving leaders"
         )
+    state = "is failing" if newest.failed else "answers but cannot serve some partitions"
     return Verdict(
         state=HealthState.DEGRADED,
-        reason=f"cluster {cluster} is failing but not down yet: {count} consecutive failed probe(s) over "
-        f"{span:.1f} s since {format_clock(first.at)} UTC{restarted}; down needs "
-        f"{thresholds.failure_threshold} failures over at least {thresholds.min_down_seconds:g} s; "
-        f"newest error: {error}",
+        reason=f"cluster {newest.cluster} {state}, not down yet: {len(failing.probes)} consecutive "
+        f"probe(s) in trouble over {newest.at - first.at:.1f} s since {format_clock(first.at)} "
+        f"UTC{_restarted(failing)}; {needs}; {_trouble(newest)}",
+        consecutive_failures=len(failing.probes),
+        failing_since=first.at,
+    )
+
+
+def _down(run: _TrailingRun, newest: ProbeResult, minimum: float, thresholds: HealthThresholds) -> Verdict:
+    first, count = run.probes[0], len(run.probes)
+    partial = any(not probe.failed for probe in run.probes)
+    what = "probes failed or found partitions the job cannot read" if partial else "probes failed"
+    verb = "is down" if newest.failed else "cannot serve the job"
+    return Verdict(
+        state=HealthState.DOWN,
+        reason=f"cluster {newest.cluster} {verb} by its probes: the last {count} {what} "
+        f"(threshold {thresholds.failure_threshold}) over {newest.at - first.at:.1f} s (minimum "
+        f"{minimum:g} s), first failure at {format_clock(first.at)} UTC{_restarted(run)}; {_trouble(newest)}",
         consecutive_failures=count,
         failing_since=first.at,
     )
+
+
+def _restarted(run: _TrailingRun) -> str:
+    if run.cut_by_gap is None:
+        return ""
+    return f" (counting restarted after a {run.cut_by_gap:.1f} s gap in probing, which is no evidence)"
 
 
 def _judge_healthy(oks: _TrailingRun, now: float) -> Verdict:
@@ -363,10 +439,14 @@ def judge(history: Iterable[ProbeResult], thresholds: HealthThresholds, now: flo
     """Judge one cluster from its probe history.
 
     Down only when the trailing run of failed probes has at least ``failure_threshold`` probes and
-    spans at least ``min_down_seconds`` from its first to its newest failure. Any probe that got an
-    answer (OK or degraded) ends a run of failures, and so does a gap in probing longer than
-    ``max_probe_gap``. Healthy when the newest probe is OK. A newest probe older than
-    ``max_probe_gap`` gives degraded: old evidence supports neither healthy nor down.
+    spans at least ``min_down_seconds`` from its first to its newest failure. Probes whose metadata says
+    configured partitions cannot be served (no leader; under ``min.insync.replicas`` where checked) count
+    like failed ones: the job cannot read. Probes that only could not read (a leader that does not answer,
+    a failed canary) count too, but such a run must also outlast ``leader_failover_seconds``, the time
+    Kafka itself may take to move the leaders of a lost broker (see :func:`_judge_failing`). An OK probe
+    ends a run, and so does a gap in probing longer than ``max_probe_gap``. Healthy when the newest probe
+    is OK. A newest probe older than ``max_probe_gap`` gives degraded: old evidence supports neither
+    healthy nor down.
 
     :param history: probes of one cluster, in any order.
     :param thresholds: validated thresholds.
@@ -381,7 +461,7 @@ def judge(history: Iterable[ProbeResult], thresholds: HealthThresholds, now: flo
         )
     newest = probes[-1]
     gap = thresholds.max_probe_gap
-    failures = _trailing_run(probes, lambda probe: probe.failed, gap)
+    failures = _trailing_run(probes, lambda probe: probe.failed or probe.degraded, gap)
     oks = _trailing_run(probes, lambda probe: probe.ok, gap)
     healthy_since = oks.probes[0].at if oks.probes else None
     if now - newest.at > gap:
@@ -395,13 +475,8 @@ def judge(history: Iterable[ProbeResult], thresholds: HealthThresholds, now: flo
             failing_since=failures.probes[0].at if failures.probes else None,
             healthy_since=healthy_since,
         )
-    if newest.failed:
-        return _judge_failing(failures, probes, thresholds)
-    if newest.degraded:
-        return Verdict(
-            state=HealthState.DEGRADED,
-            reason=f"cluster {newest.cluster} answers but is degraded: {_degraded_details(newest)}",
-        )
+    if newest.failed or newest.degraded:
+        return _judge_failing(probes, thresholds, gap)
     return _judge_healthy(oks, now)
 
 

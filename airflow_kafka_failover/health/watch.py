@@ -36,10 +36,13 @@ class ClusterWatch:
 
     :param cluster: alias of the watched cluster.
     :param kafka_config_id: its Airflow connection id.
-    :param topics: topics on the watched cluster whose partitions must have leaders.
+    :param topics: topics on the watched cluster whose partitions must have leaders that answer.
     :param thresholds: validated health thresholds.
     :param canary_topic: optional topic for a produce/read-back round trip per probe.
     :param history: earlier probes (e.g. from the sensor's check before deferring).
+    :param count_under_min_isr: also report partitions of ``topics`` with fewer in-sync replicas than
+        their ``min.insync.replicas`` (read once, when the cluster first answers), which then count toward
+        "down" like partitions without a leader.
     """
 
     cluster: str
@@ -48,12 +51,27 @@ class ClusterWatch:
     thresholds: HealthThresholds
     canary_topic: str | None = None
     history: list[ProbeResult] = field(default_factory=list)
+    count_under_min_isr: bool = False
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._min_isr: dict[str, int] | None = None
         self.hook = KafkaClusterHook(
             self.kafka_config_id, timeout_seconds=self.thresholds.probe_timeout_seconds
         )
+
+    def min_insync_replicas(self) -> dict[str, int] | None:
+        """Each topic's ``min.insync.replicas`` when that check is on, read once; None until it could be."""
+        if not self.count_under_min_isr or not self.topics:
+            return None
+        if self._min_isr is None:
+            try:
+                self._min_isr = self.hook.min_insync_replicas(
+                    self.topics, self.thresholds.probe_timeout_seconds
+                )
+            except Exception as exc:  # the cluster does not answer (or lacks a topic): ask again next time
+                log.info("could not read min.insync.replicas of %s yet: %s", list(self.topics), exc)
+        return self._min_isr
 
     def probe(self, at: float | None = None) -> ProbeResult:
         result = probe_cluster(
@@ -61,6 +79,7 @@ class ClusterWatch:
             self.cluster,
             self.topics,
             self.thresholds.probe_timeout_seconds,
+            min_insync_replicas=self.min_insync_replicas(),
             canary_topic=self.canary_topic,
         )
         if at is not None:

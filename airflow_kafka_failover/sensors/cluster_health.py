@@ -29,6 +29,7 @@ _THRESHOLD_NAMES = (
     "stability_window_seconds",
     "max_replication_lag",
     "heartbeat_stale_seconds",
+    "leader_failover_seconds",
 )
 
 
@@ -50,6 +51,8 @@ class _ClusterHealthSensor(BaseSensorOperator):
         topics: Sequence[str] = (),
         thresholds: Mapping[str, Any] | None = None,
         canary_topic: str | None = None,
+        count_under_min_isr: bool = False,
+        missing_topics_are_evidence: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float = 5.0,
         **kwargs: Any,
@@ -60,6 +63,8 @@ class _ClusterHealthSensor(BaseSensorOperator):
         self.topics = topics
         self.thresholds = dict(thresholds or {})
         self.canary_topic = canary_topic
+        self.count_under_min_isr = count_under_min_isr
+        self.missing_topics_are_evidence = missing_topics_are_evidence
         self.deferrable = deferrable
         self._watch: ClusterWatch | None = None
 
@@ -71,6 +76,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
             "kafka_config_id": self.kafka_config_id,
             "topics": list(self.topics),
             "canary_topic": self.canary_topic,
+            "count_under_min_isr": self.count_under_min_isr,
         }
 
     def observation_window(self) -> float:
@@ -93,7 +99,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
         (recovered) makes the sensor watch anew.
         """
         newest = watch.history[-1] if watch.history else None
-        agrees = newest is not None and (newest.failed if self.kind is WatchKind.DOWN else not newest.failed)
+        agrees = newest is not None and (not newest.ok if self.kind is WatchKind.DOWN else newest.ok)
         if not agrees:
             self.log.info("the probe just taken contradicts the woken %s verdict: watching anew", self.kind)
             return None
@@ -134,7 +140,13 @@ class _ClusterHealthSensor(BaseSensorOperator):
                 "Cluster %s is not reachable now; topic names are checked once it answers", watch.cluster
             )
             return
-        if metadata.missing_topics:
+        if metadata.missing_topics and self.missing_topics_are_evidence:
+            self.log.warning(
+                "topics %s are missing on cluster %s: the job cannot read them, which the probes count",
+                ", ".join(metadata.missing_topics),
+                watch.cluster,
+            )
+        elif metadata.missing_topics:
             raise ConfigError(
                 f"topics {', '.join(metadata.missing_topics)} do not exist on cluster {watch.cluster} "
                 f"(connection {self.kafka_config_id!r}); fix the sensor's topics"
@@ -221,11 +233,23 @@ class _ClusterHealthSensor(BaseSensorOperator):
             metrics.recovered(self.kafka_config_id, self.cluster_alias)
 
     def _log_evidence(self, event: dict[str, Any]) -> None:
-        from airflow_kafka_failover.health.evidence import ProbeResult, format_probe_table
+        from airflow_kafka_failover.health.evidence import (
+            ProbeResult,
+            format_partition_evidence,
+            format_probe_table,
+        )
 
         history = [ProbeResult.model_validate(p) for p in event.get("state", {}).get("history", [])]
         if history:
             self.log.info("Probes of cluster %s:\n%s", self.cluster_alias, format_probe_table(history[-15:]))
+            # The partitions behind the verdict: the newest probe's, and the newest that found trouble.
+            shown = {history[-1].at}
+            partitions = format_partition_evidence(history[-1])
+            troubled = next((probe for probe in reversed(history) if probe.degraded), None)
+            if troubled is not None and troubled.at not in shown:
+                partitions = "\n".join(filter(None, [partitions, format_partition_evidence(troubled)]))
+            if partitions:
+                self.log.info("%s", partitions)
 
 
 class KafkaClusterDownSensor(_ClusterHealthSensor):
@@ -238,7 +262,8 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
 
     :param kafka_config_id: ``kafka`` connection of the watched cluster.
     :param cluster_alias: its MirrorMaker 2 alias (e.g. ``A``).
-    :param topics: topics on the watched cluster whose partitions must have a leader.
+    :param topics: topics on the watched cluster whose partitions must have a leader that answers; none: a
+        probe is a metadata request.
     :param peer_kafka_config_id: ``kafka`` connection of the other cluster, where the watched cluster's
         heartbeats are replicated; None when the pair has no MirrorMaker 2.
     :param heartbeats_topic: replicated heartbeats topic on the peer (default ``<cluster_alias>.heartbeats``).
@@ -247,6 +272,11 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
     :param thresholds: health thresholds (``failure_threshold`` 3, ``min_down_seconds`` 6,
         ``probe_interval_seconds`` 2, ``probe_timeout_seconds`` 2, ``heartbeat_stale_seconds`` 6, ...).
     :param canary_topic: optional topic for a produce/read-back round trip in each probe.
+    :param count_under_min_isr: partitions of ``topics`` with fewer in-sync replicas than their
+        ``min.insync.replicas`` count toward "down" like partitions without a leader.
+    :param missing_topics_are_evidence: a topic of ``topics`` missing on the reachable cluster is evidence
+        (the job cannot read it) instead of a configuration error (the pair's DAGs, whose topics are the
+        pair's own).
     :param deferrable: wait in the triggerer (default: the ``operators.default_deferrable`` setting).
     """
 
@@ -311,7 +341,7 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
     :param offset_syncs_location: MM2 ``offset-syncs.topic.location`` of the flow active -> recovering.
     :param recorded_high_watermarks: ``"topic-partition"`` -> high watermark the recovering cluster had
         while it was last active; a lower one now is data loss, and the sensor fails.
-    :param topics: topics on the recovering cluster whose partitions must have a leader.
+    :param topics: topics on the recovering cluster whose partitions must have a leader that answers.
     :param thresholds: health thresholds (``stability_window_seconds`` 30, ``max_replication_lag`` 0, ...).
     """
 

@@ -315,6 +315,23 @@ def down_corroboration(pair: PairConfig) -> dict[str, Any]:
     }
 
 
+def probe_checks(pair: PairConfig, cluster: str) -> dict[str, Any]:
+    """Verdict-sensor arguments that make each probe judge the pair's own partitions on ``cluster``.
+
+    The topics are the ones the job reads there (``PairConfig.topics_on``): a cluster is down when the job
+    cannot read them (no leader, a leader that does not answer, or, with ``count_under_min_isr``, too few
+    in-sync replicas), not merely when it stops answering metadata. A missing topic is evidence too, not
+    a configuration error: the pair's topics are validated where they are configured.
+    """
+    health = pair.health
+    return {
+        "topics": pair.topics_on(cluster) if health.check_partitions else [],
+        "canary_topic": health.canary_topic,
+        "count_under_min_isr": health.count_under_min_isr,
+        "missing_topics_are_evidence": True,
+    }
+
+
 def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
     """The failover or failback DAG of one pair."""
     source, target = (pair.primary, pair.standby) if kind == "failover" else (pair.standby, pair.primary)
@@ -361,11 +378,12 @@ def _verdict_sensor(pair: PairConfig, kind: str, watch_timeout: float, asset_nam
             task_id="wait_for_down",
             kafka_config_id=primary.connection,
             cluster_alias=primary.alias,
-            thresholds=pair.health.model_dump(),
+            thresholds=pair.health.thresholds(),
             deferrable=True,
             timeout=watch_timeout,
             soft_fail=True,
             verdict_asset_name=asset_name,
+            **probe_checks(pair, pair.primary),
             **down_corroboration(pair),
         )
     active = pair.cluster(pair.standby)
@@ -380,11 +398,12 @@ def _verdict_sensor(pair: PairConfig, kind: str, watch_timeout: float, asset_nam
         replication_policy=pair.replication.policy,
         separator=pair.replication.separator,
         offset_syncs_location=pair.replication.offset_syncs_location,
-        thresholds=pair.health.model_dump(),
+        thresholds=pair.health.thresholds(),
         deferrable=True,
         timeout=watch_timeout,
         soft_fail=True,
         verdict_asset_name=asset_name,
+        **probe_checks(pair, pair.primary),
     )
 
 
@@ -405,7 +424,7 @@ def verdict_watcher(pair: PairConfig, kind: str, sensor: _Forceable) -> AssetWat
         trigger=ClusterVerdictTrigger(
             kind=sensor.kind,  # type: ignore[attr-defined]
             watch_kwargs=sensor.watch_kwargs(),  # type: ignore[attr-defined]
-            thresholds=pair.health.model_dump(),
+            thresholds=pair.health.thresholds(),
         ),
     )
 

@@ -17,6 +17,10 @@ import time
 from airflow_kafka_failover.exceptions import FailoverError
 from akf_devtools.errors import SandboxError
 
+FAULTS = ("crash", "hang", "resume", "restart", "wipe", "lose-quorum", "rolling-restart")
+"""The sandbox's fault kinds (``akf_devtools.sandbox.sandbox.FAULTS``, kept here so that ``--help`` imports
+no Kafka client)."""
+
 
 def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
     sandbox = subparsers.add_parser(
@@ -43,14 +47,30 @@ def _add_sandbox_commands(subparsers: argparse._SubParsersAction) -> None:
         "--groups", default=".*", help="regex of consumer groups MirrorMaker 2 checkpoints (default: .*)"
     )
     up.add_argument("--timeout", type=_positive_float, default=90.0, help="seconds to wait for readiness")
+    up.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="brokers per cluster (default 1: one node that is broker and controller; 3: three brokers, a "
+        "quorum of three controllers, replication factor 3, min.insync.replicas 2)",
+    )
 
     actions.add_parser("down", help="stop MirrorMaker 2 and both clusters")
     status = actions.add_parser("status", help="report each process and whether it answers")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
 
-    fault = actions.add_parser("fault", help="inject a whole-cluster fault")
-    fault.add_argument("kind", choices=("crash", "hang", "resume", "restart", "wipe"))
+    fault = actions.add_parser(
+        "fault", help="inject a fault into a cluster, or one of its brokers or controllers"
+    )
+    fault.add_argument("kind", choices=FAULTS)
     fault.add_argument("--cluster", required=True, help="the cluster's name, e.g. A")
+    node = fault.add_mutually_exclusive_group()
+    node.add_argument(
+        "--broker", type=int, help="hit this broker only (1-based; crash, hang, resume, restart)"
+    )
+    node.add_argument(
+        "--controller", type=int, help="hit this controller only (1-based; crash, hang, resume, restart)"
+    )
 
     mm2 = actions.add_parser("mirrormaker", help="stop or start MirrorMaker 2 alone")
     mm2.add_argument("mm2_action", choices=("stop", "start"))
@@ -72,13 +92,15 @@ def _sandbox_up(args: argparse.Namespace) -> int:
 
     settings = ReplicationSettings(policy=args.policy, topics=args.topics, groups=args.groups)
     started = time.monotonic()
-    info = Sandbox(args.run_dir, settings=settings).up(timeout=args.timeout)
+    timeout = args.timeout if args.brokers == 1 else max(args.timeout, 180.0)
+    info = Sandbox(args.run_dir, settings=settings, brokers=args.brokers).up(timeout=timeout)
     if args.json:
         print(json.dumps(info))
         return 0
     print(f"sandbox up in {time.monotonic() - started:.1f} s (run dir {info['run_dir']})")
     for name, cluster in info["clusters"].items():
-        print(f"  cluster {name}: {cluster['bootstrap']}")
+        size = "" if cluster["brokers"] == 1 else f" ({cluster['brokers']} brokers, 3 controllers)"
+        print(f"  cluster {name}: {cluster['bootstrap']}{size}")
     print(f"  MirrorMaker 2: {', '.join(info['replication']['flows'])} ({settings.policy} policy)")
     return 0
 
@@ -94,8 +116,8 @@ def _sandbox_status(sandbox, as_json: bool) -> int:
         for name, proc in status["processes"].items():
             state = "frozen" if proc["frozen"] else "running" if proc["running"] else "stopped"
             answers = "" if "answers" not in proc else (" answers" if proc["answers"] else " does not answer")
-            print(f"  {name:<12} {state:<8} pid {proc['pid'] or '-'}{answers}")
-    return 0 if sandbox.brokers and all(p["running"] for p in status["processes"].values()) else 3
+            print(f"  {name:<14} {state:<8} pid {proc['pid'] or '-'}{answers}")
+    return 0 if sandbox.clusters and all(p["running"] for p in status["processes"].values()) else 3
 
 
 def _run_sandbox(args: argparse.Namespace) -> int:
@@ -111,8 +133,15 @@ def _run_sandbox(args: argparse.Namespace) -> int:
         sandbox.down()
         print(f"sandbox down in {time.monotonic() - started:.1f} s")
     elif args.action == "fault":
-        sandbox.fault(args.kind, args.cluster)
-        print(f"{args.kind} injected on cluster {args.cluster}")
+        sandbox.fault(args.kind, args.cluster, broker=args.broker, controller=args.controller)
+        where = (
+            f"broker {args.broker} of cluster {args.cluster}"
+            if args.broker is not None
+            else f"controller {args.controller} of cluster {args.cluster}"
+            if args.controller is not None
+            else f"cluster {args.cluster}"
+        )
+        print(f"{args.kind} injected on {where}")
     elif args.mm2_action == "stop":
         sandbox.stop_mirrormaker()
         print("MirrorMaker 2 stopped")

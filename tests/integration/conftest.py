@@ -39,11 +39,15 @@ def start_sandbox(
     name: str,
     settings: ReplicationSettings | None = None,
     extra_listeners: dict[str, dict[str, int]] | None = None,
+    brokers: int = 1,
 ) -> Sandbox:
-    """Start a sandbox in its own run directory and remember it for teardown."""
-    sandbox = Sandbox(RUN_ROOT / name, settings=settings)
+    """Start a sandbox in its own run directory and remember it for teardown.
+
+    :param brokers: brokers per cluster (3: three brokers and a quorum of three controllers each).
+    """
+    sandbox = Sandbox(RUN_ROOT / name, settings=settings, brokers=brokers)
     _started.append(sandbox)
-    sandbox.up(extra_listeners=extra_listeners)
+    sandbox.up(timeout=150.0 if brokers == 1 else 240.0, extra_listeners=extra_listeners)
     return sandbox
 
 

@@ -1,4 +1,5 @@
-"""One Apache Kafka broker in KRaft mode (combined broker and controller) on loopback ports."""
+"""One Apache Kafka process in KRaft mode on loopback ports: a combined broker and controller (a cluster of
+one), a broker, or a controller (see :mod:`akf_devtools.sandbox.cluster` for clusters of several)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ log = logging.getLogger(__name__)
 
 # Heaps are capped so that two brokers, MirrorMaker 2, a Spark driver and Airflow fit in 8 GiB together.
 BROKER_HEAP = "384m"
+# In a cluster of several brokers each broker carries a third of the load, and a dedicated controller only
+# holds the metadata log of a few hundred partitions: 2 x (3 brokers + 3 controllers) stay under 4 GiB.
+CLUSTER_BROKER_HEAP = "256m"
+CONTROLLER_HEAP = "96m"
+CONTROLLER_ID_BASE = 100
+"""Node ids of dedicated controllers start above it (brokers are 1..N), so a log line names its role."""
+ROLES = ("combined", "broker", "controller")
 
 LOG4J2_PROPERTIES = """\
 status = warn
@@ -99,12 +107,13 @@ def new_cluster_id() -> str:
 
 @dataclass
 class KafkaBroker:
-    """A single-node Kafka cluster: one process that is both broker and KRaft controller.
+    """One Kafka process: by default a single-node cluster, one process that is both broker and controller.
 
     :param name: the cluster name in the sandbox (``A`` or ``B``), also its MirrorMaker 2 alias.
-    :param run_dir: the sandbox run directory; the broker keeps ``<run_dir>/<name>/`` for itself.
-    :param port: the client (PLAINTEXT) listener port on 127.0.0.1.
-    :param controller_port: the KRaft controller listener port on 127.0.0.1.
+    :param run_dir: the sandbox run directory; a combined node keeps ``<run_dir>/<name>/`` for itself, a
+        node of a larger cluster ``<run_dir>/<name>/<broker|controller>-<number>/``.
+    :param port: the client listener port on 127.0.0.1 (0 for a dedicated controller, which has none).
+    :param controller_port: the KRaft controller listener port on 127.0.0.1 (0 for a broker-only node).
     :param cluster_id: the KRaft cluster id used when formatting the data folder.
     :param extra_listeners: more listeners as ``{name: (port, advertised "host:port")}``, e.g. one whose
         advertised address is a proxy, to cut a single client's path to the cluster.
@@ -115,6 +124,12 @@ class KafkaBroker:
     :param tls: with TLS material, every client listener is SSL (or SASL_SSL with a login) and requires a
         client certificate signed by the sandbox CA (``ssl.client.auth=required``); the broker's own
         connections present the broker certificate. The controller listener stays PLAINTEXT.
+    :param role: ``combined`` (broker and sole controller of its cluster), ``broker`` or ``controller``.
+    :param node_id: the KRaft node id (1 for a combined node; 1..N for brokers; above
+        :data:`CONTROLLER_ID_BASE` for controllers).
+    :param voters: ``controller.quorum.voters`` of the cluster; empty for a combined node (itself alone).
+    :param replication_factor: the default replication factor of topics (also of Kafka's internal ones).
+    :param min_insync_replicas: the default ``min.insync.replicas`` of topics.
     """
 
     name: str
@@ -125,10 +140,44 @@ class KafkaBroker:
     extra_listeners: dict[str, tuple[int, str]] = field(default_factory=dict)
     login: ScramLogin | None = None
     tls: TlsMaterial | None = None
+    role: str = "combined"
+    node_id: int = 1
+    voters: str = ""
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise SandboxError(f"unknown Kafka node role {self.role!r}: use one of {', '.join(ROLES)}")
+
+    @property
+    def number(self) -> int:
+        """The node's number within its role: broker 1..N, controller 1..3 (1 for a combined node)."""
+        return self.node_id - CONTROLLER_ID_BASE if self.role == "controller" else self.node_id
+
+    @property
+    def label(self) -> str:
+        """The node's name in logs, pid files and status: ``broker-A`` (combined), ``broker-A2``,
+        ``controller-A1``."""
+        if self.role == "combined":
+            return f"broker-{self.name}"
+        return f"{self.role}-{self.name}{self.number}"
+
+    @property
+    def is_broker(self) -> bool:
+        """Whether the node serves clients (a combined node or a broker)."""
+        return self.role != "controller"
+
+    @property
+    def is_controller(self) -> bool:
+        """Whether the node is a voter of the KRaft quorum (a combined node or a controller)."""
+        return self.role != "broker"
 
     @property
     def home(self) -> Path:
-        return self.run_dir / self.name
+        if self.role == "combined":
+            return self.run_dir / self.name
+        return self.run_dir / self.name / f"{self.role}-{self.number}"
 
     @property
     def data_dir(self) -> Path:
@@ -140,7 +189,13 @@ class KafkaBroker:
 
     @property
     def process(self) -> ManagedProcess:
-        return ManagedProcess(f"broker-{self.name}", self.run_dir)
+        return ManagedProcess(self.label, self.run_dir)
+
+    @property
+    def heap(self) -> str:
+        if self.role == "combined":
+            return BROKER_HEAP
+        return CONTROLLER_HEAP if self.role == "controller" else CLUSTER_BROKER_HEAP
 
     @property
     def client_listener(self) -> str:
@@ -152,19 +207,59 @@ class KafkaBroker:
         return client_security(self.login, self.tls)
 
     def properties(self) -> str:
-        """Return the broker's server.properties (it holds the SCRAM password when there is a login)."""
+        """Return the node's server.properties (it holds the SCRAM password when there is a login)."""
+        if self.role == "controller":
+            settings = self._controller_settings()
+        else:
+            settings = self._broker_settings()
+        return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+    def _controller_settings(self) -> dict[str, str]:
+        return {
+            "process.roles": "controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            # The controller creates topics, so the topic defaults are its settings, not the brokers'.
+            **self._topic_defaults(),
+            "num.network.threads": "1",
+            "num.io.threads": "2",
+        }
+
+    def _topic_defaults(self) -> dict[str, str]:
+        replicas, min_isr = str(self.replication_factor), str(self.min_insync_replicas)
+        return {
+            "auto.create.topics.enable": "false",
+            "num.partitions": "1",
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": replicas,
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.state.log.num.partitions": "5",
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
+        }
+
+    def _broker_settings(self) -> dict[str, str]:
         client, protocol = self.client_listener, self.client_listener
-        listeners = [f"{client}://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self.controller_port}"]
+        listeners = [f"{client}://127.0.0.1:{self.port}"]
+        if self.role == "combined":
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
         advertised = [f"{client}://127.0.0.1:{self.port}"]
         protocol_map = [f"{client}:{protocol}", "CONTROLLER:PLAINTEXT"]
         for listener, (port, advertised_address) in self.extra_listeners.items():
             listeners.append(f"{listener}://127.0.0.1:{port}")
             advertised.append(f"{listener}://{advertised_address}")
             protocol_map.append(f"{listener}:{protocol}")
-        settings = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+        return {
+            "process.roles": "broker,controller" if self.role == "combined" else "broker",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": client,
             "listeners": ",".join(listeners),
@@ -174,15 +269,7 @@ class KafkaBroker:
             **self._tls_settings(),
             "log.dirs": str(self.data_dir),
             # Topics are created on purpose (tests and MirrorMaker 2 create theirs), never by a typo.
-            "auto.create.topics.enable": "false",
-            "num.partitions": "1",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "5",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "transaction.state.log.num.partitions": "5",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            **self._topic_defaults(),
             "group.initial.rebalance.delay.ms": "0",
             "num.network.threads": "2",
             "num.io.threads": "4",
@@ -190,7 +277,6 @@ class KafkaBroker:
             # Small segments of the compacted MM2 topics get cleaned quickly enough for tests.
             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
         }
-        return "".join(f"{key}={value}\n" for key, value in settings.items())
 
     def _sasl_settings(self) -> dict[str, str]:
         """SCRAM-SHA-512 on every client listener; the broker's own connections log in as the sandbox user."""
@@ -229,7 +315,7 @@ class KafkaBroker:
         """
         self.home.mkdir(parents=True, exist_ok=True)
         config = write_private(self.home / "server.properties", self.properties())
-        if (self.data_dir / "meta.properties").exists():
+        if self.formatted:
             return
         args = ["format", f"--cluster-id={self.cluster_id}", f"--config={config}"]
         if self.login is not None:
@@ -247,16 +333,40 @@ class KafkaBroker:
             if self.login is not None:  # a tool may echo a bad argument; errors must not carry the password
                 output = output.replace(self.login.password, "<password>")
             raise SandboxError(
-                f"formatting the data folder of cluster {self.name} ({self.data_dir}) failed:\n"
+                f"formatting the data folder of {self.label} ({self.data_dir}) failed:\n"
                 + "\n".join(output.splitlines()[-15:])
             )
 
+    @property
+    def formatted(self) -> bool:
+        """Whether the data folder holds a formatted log."""
+        return (self.data_dir / "meta.properties").exists()
+
+    def format_like(self, formatted: KafkaBroker) -> None:
+        """Format the data folder as ``formatted``'s, a node of the same cluster that StorageTool formatted.
+
+        StorageTool writes two files: ``bootstrap.checkpoint`` (the cluster's initial metadata: its
+        metadata version and feature levels, the same on every node) and ``meta.properties`` (the cluster
+        id, the node id and a directory id of its own). Writing them here costs no JVM start per node, which
+        on two cores is most of the time a cluster of six nodes takes to start.
+        """
+        if self.formatted:
+            return
+        self.home.mkdir(parents=True, exist_ok=True)
+        write_private(self.home / "server.properties", self.properties())
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(formatted.data_dir / "bootstrap.checkpoint", self.data_dir / "bootstrap.checkpoint")
+        (self.data_dir / "meta.properties").write_text(
+            f"node.id={self.node_id}\ndirectory.id={new_cluster_id()}\nversion=1\n"
+            f"cluster.id={self.cluster_id}\n"
+        )
+
     def start(self) -> None:
-        """Start the broker process in the background (formatting its storage on first start)."""
+        """Start the node's process in the background (formatting its storage on first start)."""
         self.format_storage()
         self.process.start(
             java_argv(
-                "kafka.Kafka", [str(self.home / "server.properties")], heap=BROKER_HEAP, run_dir=self.run_dir
+                "kafka.Kafka", [str(self.home / "server.properties")], heap=self.heap, run_dir=self.run_dir
             )
         )
 
@@ -265,14 +375,13 @@ class KafkaBroker:
 
         def answers() -> bool:
             if not self.process.is_running():
-                raise SandboxError(
-                    f"broker of cluster {self.name} exited during start:\n{self.process.log_tail()}"
-                )
+                raise SandboxError(f"{self.label} exited during start:\n{self.process.log_tail()}")
             return accepts_connections(self.port) and self.serves_all_partitions(timeout=2.0)
 
         if not wait_until(answers, timeout, interval=0.3):
             raise SandboxError(
-                f"broker of cluster {self.name} did not answer on {self.bootstrap} within {timeout:.0f} s; "
+                f"{self.label} of cluster {self.name} did not answer on {self.bootstrap} within "
+                f"{timeout:.0f} s; "
                 f"log {self.process.log_file}:\n{self.process.log_tail()}"
             )
 
@@ -314,7 +423,10 @@ class KafkaBroker:
             )
         )
 
-    def wipe(self) -> None:
-        """Delete the data folder; the next start formats an empty one under a new cluster id."""
+    def wipe(self, cluster_id: str | None = None) -> None:
+        """Delete the data folder; the next start formats an empty one under a new cluster id.
+
+        :param cluster_id: the new id (every node of a cluster must share it); a fresh one when None.
+        """
         shutil.rmtree(self.data_dir, ignore_errors=True)
-        self.cluster_id = new_cluster_id()
+        self.cluster_id = cluster_id or new_cluster_id()

@@ -92,10 +92,14 @@ def end_offsets(bootstrap: Cluster, topic: str, timeout: float = 5.0) -> dict[in
 def create_topic(
     bootstrap: Cluster, topic: str, partitions: int, timeout: float = 15.0, **configs: str
 ) -> None:
-    """Create a topic (one replica) and wait until every partition has a leader."""
+    """Create a topic and wait until every partition has a leader.
+
+    The topic gets the cluster's default replication factor (one replica on a single broker, three on a
+    sandbox cluster of three brokers) and its default ``min.insync.replicas`` unless ``configs`` say.
+    """
     admin = AdminClient(client_config(bootstrap))
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs)],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=configs)],
         operation_timeout=timeout,
         request_timeout=timeout,
     )

@@ -71,6 +71,8 @@ class MirrorMaker:
         and its Connect worker's internal topics alike).
     :param tls: the sandbox's TLS material, or None: MirrorMaker 2 then connects to both clusters with TLS
         and presents the client certificate (PEM files by path; the key password in mm2.properties, 0600).
+    :param replication_factor: replicas of every topic MirrorMaker 2 creates (its copies and its internal
+        topics): 1 on single-broker clusters, 3 on clusters of three brokers.
     """
 
     run_dir: Path
@@ -78,6 +80,7 @@ class MirrorMaker:
     settings: ReplicationSettings
     login: ScramLogin | None = None
     tls: TlsMaterial | None = None
+    replication_factor: int = 1
 
     @property
     def process(self) -> ManagedProcess:
@@ -142,14 +145,19 @@ class MirrorMaker:
             # minute on a loaded one at every start.
             "plugin.discovery = service_load",
             *(f"{alias}.plugin.discovery = service_load" for alias in aliases),
-            # Single-broker clusters: every topic MM2 creates has one replica.
-            "replication.factor = 1",
-            "checkpoints.topic.replication.factor = 1",
-            "heartbeats.topic.replication.factor = 1",
-            "offset-syncs.topic.replication.factor = 1",
-            "offset.storage.replication.factor = 1",
-            "status.storage.replication.factor = 1",
-            "config.storage.replication.factor = 1",
+            # Every topic MM2 creates has the clusters' replication factor (one replica on single brokers).
+            *(
+                f"{name} = {self.replication_factor}"
+                for name in (
+                    "replication.factor",
+                    "checkpoints.topic.replication.factor",
+                    "heartbeats.topic.replication.factor",
+                    "offset-syncs.topic.replication.factor",
+                    "offset.storage.replication.factor",
+                    "status.storage.replication.factor",
+                    "config.storage.replication.factor",
+                )
+            ),
         ]
         return "\n".join(lines) + "\n"
 

@@ -1,5 +1,8 @@
 """The two-cluster sandbox: Kafka clusters A and B on loopback with real MirrorMaker 2 between them.
 
+Each cluster is one combined KRaft node (the default), or N brokers beside a quorum of three dedicated
+controllers (``brokers=3``; the layout is argued in :mod:`akf_devtools.sandbox.cluster`).
+
 State lives in the run directory (``sandbox.json``, pid files, logs, data folders), so one Python process
 can bring the sandbox up and another can inspect, fault or stop it. A marker file says the directory
 belongs to a sandbox; a directory without it is never cleaned or reused.
@@ -20,8 +23,9 @@ from pathlib import Path
 from airflow_kafka_failover.atomic_file import write_json_atomically
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import KafkaBroker, client_security, new_cluster_id
+from akf_devtools.sandbox.cluster import MAX_BROKERS, KafkaCluster, replication_factor
 from akf_devtools.sandbox.jars import kafka_classpath
-from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
+from akf_devtools.sandbox.loopback import free_ports, wait_until
 from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
 from akf_devtools.sandbox.scram import ScramLogin, credentials_file
 from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
@@ -30,9 +34,10 @@ log = logging.getLogger(__name__)
 
 MARKER = ".airflow-kafka-failover-sandbox"
 STATE = "sandbox.json"
-FAULTS = ("crash", "hang", "resume", "restart", "wipe")
+FAULTS = ("crash", "hang", "resume", "restart", "wipe", "lose-quorum", "rolling-restart")
+NODE_FAULTS = ("crash", "hang", "resume", "restart")
+"""The faults that can hit a single broker or controller (``broker=`` / ``controller=``)."""
 SECURITY_MODES = ("none", "scram", "tls", "scram-tls")
-PORT_RELEASE_WAIT_S = 15.0
 
 
 def default_run_dir() -> Path:
@@ -46,7 +51,7 @@ def default_run_dir() -> Path:
 
 
 class Sandbox:
-    """Two single-broker KRaft clusters and MirrorMaker 2, managed through a run directory.
+    """Two KRaft clusters and MirrorMaker 2, managed through a run directory.
 
     :param run_dir: where state, logs and data live; created if missing.
     :param settings: MirrorMaker 2 replication settings (used by ``up``; ``load`` restores them).
@@ -58,6 +63,10 @@ class Sandbox:
         (files in ``<run_dir>/tls``, see :mod:`akf_devtools.sandbox.tls`); ``scram-tls``: both, SASL_SSL
         with client certificates required. The KRaft controller listener stays PLAINTEXT on loopback in
         every mode. None (the default): what the run directory's sandbox uses, ``none`` for a new one.
+    :param brokers: for ``up``: brokers per cluster. 1 (the default for a new sandbox): one process that
+        is broker and KRaft controller. More: that many brokers and a quorum of three dedicated controllers,
+        topics with replication factor 3 and ``min.insync.replicas`` 2 by default (fewer on two brokers),
+        MirrorMaker 2's topics alike; without security only. None: what the run directory's sandbox uses.
     """
 
     def __init__(
@@ -66,6 +75,7 @@ class Sandbox:
         settings: ReplicationSettings | None = None,
         clusters: tuple[str, str] = ("A", "B"),
         security: str | None = None,
+        brokers: int | None = None,
     ) -> None:
         self.run_dir = Path(run_dir) if run_dir else default_run_dir()
         self.settings = settings or ReplicationSettings()
@@ -75,12 +85,24 @@ class Sandbox:
             raise SandboxError(
                 f"unknown sandbox security {security!r}: use one of {', '.join(SECURITY_MODES)}"
             )
+        if brokers is not None and (
+            isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= MAX_BROKERS
+        ):
+            raise SandboxError(
+                f"brokers per cluster must be a whole number from 1 to {MAX_BROKERS}, got {brokers!r}"
+            )
+        if brokers is not None and brokers > 1 and security not in (None, "none"):
+            raise SandboxError(
+                f"security {security!r} runs on clusters of one broker only; a sandbox of {brokers} brokers "
+                "per cluster runs without security (leave security out, or use brokers=1)"
+            )
         self.cluster_names = clusters
         self.requested_security = security
+        self.requested_brokers = brokers
         self.security = security or "none"
         self.login: ScramLogin | None = None
         self.tls: TlsMaterial | None = None
-        self.brokers: dict[str, KafkaBroker] = {}
+        self.clusters: dict[str, KafkaCluster] = {}
         self.faults_injected: list[tuple[str, str]] = []
         """``(kind, cluster)`` of every fault this object injected, oldest first."""
         self._load_state()
@@ -105,22 +127,14 @@ class Sandbox:
         self.security = state.get("security", "none")
         self.login = ScramLogin.load(self.run_dir) if _uses_scram(self.security) else None
         self.tls = TlsMaterial.load(self.run_dir) if _uses_tls(self.security) else None
-        self.brokers = {
-            name: _broker_from_state(name, self.run_dir, cluster, self.login, self.tls)
+        self.clusters = {
+            name: KafkaCluster.from_state(name, self.run_dir, cluster, self.login, self.tls)
             for name, cluster in state["clusters"].items()
         }
 
     def _save_state(self) -> None:
         state = {
-            "clusters": {
-                name: {
-                    "port": broker.port,
-                    "controller_port": broker.controller_port,
-                    "cluster_id": broker.cluster_id,
-                    "extra_listeners": {k: list(v) for k, v in broker.extra_listeners.items()},
-                }
-                for name, broker in self.brokers.items()
-            },
+            "clusters": {name: cluster.state() for name, cluster in self.clusters.items()},
             "replication": asdict(self.settings),
             "security": self.security,
         }
@@ -128,24 +142,59 @@ class Sandbox:
         write_json_atomically(self.state_file, state, indent=1, sort_keys=False)
 
     @property
+    def brokers(self) -> dict[str, KafkaBroker]:
+        """Every Kafka process of the sandbox by name: a combined node under its cluster's name (``A``), a
+        node of a larger cluster under its label (``broker-A2``, ``controller-A1``)."""
+        return {
+            (cluster.name if node.role == "combined" else node.label): node
+            for cluster in self.clusters.values()
+            for node in cluster.nodes
+        }
+
+    @brokers.setter
+    def brokers(self, nodes: dict[str, KafkaBroker]) -> None:
+        """Set clusters of one combined node each, ``{cluster name: node}`` (tests that start nothing)."""
+        self.clusters = {name: KafkaCluster(name, [node]) for name, node in nodes.items()}
+
+    @property
+    def brokers_per_cluster(self) -> int:
+        """Brokers in each cluster (1 before the first ``up``)."""
+        return next(iter(self.clusters.values())).size if self.clusters else (self.requested_brokers or 1)
+
+    @property
     def mirrormaker(self) -> MirrorMaker:
         return MirrorMaker(
             run_dir=self.run_dir,
-            bootstraps={name: self.brokers[name].bootstrap for name in self.cluster_names},
+            bootstraps={name: self.clusters[name].bootstrap for name in self.cluster_names},
             settings=self.settings,
             login=self.login,
             tls=self.tls,
+            replication_factor=replication_factor(self.brokers_per_cluster),
         )
 
-    def broker(self, cluster: str) -> KafkaBroker:
-        """Return the broker of ``cluster``, or raise naming the known clusters."""
-        if cluster not in self.brokers:
+    def cluster(self, name: str) -> KafkaCluster:
+        """Return the cluster ``name``, or raise naming the known clusters."""
+        if name not in self.clusters:
             known = ", ".join(self.cluster_names)
-            raise SandboxError(f"unknown cluster {cluster!r}: this sandbox has clusters {known}")
-        return self.brokers[cluster]
+            raise SandboxError(f"unknown cluster {name!r}: this sandbox has clusters {known}")
+        return self.clusters[name]
+
+    def broker(self, cluster: str, number: int | None = None) -> KafkaBroker:
+        """Return broker ``number`` of ``cluster`` (its only one when omitted on a cluster of one).
+
+        :raises SandboxError: naming the known clusters, or the brokers when the cluster has several and
+            no number is given.
+        """
+        found = self.cluster(cluster)
+        if number is None:
+            if found.size != 1:
+                raise SandboxError(f"cluster {cluster} has {found.size} brokers: name one (1..{found.size})")
+            return found.brokers[0]
+        return found.broker(number)
 
     def bootstrap(self, cluster: str) -> str:
-        return self.broker(cluster).bootstrap
+        """The bootstrap address of ``cluster``: every broker's, comma-separated."""
+        return self.cluster(cluster).bootstrap
 
     def security_config(self) -> dict[str, str]:
         """The confluent-kafka settings every client of this sandbox needs besides ``bootstrap.servers``.
@@ -194,45 +243,49 @@ class Sandbox:
             listens on a free port of its own and tells clients to connect to 127.0.0.1:<advertised port>
             (e.g. a ``TcpProxy`` in front of it, to cut one client's path to the cluster).
         """
-        if self.brokers and self.is_up():
-            if self.requested_security not in (None, self.security):
+        if self.clusters and self.is_up():
+            if self.requested_security not in (None, self.security) or self.requested_brokers not in (
+                None,
+                self.brokers_per_cluster,
+            ):
                 raise SandboxError(
-                    f"the sandbox in {self.run_dir} is already up with security "
-                    f"{self.security!r}, not {self.requested_security!r}: run "
-                    "`akf-dev sandbox down` first"
+                    f"the sandbox in {self.run_dir} is already up with security {self.security!r} and "
+                    f"{self.brokers_per_cluster} broker(s) per cluster, not "
+                    f"{self.requested_security or self.security!r} and "
+                    f"{self.requested_brokers or self.brokers_per_cluster}: run `akf-dev sandbox down` first"
                 )
             log.info("Sandbox in %s is already up", self.run_dir)
             return self.info()
         self.security = self.requested_security or "none"
+        size = self.requested_brokers or 1
         self._claim_run_dir()
         self.login = ScramLogin.generate() if _uses_scram(self.security) else None
         if self.login is not None:
             self.login.save(self.run_dir)
         self.tls = TlsMaterial.generate(self.run_dir) if _uses_tls(self.security) else None
         extra_listeners = extra_listeners or {}
-        wanted = sum(2 + len(extra_listeners.get(name, [])) for name in self.cluster_names)
+        wanted = sum(
+            KafkaCluster.ports_needed(size, len(extra_listeners.get(name, {}))) for name in self.cluster_names
+        )
         ports = iter(free_ports(wanted))
-        self.brokers = {}
-        for name in self.cluster_names:
-            port, controller_port = next(ports), next(ports)
-            extra = {}
-            for listener, advertised_port in extra_listeners.get(name, {}).items():
-                extra[listener] = (next(ports), f"127.0.0.1:{advertised_port}")
-            self.brokers[name] = KafkaBroker(
-                name=name,
-                run_dir=self.run_dir,
-                port=port,
-                controller_port=controller_port,
-                cluster_id=new_cluster_id(),
-                extra_listeners=extra,
+        self.clusters = {
+            name: KafkaCluster.plan(
+                name,
+                self.run_dir,
+                size,
+                ports,
+                new_cluster_id(),
+                extra_listeners.get(name),
                 login=self.login,
                 tls=self.tls,
             )
+            for name in self.cluster_names
+        }
         self._save_state()
         kafka_classpath()  # resolve jars once, before parallel broker starts need them
         started = time.monotonic()
         try:
-            self._start_brokers(list(self.brokers.values()), timeout)
+            self._start_nodes({name: cluster.nodes for name, cluster in self.clusters.items()}, timeout)
             self.mirrormaker.start()
             self.wait_replicating(timeout - (time.monotonic() - started))
         except BaseException:
@@ -241,28 +294,22 @@ class Sandbox:
         log.info("Sandbox up in %.1f s: %s", time.monotonic() - started, self.info())
         return self.info()
 
-    def _start_brokers(self, brokers: list[KafkaBroker], timeout: float) -> None:
-        """Format and start brokers in parallel (JVM start-up dominates), then wait for each to answer."""
-        for broker in brokers:
-            for port in (broker.port, broker.controller_port):
-                # Connections of a just-killed broker can hold its port for a few seconds.
-                if not wait_until(
-                    lambda port=port: not port_in_use(port), PORT_RELEASE_WAIT_S, interval=0.25
-                ):
-                    raise SandboxError(
-                        f"port {port} of cluster {broker.name} is taken by another process; "
-                        "run `akf-dev sandbox down` and `up` again to pick new free ports"
-                    )
+    def _start_nodes(
+        self, nodes: dict[str, list[KafkaBroker]], timeout: float, fully_replicated: bool = False
+    ) -> None:
+        """Start nodes of one or both clusters in parallel and wait until each cluster serves again.
+
+        :param nodes: per cluster name, the nodes to start.
+        """
         errors: list[BaseException] = []
 
-        def start(broker: KafkaBroker) -> None:
+        def start(name: str, members: list[KafkaBroker]) -> None:
             try:
-                broker.start()
-                broker.wait_ready(timeout)
+                self.clusters[name].start(members, timeout, fully_replicated)
             except BaseException as exc:  # re-raised below in the calling thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=start, args=(broker,)) for broker in brokers]
+        threads = [threading.Thread(target=start, args=item) for item in nodes.items() if item[1]]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -311,19 +358,17 @@ class Sandbox:
     def is_up(self) -> bool:
         """Say whether every process runs and both clusters answer metadata requests."""
         return (
-            bool(self.brokers)
+            bool(self.clusters)
             and all(b.process.is_running() and not b.process.is_stopped() for b in self.brokers.values())
             and self.mirrormaker.process.is_running()
-            and all(b.answers_metadata() for b in self.brokers.values())
+            and all(cluster.answers_metadata() for cluster in self.clusters.values())
         )
 
     def _stop_all(self) -> None:
-        if not self.brokers:
+        if not self.clusters:
             return
         self.mirrormaker.stop()
-        threads = [
-            threading.Thread(target=b.process.stop, kwargs={"timeout": 8.0}) for b in self.brokers.values()
-        ]
+        threads = [threading.Thread(target=cluster.stop) for cluster in self.clusters.values()]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -353,30 +398,31 @@ class Sandbox:
                 ca_file=str(self.tls.ca_file), client_file=str(self.tls.client_file), client_auth="required"
             )
         return {
-            "clusters": {name: {"bootstrap": broker.bootstrap} for name, broker in self.brokers.items()},
+            "clusters": {
+                name: {"bootstrap": cluster.bootstrap, "brokers": cluster.size}
+                for name, cluster in self.clusters.items()
+            },
             "run_dir": str(self.run_dir),
             "security": security,
             "replication": {
                 "policy": self.settings.policy,
                 "flows": [f"{s}->{d}" for s, d in self.mirrormaker.flows()],
             }
-            if self.brokers
+            if self.clusters
             else {},
         }
 
     def status(self) -> dict:
         """Report each process (pid, running, frozen) and whether each cluster answers."""
-        processes = {}
-        for name, broker in self.brokers.items():
-            proc = broker.process
-            processes[f"broker-{name}"] = {
-                "pid": proc.pid(),
-                "running": proc.is_running(),
-                "frozen": proc.is_stopped(),
-                "answers": proc.is_running() and not proc.is_stopped() and broker.answers_metadata(),
-                "bootstrap": broker.bootstrap,
-            }
-        if self.brokers:
+        processes: dict[str, dict] = {}
+        for node in self.brokers.values():
+            proc = node.process
+            entry = {"pid": proc.pid(), "running": proc.is_running(), "frozen": proc.is_stopped()}
+            if node.is_broker:
+                entry["answers"] = proc.is_running() and not proc.is_stopped() and node.answers_metadata()
+                entry["bootstrap"] = node.bootstrap
+            processes[node.label] = entry
+        if self.clusters:
             mm2 = self.mirrormaker.process
             processes["mirrormaker"] = {
                 "pid": mm2.pid(),
@@ -387,37 +433,87 @@ class Sandbox:
 
     # ---- faults ------------------------------------------------------------------------------------
 
-    def fault(self, kind: str, cluster: str, timeout: float = 60.0) -> None:
-        """Inject a whole-cluster fault.
+    def fault(
+        self,
+        kind: str,
+        cluster: str,
+        timeout: float = 60.0,
+        broker: int | None = None,
+        controller: int | None = None,
+    ) -> None:
+        """Inject a fault into a whole cluster, or into one of its brokers or controllers.
 
-        :param kind: ``crash`` (SIGKILL), ``hang`` (SIGSTOP), ``resume`` (SIGCONT), ``restart`` (start
-            again keeping data), ``wipe`` (start again with an empty data folder).
+        :param kind: ``crash`` (SIGKILL), ``hang`` (SIGSTOP), ``resume`` (SIGCONT), ``restart`` (start again
+            keeping data), ``wipe`` (the whole cluster starts again with empty data folders),
+            ``lose-quorum`` (crash a majority of the dedicated controllers, so that the KRaft quorum has no
+            leader while the brokers still serve: bring it back with ``restart`` of each controller), or
+            ``rolling-restart`` (each broker in turn stopped gracefully, started again, and the next one
+            only once every partition is fully in sync; see :meth:`KafkaCluster.rolling_restart`).
         :param cluster: the cluster's name.
-        :param timeout: for restart and wipe, seconds to wait until the cluster answers again.
+        :param timeout: for restarts and wipe, seconds to wait until the cluster serves again (a whole
+            cluster of several brokers: every partition fully in sync).
+        :param broker: the broker (1-based) to hit instead of the whole cluster.
+        :param controller: the controller (1-based) to hit instead of the whole cluster.
         """
         if kind not in FAULTS:
             raise SandboxError(f"unknown fault {kind!r}: use one of {', '.join(FAULTS)}")
-        broker = self.broker(cluster)
-        proc = broker.process
-        if kind == "crash":
-            proc.kill()
-        elif kind == "hang":
-            if not proc.signal_group(signal.SIGSTOP):
-                raise SandboxError(f"cluster {cluster} is not running; nothing to hang")
-            # Signals are delivered asynchronously; return only once the broker is really frozen.
-            wait_until(proc.is_stopped, 5.0, interval=0.02)
-        elif kind == "resume":
-            if not proc.signal_group(signal.SIGCONT):
-                raise SandboxError(f"cluster {cluster} is not running; nothing to resume")
-            wait_until(lambda: not proc.is_stopped(), 5.0, interval=0.02)
+        target = self.cluster(cluster)
+        nodes = self._fault_targets(kind, target, broker, controller)
+        if kind in ("crash", "hang", "resume"):
+            self._signal(kind, nodes, cluster)
+        elif kind == "lose-quorum":
+            target.controller(1)  # refuses a combined node, which has no controller of its own
+            voters = target.controllers
+            self._signal("crash", voters[: len(voters) // 2 + 1], cluster)  # a majority: no leader is left
+        elif kind == "rolling-restart":
+            target.rolling_restart(timeout)
         else:
-            proc.kill()
+            self._signal("crash", nodes, cluster)
             if kind == "wipe":
-                broker.wipe()
+                cluster_id = new_cluster_id()
+                for node in nodes:
+                    node.wipe(cluster_id)
                 self._save_state()
-            self._start_brokers([broker], timeout)
+            # A whole cluster of several brokers is back once every partition is fully in sync again: until
+            # then some serve with one replica, below min.insync.replicas.
+            self._start_nodes({cluster: nodes}, timeout, fully_replicated=nodes == target.nodes)
         self.faults_injected.append((kind, cluster))
-        log.info("Fault %s injected on cluster %s", kind, cluster)
+        where = cluster if nodes == target.nodes else f"{cluster} ({nodes[0].label})"
+        log.info("Fault %s injected on %s", kind, where)
+
+    @staticmethod
+    def _fault_targets(
+        kind: str, target: KafkaCluster, broker: int | None, controller: int | None
+    ) -> list[KafkaBroker]:
+        """The nodes a fault hits: the whole cluster, or the one broker or controller named."""
+        if broker is None and controller is None:
+            return target.nodes
+        if broker is not None and controller is not None:
+            raise SandboxError("name a broker or a controller for the fault, not both")
+        if kind not in NODE_FAULTS:
+            raise SandboxError(
+                f"fault {kind!r} hits a whole cluster; a single broker or controller takes one of "
+                f"{', '.join(NODE_FAULTS)}"
+            )
+        return [target.broker(broker) if broker is not None else target.controller(controller or 0)]
+
+    def _signal(self, kind: str, nodes: list[KafkaBroker], cluster: str) -> None:
+        """Crash, freeze or resume ``nodes``; return only once the signal took effect on every one."""
+        if kind == "crash":
+            # Every process is signalled before any is waited for, so that a cluster of several nodes dies
+            # at once rather than one JVM after another.
+            for node in nodes:
+                node.process.signal_group(signal.SIGKILL)
+            for node in nodes:
+                node.process.kill()
+            return
+        signum, frozen = (signal.SIGSTOP, True) if kind == "hang" else (signal.SIGCONT, False)
+        delivered = [node for node in nodes if node.process.signal_group(signum)]
+        if not delivered:
+            raise SandboxError(f"cluster {cluster} is not running; nothing to {kind}")
+        for node in delivered:
+            # Signals are delivered asynchronously; return only once the process is really (un)frozen.
+            wait_until(lambda node=node: node.process.is_stopped() == frozen, 5.0, interval=0.02)
 
     def stop_mirrormaker(self) -> None:
         """Stop MirrorMaker 2 alone (replication pauses; the clusters keep serving)."""
@@ -437,18 +533,3 @@ def _uses_scram(security: str) -> bool:
 
 def _uses_tls(security: str) -> bool:
     return security in ("tls", "scram-tls")
-
-
-def _broker_from_state(
-    name: str, run_dir: Path, cluster: dict, login: ScramLogin | None, tls: TlsMaterial | None
-) -> KafkaBroker:
-    return KafkaBroker(
-        name=name,
-        run_dir=run_dir,
-        port=cluster["port"],
-        controller_port=cluster["controller_port"],
-        cluster_id=cluster["cluster_id"],
-        extra_listeners={k: (v[0], v[1]) for k, v in cluster.get("extra_listeners", {}).items()},
-        login=login,
-        tls=tls,
-    )

@@ -77,6 +77,33 @@ def test_no_heartbeat_check_without_mm2_from_the_primary(tmp_path, replication):
     assert sensor.watch_kwargs()["peer_kafka_config_id"] is None
 
 
+def test_the_verdict_sensors_judge_the_pairs_own_partitions_by_default(tmp_path):
+    dags = build_dags(pair_config(tmp_path))
+    down = dags["kafka_failover_orders_failover"].get_task("wait_for_down")
+    recovered = dags["kafka_failover_orders_failback"].get_task("wait_for_recovery")
+    for sensor in (down, recovered):
+        kwargs = sensor.watch_kwargs()
+        # The job on A reads orders and, under the default policy, B's copy of it.
+        assert kwargs["topics"] == ["orders", "B.orders"]
+        assert (kwargs["count_under_min_isr"], kwargs["canary_topic"]) == (False, None)
+        assert sensor.missing_topics_are_evidence is True
+        assert "leader_failover_seconds" in sensor.thresholds
+        assert "check_partitions" not in sensor.thresholds  # an evidence option, not a threshold
+
+
+def test_the_probe_checks_follow_the_health_section(tmp_path):
+    health = {"count_under_min_isr": True, "canary_topic": "canary", "leader_failover_seconds": 20}
+    dags = build_dags(pair_config(tmp_path, health=health))
+    kwargs = dags["kafka_failover_orders_failover"].get_task("wait_for_down").watch_kwargs()
+    assert (kwargs["count_under_min_isr"], kwargs["canary_topic"]) == (True, "canary")
+    trigger_less = build_dags(pair_config(tmp_path, health={"check_partitions": False}))
+    sensor = trigger_less["kafka_failover_orders_failover"].get_task("wait_for_down")
+    assert sensor.watch_kwargs()["topics"] == []  # a probe is a metadata request only
+    identity = build_dags(pair_config(tmp_path, replication={"policy": "identity"}))
+    sensor = identity["kafka_failover_orders_failover"].get_task("wait_for_down")
+    assert sensor.watch_kwargs()["topics"] == ["orders"]
+
+
 def test_switch_steps_share_one_pool(tmp_path):
     dags = build_dags(pair_config(tmp_path, switch={"pool": "kafka_failover_orders"}))
     for dag_id in ("kafka_failover_orders_failover", "kafka_failover_orders_failback"):

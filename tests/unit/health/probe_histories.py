@@ -7,7 +7,7 @@ properties in test_verdict.py and test_decisions.py compare the implementation w
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
 
@@ -22,7 +22,8 @@ SLOW_PROBES = HealthThresholds(probe_timeout_seconds=5.0, heartbeat_stale_second
 
 
 def probe(at: float, outcome: str = "ok", cluster: str = "A") -> ProbeResult:
-    """Build a probe of one of the three outcomes at ``BASE + at``."""
+    """Build a probe at ``BASE + at``: ``ok``, ``fail`` (no answer), ``degraded`` (a partition without a
+    leader: the metadata says the job cannot read it) or ``unreadable`` (a leader that did not answer)."""
     if outcome == "fail":
         return ProbeResult(
             cluster=cluster,
@@ -41,6 +42,15 @@ def probe(at: float, outcome: str = "ok", cluster: str = "A") -> ProbeResult:
             broker_count=3,
             leaderless_partitions=("orders-0",),
         )
+    if outcome == "unreadable":
+        return ProbeResult(
+            cluster=cluster,
+            at=BASE + at,
+            reachable=True,
+            latency_s=0.02,
+            broker_count=3,
+            unreadable_partitions=("orders-1 (leader 2: no answer within 2 s)",),
+        )
     return ProbeResult(cluster=cluster, at=BASE + at, reachable=True, latency_s=0.01, broker_count=3)
 
 
@@ -49,7 +59,7 @@ def every(start: float, stop: float, outcome: str = "ok", step: float = 2.0) -> 
     return [probe(start + i * step, outcome) for i in range(math.ceil((stop - start) / step))]
 
 
-OUTCOMES = st.sampled_from(["ok", "fail", "degraded"])
+OUTCOMES = st.sampled_from(["ok", "fail", "degraded", "unreadable"])
 
 
 @st.composite
@@ -82,6 +92,7 @@ def thresholds(draw: st.DrawFn) -> HealthThresholds:
         max_replication_lag=draw(st.integers(0, 5)),
         probe_timeout_seconds=timeout,
         heartbeat_stale_seconds=gap + draw(st.floats(0.0, 10.0)),
+        leader_failover_seconds=draw(st.floats(0.0, 30.0)),
     ).validate()
 
 
@@ -89,20 +100,33 @@ def thresholds(draw: st.DrawFn) -> HealthThresholds:
 # Plain restatements of the rules
 
 
-def trailing(history: Sequence[ProbeResult], belongs: str, max_gap: float) -> list[ProbeResult]:
+def trailing(
+    history: Sequence[ProbeResult], belongs: str | Callable[[ProbeResult], bool], max_gap: float
+) -> list[ProbeResult]:
     """The newest probes that all have ``belongs`` true, with no gap over ``max_gap`` between them."""
     ordered = sorted(history, key=lambda p: p.at)
+    test = belongs if callable(belongs) else (lambda p: getattr(p, belongs))
     run: list[ProbeResult] = []
     for p in reversed(ordered):
-        if not getattr(p, belongs) or (run and run[0].at - p.at > max_gap):
+        if not test(p) or (run and run[0].at - p.at > max_gap):
             break
         run.insert(0, p)
     return run
 
 
+def in_trouble(p: ProbeResult) -> bool:
+    """Failed, or answered without serving some partitions: anything but OK."""
+    return not p.ok
+
+
+def cannot_serve(p: ProbeResult) -> bool:
+    """Failed, or the metadata says some partitions cannot be served (no leader)."""
+    return p.failed or bool(p.leaderless_partitions or p.under_min_isr_partitions)
+
+
 def naive_trailing_failures(history: Sequence[ProbeResult]) -> list[ProbeResult]:
-    """Trailing failed probes ignoring probing gaps: the most generous count possible."""
-    return trailing(history, "failed", math.inf)
+    """Trailing probes in trouble ignoring probing gaps: the most generous count possible."""
+    return trailing(history, in_trouble, math.inf)
 
 
 def newest(history: Sequence[ProbeResult]) -> ProbeResult:
@@ -110,11 +134,20 @@ def newest(history: Sequence[ProbeResult]) -> ProbeResult:
 
 
 def probes_say_down(history: Sequence[ProbeResult], t: HealthThresholds, now: float) -> bool:
-    run = trailing(history, "failed", t.max_probe_gap)
-    return (
-        now - newest(history).at <= t.max_probe_gap
-        and len(run) >= t.failure_threshold
-        and newest(history).at - run[0].at >= t.min_down_seconds - SPAN_TOLERANCE_S
+    """Down: enough failed or unservable probes over ``min_down_seconds``, or enough probes in any
+    trouble (reads that failed included) over ``min_down_seconds + leader_failover_seconds``."""
+    if now - newest(history).at > t.max_probe_gap:
+        return False
+
+    def long_enough(run: list[ProbeResult], seconds: float) -> bool:
+        return (
+            len(run) >= t.failure_threshold
+            and bool(run)
+            and newest(history).at - run[0].at >= seconds - SPAN_TOLERANCE_S
+        )
+
+    return long_enough(trailing(history, cannot_serve, t.max_probe_gap), t.min_down_seconds) or long_enough(
+        trailing(history, in_trouble, t.max_probe_gap), t.min_down_seconds + t.leader_failover_seconds
     )
 
 

@@ -13,6 +13,7 @@ from airflow_kafka_failover.health.evidence import (
     ProbeResult,
     describe_exception,
     format_clock,
+    format_partition_evidence,
     format_probe_table,
 )
 
@@ -32,6 +33,9 @@ probes = st.builds(
     under_min_isr_partitions=partitions,
     canary_ok=st.none() | st.booleans(),
     error=st.none() | st.text(max_size=200),
+    unreadable_partitions=partitions,
+    under_replicated_partitions=partitions,
+    partitions_checked=st.integers(min_value=0, max_value=500),
 )
 
 
@@ -39,6 +43,23 @@ probes = st.builds(
 def test_every_probe_is_exactly_one_of_ok_degraded_failed(probe: ProbeResult) -> None:
     assert [probe.ok, probe.degraded, probe.failed].count(True) == 1
     assert probe.outcome == {True: "FAILED"}.get(probe.failed, "degraded" if probe.degraded else "ok")
+
+
+@given(probes)
+def test_a_degraded_probe_is_of_one_kind_or_both(probe: ProbeResult) -> None:
+    assert probe.degraded == (probe.partitions_down or probe.reads_failing)
+    assert not (probe.failed and (probe.partitions_down or probe.reads_failing))
+    # Under-replicated partitions are evidence for the log only: alone they leave a probe OK.
+    if not probe.failed and probe.under_replicated_partitions:
+        alone = probe.model_copy(
+            update={
+                "leaderless_partitions": (),
+                "under_min_isr_partitions": (),
+                "unreadable_partitions": (),
+                "canary_ok": None,
+            }
+        )
+        assert alone.ok
 
 
 @given(probes)
@@ -66,6 +87,33 @@ def test_an_unreachable_cluster_failed_and_a_leaderless_one_is_degraded() -> Non
     assert _probe().ok
 
 
+def test_the_metadata_says_partitions_are_down_the_probe_says_reads_fail() -> None:
+    assert _probe(leaderless_partitions=("orders-0",)).partitions_down
+    assert _probe(under_min_isr_partitions=("orders-0",)).partitions_down
+    silent = _probe(unreadable_partitions=("orders-1 (leader 2: no answer within 2 s)",))
+    assert silent.reads_failing and silent.degraded and not silent.partitions_down
+    assert _probe(canary_ok=False).reads_failing
+    assert _probe(under_replicated_partitions=("orders-0",)).ok
+
+
+def test_partition_evidence_names_each_partition_and_its_trouble() -> None:
+    text = format_partition_evidence(
+        _probe(
+            leaderless_partitions=("orders-0",),
+            unreadable_partitions=("orders-1 (leader 2: no answer within 2 s)",),
+            under_replicated_partitions=("orders-2",),
+            partitions_checked=3,
+        )
+    )
+    assert text.splitlines() == [
+        "Partitions of cluster A at 22:13:20.0 UTC (degraded):",
+        "  orders-0: no leader",
+        "  orders-1 (leader 2: no answer within 2 s): leader does not answer",
+        "  orders-2: under-replicated (not a failure)",
+    ]
+    assert format_partition_evidence(_probe(partitions_checked=3)) == ""
+
+
 def test_validation_names_unknown_and_missing_keys() -> None:
     data = _probe().model_dump(mode="json")
     with pytest.raises(ValueError, match="brokers"):
@@ -86,6 +134,9 @@ def test_the_payload_keeps_its_json_shape() -> None:
         "under_min_isr_partitions": [],
         "canary_ok": None,
         "error": None,
+        "unreadable_partitions": [],
+        "under_replicated_partitions": [],
+        "partitions_checked": 0,
     }
 
 
@@ -125,14 +176,15 @@ def test_table_has_one_aligned_row_per_probe_oldest_first() -> None:
             broker_count=3,
             leaderless_partitions=("orders-0", "orders-1"),
             canary_ok=False,
+            partitions_checked=12,
         ),
     ]
     table = format_probe_table(history)
     lines = table.splitlines()
     assert len(lines) == 4
     assert lines[0].split() == [
-        "time", "(UTC)", "cluster", "outcome", "reach", "brokers", "latency", "ms",
-        "leaderless", "under", "isr", "canary", "error",
+        "time", "(UTC)", "cluster", "outcome", "reach", "brokers", "latency", "ms", "checked",
+        "leaderless", "unreadable", "under", "isr", "under", "rep", "canary", "error",
     ]  # fmt: skip
     assert lines[1].startswith("22:13:20.0") and "12.3" in lines[1] and lines[1].split()[2] == "ok"
     assert lines[2].startswith("22:13:22.0") and "degraded" in lines[2] and "FAIL" in lines[2]
@@ -144,6 +196,8 @@ def test_table_has_one_aligned_row_per_probe_oldest_first() -> None:
     # Fixed width: the leaderless count of every row ends under the header's column end.
     leaderless_end = lines[0].index("leaderless") + len("leaderless")
     assert [line[leaderless_end - 1] for line in lines[1:]] == ["0", "2", "0"]
+    checked_end = lines[0].index("checked") + len("checked")
+    assert [line[checked_end - 2 : checked_end] for line in lines[1:]] == [" 0", "12", " 0"]
     assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d", line[:10]) for line in lines[1:])
 
 

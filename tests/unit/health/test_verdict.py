@@ -67,12 +67,12 @@ def test_never_down_with_too_few_failures_or_too_short_a_span(
         assert newest(history).at - verdict.failing_since >= t.min_down_seconds - SPAN_TOLERANCE_S
 
 
-@given(histories(), thresholds(), st.sampled_from(["ok", "degraded"]), st.floats(0.0, 3.0))
-def test_a_single_answer_resets_the_failure_run(
-    case: tuple[list[ProbeResult], float], t: HealthThresholds, outcome: str, dt: float
+@given(histories(), thresholds(), st.floats(0.0, 3.0))
+def test_a_single_ok_probe_resets_the_failure_run(
+    case: tuple[list[ProbeResult], float], t: HealthThresholds, dt: float
 ) -> None:
     history, _ = case
-    answered = probe(newest(history).at - BASE + dt, outcome)
+    answered = probe(newest(history).at - BASE + dt, "ok")
     verdict = judge([*history, answered], t, answered.at)
     assert verdict.state is not HealthState.DOWN
     assert verdict.consecutive_failures == 0 and verdict.failing_since is None
@@ -130,6 +130,50 @@ def test_degraded_probe_explains_which_partitions() -> None:
     verdict = judge([probe(0, "degraded")], DEFAULTS, BASE)
     assert verdict.state is HealthState.DEGRADED
     assert "1 partition(s) without a leader (orders-0)" in verdict.reason
+
+
+def test_partitions_without_a_leader_count_like_failed_probes() -> None:
+    history = every(0, 10) + every(10, 18, "degraded")  # leaderless at 10, 12, 14, 16
+    assert judge(history[:-1], DEFAULTS, BASE + 14.5).state is HealthState.DEGRADED
+    verdict = judge(history, DEFAULTS, BASE + 16.5)
+    assert verdict.state is HealthState.DOWN and verdict.failing_since == BASE + 10
+    assert "cluster A cannot serve the job by its probes" in verdict.reason
+    assert "without a leader (orders-0)" in verdict.reason
+
+
+def test_a_lost_broker_whose_leaders_move_within_the_failover_time_is_not_down() -> None:
+    # Kafka fences a lost broker after broker.session.timeout.ms (9 s) and moves its leaders: until then
+    # the metadata names it and reads of its partitions fail. 10 s of that is not down with the defaults.
+    history = every(0, 10) + every(10, 20, "unreadable") + every(20, 40)
+    for end in range(1, len(history) + 1):
+        now = history[end - 1].at + 0.5
+        assert judge(history[:end], DEFAULTS, now).state is not HealthState.DOWN
+    waiting = judge(history[:10], DEFAULTS, history[9].at)
+    assert "Kafka may still be moving leaders" in waiting.reason and "orders-1 (leader 2" in waiting.reason
+
+
+def test_leaders_that_stay_silent_past_the_failover_time_are_down() -> None:
+    # A lost quorum cannot move leaders: the metadata names a dead broker for as long as it lasts.
+    history = every(0, 10) + every(10, 40, "unreadable")  # from 10 s on
+    needed = DEFAULTS.min_down_seconds + DEFAULTS.leader_failover_seconds  # 21 s: the probe at 32 s
+    assert judge([p for p in history if p.at < BASE + 10 + needed], DEFAULTS, BASE + 30).state is (
+        HealthState.DEGRADED
+    )
+    verdict = judge([p for p in history if p.at <= BASE + 32], DEFAULTS, BASE + 32)
+    assert verdict.state is HealthState.DOWN and "(minimum 21 s)" in verdict.reason
+
+
+def test_reads_failing_then_leaders_gone_is_down_on_the_metadata_clock() -> None:
+    # Two brokers of three lost with a live quorum: reads fail until the controller fences them, then the
+    # metadata says the partitions are under min ISR (where checked): down 6 s after that, not 21 s.
+    under = ProbeResult.model_validate(
+        {**probe(0, "ok").model_dump(), "under_min_isr_partitions": ["orders-0"]}
+    )
+    history = every(0, 10, "unreadable") + [
+        under.model_copy(update={"at": BASE + at}) for at in range(10, 18, 2)
+    ]
+    verdict = judge(history, DEFAULTS, BASE + 16)
+    assert verdict.state is HealthState.DOWN and verdict.failing_since == BASE + 10
 
 
 def test_a_history_of_two_clusters_is_refused() -> None:
