@@ -12,7 +12,7 @@ from akf_devtools.sandbox.airflow_env import register_spark_connection
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.operators.streaming_job import SubmitStreamingJobOperator
 
-__all__ = ["TEST_SPARK_CONF", "JobWorld", "progress_records", "register_spark_connection"]
+__all__ = ["TEST_SPARK_CONF", "JobWorld", "fence_text", "progress_records", "register_spark_connection"]
 
 TEST_SPARK_CONF = LOCAL_SPARK_CONF  # small and quiet: two local cores, no UI, a modest driver
 
@@ -24,6 +24,17 @@ def progress_records(checkpoint: str) -> list[dict[str, Any]]:
     folder = Path(checkpoint) / "progress"
     names = sorted((p.name for p in folder.iterdir() if p.name.isdigit()), key=int) if folder.is_dir() else []
     return [json.loads((folder / name).read_text()) for name in names]
+
+
+def fence_text(location: str | Path, pair: str) -> str | None:
+    """Every epoch marker of a fencing folder, name and JSON text (None before the first): equal texts mean
+    that nothing advanced the fence."""
+    from airflow_kafka_failover.jobs.fencing import FencingMarker
+    from airflow_kafka_failover.storage.store import read_text
+
+    marker = FencingMarker(str(location), pair)
+    epochs = marker.epochs()
+    return "\n".join(f"{epoch}: {read_text(marker.marker(epoch))}" for epoch in epochs) if epochs else None
 
 
 @dataclass
@@ -44,6 +55,10 @@ class JobWorld:
     @property
     def fence(self) -> Path:
         return self.root / "fence"
+
+    def fence_text(self) -> str | None:
+        """The fencing folder's markers as text (None before the first)."""
+        return fence_text(self.fence, self.pair)
 
     def submit_operator(
         self, cluster: str, epoch: int, topics: list[str], starting_offsets: Any, **overrides: Any

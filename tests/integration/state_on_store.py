@@ -93,10 +93,17 @@ def refused_submit(story: Story, cluster: str, epoch: int, **job: Any) -> str:
     from airflow_kafka_failover.config import load_pair
     from airflow_kafka_failover.workflows import steps
 
+    from airflow_kafka_failover.hooks.storage import use_job_storage
+
     pair = load_pair(story.config_path, story.pair)
-    pair = pair.model_copy(update={"job": pair.job.model_copy(update=job)})
-    with pytest.raises(FailoverError) as failure:
-        steps.submit(pair, cluster, epoch, "earliest")
+    changed = pair.model_copy(update={"job": pair.job.model_copy(update=job)})
+    try:
+        with pytest.raises(FailoverError) as failure:
+            steps.submit(changed, cluster, epoch, "earliest")
+    finally:
+        # a task runs in a process of its own; here the next steps share this one: give the pair's stores
+        # back their connections
+        use_job_storage(pair.job)
     return str(failure.value)
 
 

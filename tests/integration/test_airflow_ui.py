@@ -37,6 +37,7 @@ from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.jobs.handle import JobHandle
 from tests.integration.conftest import REPO, RUN_ROOT
+from tests.integration.job_support import fence_text
 from tests.integration.waiting import wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.spark]
@@ -231,8 +232,8 @@ def test_dry_run_from_the_trigger_form_shows_the_plan(launcher: Launcher, browse
     assert (record["active"], record["epoch"], record["job"]["cluster"]) == ("A", 0, "A")
     started = time.monotonic()
     record_before = launcher.record()
-    fence = Path(launcher.ready["fencing_marker"])
-    fence_before = fence.read_text()
+    fence = launcher.ready["fencing_marker"]
+    fence_before = fence_text(fence, launcher.ready["pair"])
 
     trigger_dry_run(browser_page, launcher)
     run = the_dry_run(launcher)
@@ -256,7 +257,7 @@ def test_dry_run_from_the_trigger_form_shows_the_plan(launcher: Launcher, browse
     assert "A -> B: 4 partitions translated" in text, text[-3000:]
 
     assert launcher.record() == record_before, "a dry run changed the active record"
-    assert fence.read_text() == fence_before, "a dry run moved the fencing marker"
+    assert fence_text(fence, launcher.ready["pair"]) == fence_before, "a dry run moved the fencing marker"
     assert JobHandle.from_dict(record["job"]).is_alive(), "a dry run stopped the job"
 
 

@@ -65,8 +65,8 @@ def test_the_real_spark_submit_creates_the_named_labelled_pod_and_the_provider_t
         hooks = []
         original = StreamingJobHook.spark_submit_hook
 
-        def keep(self, name, application_args, conf):
-            hooks.append(original(self, name, application_args, conf))
+        def keep(self, name, application_args, conf, properties_file=None):
+            hooks.append(original(self, name, application_args, conf, properties_file))
             return hooks[-1]
 
         monkeypatch.setattr(StreamingJobHook, "spark_submit_hook", keep)

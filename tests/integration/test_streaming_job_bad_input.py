@@ -44,15 +44,15 @@ def refused(
     """Run the submit operator, expect a quick AirflowFailException matching ``match``, nothing started."""
     kwargs.setdefault("topics", [kwargs.pop("topic", "missing")])
     kwargs.setdefault("starting_offsets", "earliest")
-    fence_before = world.fence.read_text() if world.fence.exists() else None
+    fence_before = world.fence_text()
     operator = world.submit_operator(cluster, epoch, **kwargs)
     started = time.monotonic()
     with pytest.raises(AirflowFailException, match=match) as failure:
         operator.execute({})
     assert time.monotonic() - started < 30
-    run_dir = RunLayout(world.pair, cluster, epoch, "", str(world.root / "runs")).run_dir
+    run_dir = Path(RunLayout(world.pair, cluster, epoch, "", str(world.root / "runs")).local_dir)
     assert not (run_dir / "pids").exists(), "a job process was started"
-    assert (world.fence.read_text() if world.fence.exists() else None) == fence_before
+    assert world.fence_text() == fence_before
     return failure.value
 
 
@@ -83,8 +83,9 @@ def test_unreachable_bootstrap_fails_fast(world, topic, monkeypatch):
 
 def test_checkpoint_of_another_cluster_or_epoch_is_refused(world, topic):
     layout = RunLayout(world.pair, "A", 0, str(world.root / "checkpoints"), str(world.root / "runs"))
-    layout.checkpoint.mkdir(parents=True)
-    (layout.checkpoint / OWNER_FILE).write_text(json.dumps({"pair": world.pair, "cluster": "B", "epoch": 3}))
+    checkpoint = Path(layout.checkpoint)
+    checkpoint.mkdir(parents=True)
+    (checkpoint / OWNER_FILE).write_text(json.dumps({"pair": world.pair, "cluster": "B", "epoch": 3}))
     error = refused(world, "belongs to", topics=[topic])
     assert "'cluster': 'B'" in str(error) and "'epoch': 3" in str(error)
 
@@ -126,16 +127,16 @@ def test_a_job_that_never_reports_running_fails_the_submit_naming_status_json(wo
     from airflow_kafka_failover.process_group import ManagedProcess
 
     FencingMarker(str(world.fence), world.pair).advance(None, 0, "A")
-    fence_before = world.fence.read_text()
+    fence_before = world.fence_text()
     silent = user_job(world, "import time\ntime.sleep(600)  # a job that ignores the contract\n")
     operator = world.submit_operator(
         "A", 0, [topic], "earliest", application=silent, startup_timeout_seconds=10
     )
     with pytest.raises(JobStartError, match=r"did not report running in .*status\.json within 10 s"):
         operator.execute({})
-    run_dir = RunLayout(world.pair, "A", 0, "", str(world.root / "runs")).run_dir
+    run_dir = Path(RunLayout(world.pair, "A", 0, "", str(world.root / "runs")).local_dir)
     assert not ManagedProcess(PROCESS_NAME, run_dir).is_running(), "the silent job was left running"
-    assert world.fence.read_text() == fence_before
+    assert world.fence_text() == fence_before
 
 
 def test_a_job_that_raises_at_import_fails_the_submit_with_its_error(world, topic):
