@@ -706,6 +706,9 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
     def cpu(job: dict, plain: dict) -> float:
         return plain["cpu_s"] / job["cpu_s"]
 
+    def cpu_with_store(job: dict, plain: dict) -> float:
+        return (plain["cpu_s"] + plain["store_cpu_s"]) / (job["cpu_s"] + job["store_cpu_s"])
+
     job, plain = _median_round(rounds, throughput)
     job_cpu, plain_cpu = _median_round(rounds, cpu)
     steady = [(j["timing"].steady_records_per_s, p["timing"].steady_records_per_s) for j, p in rounds]
@@ -730,6 +733,7 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
         "cpu_ratio": round(cpu(job_cpu, plain_cpu), 3),
         "job_store_cpu_s": round(job_cpu["store_cpu_s"], 1),
         "plain_store_cpu_s": round(plain_cpu["store_cpu_s"], 1),
+        "cpu_with_store_ratio": round(cpu_with_store(*_median_round(rounds, cpu_with_store)), 3),
         **fence_figures(rounds, figures.get("plan")),
         **plan_figures(figures.get("plan")),
         "other_load_max_share": round(max(busy), 2),
