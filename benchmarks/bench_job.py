@@ -87,12 +87,16 @@ from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG, StreamingJo
 from airflow_kafka_failover.jobs.fencing import FencingMarker  # noqa: E402
 from airflow_kafka_failover.jobs.handle import JobHandle  # noqa: E402
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: E402
-from airflow_kafka_failover.jobs.progress import read_progress  # noqa: E402
+from airflow_kafka_failover.jobs.progress import read_progress, uncommitted_output_records  # noqa: E402
 from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
 from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
+from airflow_kafka_failover.storage import locations  # noqa: E402
+from airflow_kafka_failover.storage.store import open_store  # noqa: E402
+from airflow_kafka_failover.translation.planner import load_position  # noqa: E402
 from airflow_kafka_failover.translation.progress_log import read_batch_record  # noqa: E402
-from airflow_kafka_failover.translation.spark_checkpoint import parse_offsets_file  # noqa: E402
+from airflow_kafka_failover.translation.spark_checkpoint import parse_offsets_file, read_checkpoint  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
+from benchmarks.state_store import KINDS, STORAGE_TIMEOUT_S, StateStore  # noqa: E402
 
 SPARK_CONN_ID = "spark_bench"
 MASTER = "local[2]"
@@ -105,8 +109,17 @@ SPARK_CONF = {
 LATENCY_RECORDS = 1000
 LOADED_SHARE = 0.2  # other work's share of the cores above which a measurement is flagged as under load
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-# "batch 3: 250000 records in 1.52 s (write 1.47 s, progress 0.00 s, group commit 0.02 s), ..."
-JOB_BATCH_LINE = re.compile(r"\[akf-job\] batch (\d+): (\d+) records in ([0-9.]+) s(?: \(write ([0-9.]+) s)?")
+# "batch 3: 250000 records in 1.52 s (write 1.47 s, progress 0.00 s, group commit 0.02 s,
+#  fence check 0.004 s), ..."
+JOB_BATCH_LINE = re.compile(
+    r"\[akf-job\] batch (\d+): (\d+) records in ([0-9.]+) s(?: \(write ([0-9.]+) s)?"
+    r"(?:, progress [0-9.]+ s, group commit [0-9.]+ s, fence check (?P<fence>[0-9.]+) s)?"
+)
+# "stop and fence checks between batches: 57 in 60.2 s (0.95/s), median 0.012 s, max 0.051 s"
+BETWEEN_CHECKS_LINE = re.compile(
+    r"\[akf-job\] stop and fence checks between batches: (?P<count>\d+) in (?P<seconds>[0-9.]+) s "
+    r"\((?P<rate>[0-9.]+)/s\), median (?P<median>[0-9.]+) s, max (?P<max>[0-9.]+) s"
+)
 
 # The plain query, written into the run directory and run with the same spark-submit as the job.
 PLAIN_QUERY = '''"""Plain Structured Streaming query: Kafka -> Parquet file sink (bench_job.py's baseline)."""
@@ -194,36 +207,27 @@ class Timing:
         return after_first / (self.finished - self.first_committed)
 
 
-def _batch_files(folder: Path) -> dict[int, Path]:
-    if not folder.is_dir():
-        return {}
-    return {int(p.name): p for p in folder.iterdir() if p.name.isdigit()}
-
-
-def checkpoint_timing(checkpoint: Path, topic: str, records: int) -> Timing | None:
-    """Return the timing once the batch covering ``records`` records of ``topic`` is committed, else None."""
-    offsets = _batch_files(checkpoint / "offsets")
-    commits = _batch_files(checkpoint / "commits")
+def checkpoint_timing(
+    store: StateStore, checkpoint: str, topic: str, records: int
+) -> tuple[Timing | None, dict[int, float], dict[int, float]]:
+    """The timing once the batch covering ``records`` records of ``topic`` is committed (else None), with
+    when each batch's offsets and commit files were written (see StateStore.batch_times)."""
+    offsets, commits = store.batch_times(checkpoint)
     batches = []
     before = 0
     for batch in sorted(offsets):
         if batch not in commits:
-            return None
-        path = offsets[batch]
-        covered = sum(o for tp, o in parse_offsets_file(path, path.read_text()).items() if tp.topic == topic)
-        batches.append((batch, covered - before, commits[batch].stat().st_mtime - path.stat().st_mtime))
+            return None, offsets, commits
+        path = locations.join(checkpoint, "offsets", str(batch))
+        text = store.read_once(path).decode("utf-8")
+        covered = sum(o for tp, o in parse_offsets_file(path, text).items() if tp.topic == topic)
+        batches.append((batch, covered - before, commits[batch] - offsets[batch]))
         before = covered
         if covered >= records:
             if 0 not in offsets:
                 raise RuntimeError(f"{checkpoint} has no offsets/0; it is not a fresh checkpoint")
-            return Timing(
-                covered,
-                tuple(batches),
-                offsets[0].stat().st_mtime,
-                commits[batch].stat().st_mtime,
-                commits[0].stat().st_mtime,
-            )
-    return None
+            return Timing(covered, tuple(batches), offsets[0], commits[batch], commits[0]), offsets, commits
+    return None, offsets, commits
 
 
 def _cpu_ticks_by_group() -> collections.Counter[int]:
@@ -248,26 +252,30 @@ def _busy_ticks() -> int:
 
 @dataclass(frozen=True)
 class CpuSample:
-    """CPU seconds so far: of the query's process group, of this benchmark's processes, of the machine."""
+    """CPU seconds so far: of the query's process group, of the store's server, of this benchmark's
+    processes (the query, the server, the brokers, this script), of the machine."""
 
     query: float
+    store: float
     ours: float
     busy: float
 
     @classmethod
-    def take(cls, query_pgid: int, our_pgids: set[int]) -> CpuSample:
+    def take(cls, query_pgid: int, our_pgids: set[int], store_pgid: int | None) -> CpuSample:
         groups = _cpu_ticks_by_group()
         ours = sum(groups[g] for g in our_pgids | {query_pgid}) / CLOCK_TICKS
         own = os.times()
         return cls(
             query=groups[query_pgid] / CLOCK_TICKS,
+            store=groups[store_pgid] / CLOCK_TICKS if store_pgid is not None else 0.0,
             ours=ours + own.user + own.system,
             busy=_busy_ticks() / CLOCK_TICKS,
         )
 
 
 def wait_for_records(
-    checkpoint: Path,
+    store: StateStore,
+    checkpoint: str,
     topic: str,
     records: int,
     process: ManagedProcess,
@@ -278,26 +286,29 @@ def wait_for_records(
     """Wait until ``records`` records are committed; return the timing and the CPU seconds in between.
 
     The CPU is sampled when ``offsets/0`` first shows and when the last batch's commit shows (polled every
-    0.1 s): ``cpu_s`` of the query's process group, ``other_cpu_s`` of processes that are neither the
-    query, the sandbox's brokers nor this script (other work on the machine).
+    0.1 s): ``cpu_s`` of the query's process group, ``store_cpu_s`` of the store's server (moto, HDFS; 0 on
+    local disk), ``other_cpu_s`` of processes that are neither the query, the server, the sandbox's brokers
+    nor this script (other work on the machine).
     """
     deadline = time.monotonic() + timeout
     reported = -1
     pgid = process.pid()
+    store_pgid = store.server_pgid()
     first: CpuSample | None = None
     while time.monotonic() < deadline:
-        if first is None and (checkpoint / "offsets" / "0").exists() and pgid is not None:
-            first = CpuSample.take(pgid, our_pgids)
-        timing = checkpoint_timing(checkpoint, topic, records)
+        timing, offsets, commits = checkpoint_timing(store, checkpoint, topic, records)
+        if first is None and 0 in offsets and pgid is not None:
+            first = CpuSample.take(pgid, our_pgids, store_pgid)
         if timing is not None:
             if first is None or pgid is None:
                 raise RuntimeError(f"{what} finished before its CPU could be sampled")
-            last = CpuSample.take(pgid, our_pgids)
+            last = CpuSample.take(pgid, our_pgids, store_pgid)
             return timing, {
                 "cpu_s": last.query - first.query,
+                "store_cpu_s": last.store - first.store,
                 "other_cpu_s": (last.busy - first.busy) - (last.ours - first.ours),
             }
-        committed = max(_batch_files(checkpoint / "commits"), default=-1)
+        committed = max(commits, default=-1)
         if committed != reported:
             if committed >= 0:
                 say(f"  {what}: batch {committed} committed")
@@ -311,13 +322,6 @@ def wait_for_records(
     raise RuntimeError(
         f"{what} did not commit {records} records within {timeout:.0f} s; log {process.log_file}"
     )
-
-
-def parquet_rows(folder: Path) -> int:
-    import pyarrow.parquet as pq
-
-    files = [p for p in folder.rglob("*.parquet") if "_staging" not in p.parts]
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in files)
 
 
 # ---- the topic ---------------------------------------------------------------------------------------
@@ -369,38 +373,50 @@ class Bench:
     args: argparse.Namespace
     processes: list[ManagedProcess]
     our_pgids: set[int]
+    store: StateStore
 
     @functools.cached_property
     def hook(self) -> StreamingJobHook:
         return StreamingJobHook(
-            SPARK_CONN_ID, conf=SPARK_CONF, jars=jars_option(), driver_memory=self.args.driver_memory
+            SPARK_CONN_ID,
+            conf={**SPARK_CONF, **self.store.spark_conf()},
+            jars=jars_option(),
+            driver_memory=self.args.driver_memory,
+            storage_connections=self.store.connections,
+            storage_timeout_seconds=STORAGE_TIMEOUT_S,
         )
 
-    def job_settings(self, pair: str, topic: str) -> tuple[JobSettings, RunLayout]:
-        layout = RunLayout(pair, "A", 0, str(self.root / "checkpoints"), str(self.root / "runs"))
-        fence = self.root / f"fence-{pair}"
-        FencingMarker(str(fence), pair).advance(None, 0, "A")
+    def job_settings(
+        self, pair: str, topic: str, max_offsets: int | None = None, trigger: float | None = None
+    ) -> tuple[JobSettings, RunLayout]:
+        """A fresh run of ``pair`` on ``topic``: its checkpoint, run folder, sink and fence on the store."""
+        local_root = None if self.store.kind == "local" else str(self.root / "local")
+        layout = RunLayout(
+            pair, "A", 0, self.store.location("checkpoints"), self.store.location("runs"), local_root
+        )
+        fence = self.store.location(f"fence-{pair}")
+        FencingMarker(fence, pair).advance(None, 0, "A")
         settings = JobSettings(
             pair=pair,
             cluster="A",
             epoch=0,
             bootstrap_servers=self.bootstrap,
-            checkpoint=str(layout.checkpoint),
-            sink_root=str(self.root / f"sink-{pair}"),
+            checkpoint=layout.checkpoint,
+            sink_root=self.store.location(f"sink-{pair}"),
             bookkeeping_group=f"bk-{pair}",
-            fencing_marker=str(fence),
-            run_dir=str(layout.run_dir),
+            fencing_marker=fence,
+            run_dir=layout.run_dir,
             topics=(topic,),
             starting_offsets="earliest",
             record_id_field="id",
-            max_offsets_per_trigger=self.args.max_offsets_per_trigger,
-            trigger_interval_seconds=self.args.trigger_interval,
+            max_offsets_per_trigger=max_offsets or self.args.max_offsets_per_trigger,
+            trigger_interval_seconds=trigger or self.args.trigger_interval,
         )
         return settings, layout
 
     def submit(self, settings: JobSettings, layout: RunLayout) -> JobHandle:
         # Known for the clean-up before submit returns (it raises when the job fails to start).
-        self.processes.append(ManagedProcess(PROCESS_NAME, layout.run_dir))
+        self.processes.append(ManagedProcess(PROCESS_NAME, Path(layout.local_dir)))
         return self.hook.submit(settings, layout, startup_timeout=240)
 
     def stop_job(self, handle: JobHandle) -> None:
@@ -415,7 +431,7 @@ class Bench:
         handle = self.submit(settings, layout)
         running = time.monotonic() - started
         deadline = started + 240
-        while read_progress(settings.checkpoint).batch_id is None:
+        while not self.store.batch_times(settings.checkpoint)[1]:
             if not handle.process.is_running():
                 raise RuntimeError(f"the job exited before its first batch:\n{handle.log_tail()}")
             if time.monotonic() > deadline:
@@ -425,15 +441,24 @@ class Bench:
         self.stop_job(handle)
         return running, first_batch
 
-    def run_job(self, topic: str, round_no: int) -> dict:
-        settings, layout = self.job_settings(f"bench-r{round_no}", topic)
+    def run_job(
+        self,
+        topic: str,
+        pair: str,
+        records: int,
+        max_offsets: int | None = None,
+        trigger: float | None = None,
+    ) -> dict:
+        """Run the job on ``topic`` until ``records`` records are committed; stop it; return its figures."""
+        settings, layout = self.job_settings(pair, topic, max_offsets, trigger)
         handle = self.submit(settings, layout)
         say(f"  job running (log {handle.log_file})")
         try:
             timing, cpu = wait_for_records(
-                Path(settings.checkpoint),
+                self.store,
+                settings.checkpoint,
                 topic,
-                self.args.records,
+                records,
                 handle.process,
                 "job",
                 self.args.timeout,
@@ -443,15 +468,22 @@ class Bench:
             self.stop_job(handle)
         progress = read_progress(settings.checkpoint)
         last_written_at = (read_batch_record(settings.checkpoint, progress.batch_id) or {})["written_at"]
-        matches = JOB_BATCH_LINE.finditer(handle.log_file.read_text())
+        log_text = handle.log_file.read_text()
+        matches = list(JOB_BATCH_LINE.finditer(log_text))
         inside = {int(m[1]): (float(m[3]), float(m[4]) if m[4] else None) for m in matches}
+        fence_checks = {int(m[1]): float(m["fence"]) for m in matches if m["fence"] is not None}
+        between = BETWEEN_CHECKS_LINE.search(log_text)
         return {
             "timing": timing,
             **cpu,
             "progress_records": progress.records,
             "last_written_at": last_written_at,
             "inside_batch_s": inside,
-            "rows": parquet_rows(Path(settings.sink_root)),
+            "fence_check_s": fence_checks,
+            "between_checks": {k: float(v) for k, v in between.groupdict().items()} if between else None,
+            "rows": self.store.parquet_rows(settings.sink_root),
+            "checkpoint": settings.checkpoint,
+            "sink_root": settings.sink_root,
         }
 
     def run_plain(self, topic: str, round_no: int) -> dict:
@@ -460,9 +492,14 @@ class Bench:
         script = folder / "plain_query.py"
         script.write_text(PLAIN_QUERY)
         stop_file = folder / "stop-request"
+        checkpoint = self.store.location(f"plain-r{round_no}", "checkpoint")
+        output = self.store.location(f"plain-r{round_no}", "output")
         command = [str(Path(sys.executable).parent / "spark-submit"), "--master", MASTER]
-        for key, value in SPARK_CONF.items():
+        for key, value in {**SPARK_CONF, **self.store.spark_conf()}.items():
             command += ["--conf", f"{key}={value}"]
+        properties = self.store.properties_file(folder, [checkpoint, output])
+        if properties is not None:  # as the job's submit passes the store's keys: never on a command line
+            command += ["--properties-file", str(properties), "--load-spark-defaults"]
         command += [
             "--jars",
             jars_option(),
@@ -476,9 +513,9 @@ class Bench:
             "--topic",
             topic,
             "--checkpoint",
-            str(folder / "checkpoint"),
+            checkpoint,
             "--output",
-            str(folder / "output"),
+            output,
             "--max-offsets-per-trigger",
             str(self.args.max_offsets_per_trigger),
             "--trigger-interval",
@@ -492,7 +529,8 @@ class Bench:
         say(f"  plain query started (log {process.log_file})")
         try:
             timing, cpu = wait_for_records(
-                folder / "checkpoint",
+                self.store,
+                checkpoint,
                 topic,
                 self.args.records,
                 process,
@@ -507,7 +545,66 @@ class Bench:
                 time.sleep(0.25)
             process.stop(timeout=10)
             say("  plain query stopped")
-        return {"timing": timing, **cpu, "rows": parquet_rows(folder / "output")}
+        return {"timing": timing, **cpu, "rows": self.store.parquet_rows(output)}
+
+
+# ---- the plan's reads of a checkpoint -----------------------------------------------------------------
+
+
+def time_plan_reads(store: StateStore, checkpoint: str, sink_root: str, repeats: int) -> dict[str, float]:
+    """Seconds the switch's plan step spends reading the old run's checkpoint and sink, median of
+    ``repeats``, each in a freshly registered store (as in a new task process): opening the store (its
+    connection and first check), ``load_position`` then ``uncommitted_output_records`` (what
+    ``steps.make_plan`` reads from the store, in its order), and ``read_checkpoint`` once more alone."""
+    samples: dict[str, list[float]] = collections.defaultdict(list)
+    for _ in range(repeats):
+        store.register()
+        started = time.perf_counter()
+        open_store(checkpoint)
+        opened = time.perf_counter()
+        position = load_position(checkpoint=checkpoint)
+        loaded = time.perf_counter()
+        uncommitted = uncommitted_output_records(checkpoint, sink_root, 0)
+        counted = time.perf_counter()
+        read_checkpoint(checkpoint)
+        read = time.perf_counter()
+        if position is None or uncommitted != 0:
+            raise RuntimeError(f"{checkpoint}: no position ({position}) or uncommitted rows ({uncommitted})")
+        samples["open_store_s"].append(opened - started)
+        samples["load_position_s"].append(loaded - opened)
+        samples["uncommitted_output_s"].append(counted - loaded)
+        samples["read_checkpoint_s"].append(read - counted)
+        samples["plan_store_reads_s"].append(counted - started)
+    return {key: round(statistics.median(values), 4) for key, values in samples.items()}
+
+
+def measure_plan(bench: Bench, topic: str, records: int) -> dict:
+    """Run the job in ``--plan-batches`` small batches; time the plan's reads of the checkpoint it leaves,
+    on the store and on a local copy of it; return those and the run's fence checks."""
+    args, store = bench.args, bench.store
+    per_batch = max(1, -(-records // args.plan_batches))
+    say(f"plan: the job in {args.plan_batches} batches of {per_batch} records (trigger 0.1 s)")
+    run = bench.run_job(topic, "bench-plan", records, max_offsets=per_batch, trigger=0.1)
+    timing = run["timing"]
+    say(f"  {len(timing.batches)} batches in {timing.seconds:.1f} s ({timing.records_per_s:.0f} records/s)")
+    checkpoint, sink_root = run["checkpoint"], run["sink_root"]
+    figures = {
+        "plan_batches": len(timing.batches),
+        "plan_run_records_per_s": round(timing.records_per_s),
+        "plan_run": run,
+        "on_store": time_plan_reads(store, checkpoint, sink_root, args.plan_repeats),
+    }
+    say(f"  plan reads on {store.kind}: {figures['on_store']}")
+    if store.kind != "local":
+        local = bench.root / "plan-local-copy"
+        copied = store.copy_to_local(checkpoint, local / "checkpoint")
+        copied += store.copy_to_local(sink_root, local / "sink")
+        figures["local_copy_objects"] = copied
+        figures["on_local_copy"] = time_plan_reads(
+            store, str(local / "checkpoint"), str(local / "sink"), args.plan_repeats
+        )
+        say(f"  plan reads on a local copy ({copied} files): {figures['on_local_copy']}")
+    return figures
 
 
 # ---- reporting ---------------------------------------------------------------------------------------
@@ -517,7 +614,7 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
     say(f"round {round_no}: per batch (records, seconds from offsets/<b> to commits/<b>)")
     say(
         f"  {'batch':>5} {'records':>9} {'plain s':>8} {'job s':>8} {'job in batch fn s':>18} "
-        f"{'of which write s':>17}"
+        f"{'of which write s':>17} {'fence check s':>14}"
     )
     plain_batches = {b: (n, s) for b, n, s in plain["timing"].batches}
     for batch, count, seconds in job["timing"].batches:
@@ -525,10 +622,12 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
         inside, write = job["inside_batch_s"].get(batch, (None, None))
         inside_s = f"{inside:18.2f}" if inside is not None else f"{'-':>18}"
         write_s = f"{write:17.2f}" if write is not None else f"{'-':>17}"
-        say(f"  {batch:>5} {count:>9} {plain_s} {seconds:8.2f} {inside_s} {write_s}")
+        fence = job["fence_check_s"].get(batch)
+        fence_s = f"{fence:14.3f}" if fence is not None else f"{'-':>14}"
+        say(f"  {batch:>5} {count:>9} {plain_s} {seconds:8.2f} {inside_s} {write_s} {fence_s}")
     say(
         f"  {'query':<6} {'batches':>7} {'records':>9} {'seconds':>8} {'records/s':>10} {'after b0/s':>10} "
-        f"{'CPU s':>6} {'other CPU s':>11} {'rows':>8}"
+        f"{'CPU s':>6} {'store CPU s':>11} {'other CPU s':>11} {'rows':>8}"
     )
     for name, result in (("plain", plain), ("job", job)):
         timing = result["timing"]
@@ -536,8 +635,8 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
         steady_s = f"{steady:10.0f}" if steady is not None else f"{'-':>10}"
         say(
             f"  {name:<6} {len(timing.batches):>7} {timing.records:>9} {timing.seconds:8.2f} "
-            f"{timing.records_per_s:10.0f} {steady_s} {result['cpu_s']:6.1f} {result['other_cpu_s']:11.1f} "
-            f"{result['rows']:>8}"
+            f"{timing.records_per_s:10.0f} {steady_s} {result['cpu_s']:6.1f} {result['store_cpu_s']:11.1f} "
+            f"{result['other_cpu_s']:11.1f} {result['rows']:>8}"
         )
     lag = job["timing"].finished - job["last_written_at"]
     say(
@@ -553,6 +652,49 @@ def _median_round(rounds: list[tuple[dict, dict]], ratio) -> tuple[dict, dict]:
     return ordered[(len(ordered) - 1) // 2]
 
 
+def _stats(prefix: str, values: list[float]) -> dict[str, float | None]:
+    return {
+        f"{prefix}_median_s": round(statistics.median(values), 4) if values else None,
+        f"{prefix}_max_s": round(max(values), 4) if values else None,
+    }
+
+
+def fence_figures(rounds: list[tuple[dict, dict]], plan: dict | None) -> dict:
+    """The stop-and-fence check: before each batch (on the batch's critical path) over every batch of the
+    job's throughput runs, and its share of those batches' time; over the small batches of the plan run;
+    and the checks between batches of the plan run (how many per second, how long)."""
+    checks = [s for job, _ in rounds for s in job["fence_check_s"].values()]
+    batch_seconds = sum(seconds for job, _ in rounds for _, _, seconds in job["timing"].batches)
+    figures: dict = {
+        **_stats("fence_check", checks),
+        "fence_check_share_of_batch_time": round(sum(checks) / batch_seconds, 4) if checks else None,
+    }
+    if plan is not None:
+        run = plan["plan_run"]
+        figures.update(_stats("fence_check_small_batches", list(run["fence_check_s"].values())))
+        between = run["between_checks"] or {}
+        figures.update(
+            {
+                "between_checks": int(between["count"]) if between else None,
+                "between_checks_per_s": between.get("rate"),
+                "between_check_median_s": between.get("median"),
+                "between_check_max_s": between.get("max"),
+            }
+        )
+    return figures
+
+
+def plan_figures(plan: dict | None) -> dict:
+    """The plan's reads of the plan run's checkpoint, on the store and on a local copy."""
+    if plan is None:
+        return {}
+    figures = {"plan_batches": plan["plan_batches"], "plan_run_records_per_s": plan["plan_run_records_per_s"]}
+    figures.update({f"plan_{key}": value for key, value in plan["on_store"].items()})
+    for key, value in plan.get("on_local_copy", {}).items():
+        figures[f"plan_local_{key}"] = value
+    return figures
+
+
 def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
     """The final figures: rates and ratio of the median round by throughput ratio, CPU of the median round
     by CPU ratio, the median of the rounds' steady-state ratios."""
@@ -564,12 +706,17 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
     def cpu(job: dict, plain: dict) -> float:
         return plain["cpu_s"] / job["cpu_s"]
 
+    def cpu_with_store(job: dict, plain: dict) -> float:
+        return (plain["cpu_s"] + plain["store_cpu_s"]) / (job["cpu_s"] + job["store_cpu_s"])
+
     job, plain = _median_round(rounds, throughput)
     job_cpu, plain_cpu = _median_round(rounds, cpu)
     steady = [(j["timing"].steady_records_per_s, p["timing"].steady_records_per_s) for j, p in rounds]
     steady_ratios = [j / p for j, p in steady if j and p]
     busy = [r["other_cpu_s"] / (r["timing"].seconds * (os.cpu_count() or 1)) for pair in rounds for r in pair]
     return {
+        "store": args.store,
+        "store_start_s": round(figures["store_start_s"], 1),
         "records": args.records,
         "partitions": args.partitions,
         "max_offsets_per_trigger": args.max_offsets_per_trigger,
@@ -584,6 +731,11 @@ def summarize(args: argparse.Namespace, figures: dict, machine: str) -> dict:
         "job_cpu_s": round(job_cpu["cpu_s"], 1),
         "plain_cpu_s": round(plain_cpu["cpu_s"], 1),
         "cpu_ratio": round(cpu(job_cpu, plain_cpu), 3),
+        "job_store_cpu_s": round(job_cpu["store_cpu_s"], 1),
+        "plain_store_cpu_s": round(plain_cpu["store_cpu_s"], 1),
+        "cpu_with_store_ratio": round(cpu_with_store(*_median_round(rounds, cpu_with_store)), 3),
+        **fence_figures(rounds, figures.get("plan")),
+        **plan_figures(figures.get("plan")),
         "other_load_max_share": round(max(busy), 2),
         "measured_under_load": max(busy) > LOADED_SHARE,
         "submit_to_running_s": round(figures["to_running"], 2),
@@ -614,8 +766,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--driver-memory", default="1g", help="--driver-memory of both queries (1g)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of job + plain, order alternating (3)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one query may take (900)")
+    parser.add_argument(
+        "--store",
+        choices=KINDS,
+        default="local",
+        help="where both queries keep checkpoint and sink, and the job its run folder and fence: local disk, "
+        "moto's S3 server (s3a://) or HDFS (hdfs://), started and stopped by the benchmark (local)",
+    )
+    parser.add_argument(
+        "--plan-batches",
+        type=int,
+        help="after the rounds, run the job in this many small batches (trigger 0.1 s) and time the plan's "
+        "reads of the checkpoint it leaves; 0 skips it (300 on a store, 0 locally)",
+    )
+    parser.add_argument("--plan-repeats", type=int, default=5, help="timings of the plan's reads (5)")
     parser.add_argument("--keep", action="store_true", help="keep the run directory (logs, data)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.plan_batches is None:
+        args.plan_batches = 0 if args.store == "local" else 300
+    return args
 
 
 def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
@@ -627,8 +796,11 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
     sandbox.stop_mirrormaker()
     say("stopped MirrorMaker 2 so that replicating the topic to B does not compete for the CPU")
     bench.bootstrap = sandbox.bootstrap("A")
-    brokers = [broker.process.pid() for broker in sandbox.brokers.values()]
-    bench.our_pgids = {pid for pid in brokers if pid is not None}  # each broker leads its process group
+    store_start_s = bench.store.start()
+    if args.store != "local":
+        say(f"{args.store} store up in {store_start_s:.1f} s: {bench.store.location()}")
+    servers = [broker.process.pid() for broker in sandbox.brokers.values()] + [bench.store.server_pgid()]
+    bench.our_pgids = {pid for pid in servers if pid is not None}  # each server leads its process group
 
     load_topic(bench.bootstrap, "bench-latency", LATENCY_RECORDS, args.partitions)
     say(f"submit to first batch: a fresh run on {LATENCY_RECORDS} records")
@@ -645,8 +817,10 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
         results = {}
         for name in order:
             say(f"round {round_no}: {name}")
-            run = bench.run_job if name == "job" else bench.run_plain
-            results[name] = run("bench-records", round_no)
+            if name == "job":
+                results[name] = bench.run_job("bench-records", f"bench-r{round_no}", args.records)
+            else:
+                results[name] = bench.run_plain("bench-records", round_no)
             timing = results[name]["timing"]
             say(
                 f"  {name}: {timing.records} records in {timing.seconds:.2f} s = "
@@ -655,7 +829,15 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
             if results[name]["rows"] != args.records:
                 raise RuntimeError(f"the {name} wrote {results[name]['rows']} rows, expected {args.records}")
         rounds.append((results["job"], results["plain"]))
-    return {"to_running": to_running, "to_first_batch": to_first_batch, "load_s": load_s, "rounds": rounds}
+    plan = measure_plan(bench, "bench-records", args.records) if args.plan_batches else None
+    return {
+        "to_running": to_running,
+        "to_first_batch": to_first_batch,
+        "load_s": load_s,
+        "rounds": rounds,
+        "plan": plan,
+        "store_start_s": store_start_s,
+    }
 
 
 def clean_up(bench: Bench, sandbox: Sandbox) -> None:
@@ -665,6 +847,7 @@ def clean_up(bench: Bench, sandbox: Sandbox) -> None:
             process.stop(timeout=10)
         except Exception as exc:  # stop the rest regardless
             say(f"could not stop {process.name} in {process.run_dir}: {exc}")
+    bench.store.stop()
     sandbox.down()
     say("sandbox down")
 
@@ -682,7 +865,7 @@ def main() -> int:
     )
     os.environ[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": MASTER})
     sandbox = Sandbox(root / "sandbox")
-    bench = Bench(root, "", args, [], set())
+    bench = Bench(root, "", args, [], set(), StateStore(args.store, root))
     figures = None
     try:
         figures = measure(args, sandbox, bench)
@@ -697,9 +880,20 @@ def main() -> int:
         report_round(round_no, job, plain)
     summary = summarize(args, figures, machine)
     say(
-        f"throughput ratio job/plain: {summary['throughput_ratio']} (target >= 0.8); "
-        f"submit to first batch {summary['submit_to_first_batch_s']} s"
+        f"state on {args.store}: throughput ratio job/plain: {summary['throughput_ratio']} (target >= 0.8); "
+        f"submit to first batch {summary['submit_to_first_batch_s']} s; stop and fence check before a "
+        f"batch: median {summary['fence_check_median_s']} s, max {summary['fence_check_max_s']} s"
     )
+    if figures["plan"] is not None:
+        say(
+            f"plan's reads of a checkpoint of {summary['plan_batches']} batches: "
+            f"{summary['plan_plan_store_reads_s']} s on {args.store}"
+            + (
+                f", {summary['plan_local_plan_store_reads_s']} s on a local copy"
+                if args.store != "local"
+                else ""
+            )
+        )
     if summary["measured_under_load"]:
         say(
             f"WARNING: other work used up to {summary['other_load_max_share']:.0%} of the cores during a "

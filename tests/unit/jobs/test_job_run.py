@@ -238,14 +238,20 @@ def test_run_opens_the_admin_client_and_the_listener_before_the_query_and_closes
     assert status["state"] == "stopped"
 
 
-def test_the_batch_line_is_what_the_benchmark_parses(run, job_log):
+@pytest.fixture
+def bench():
+    """benchmarks/bench_job.py, which parses the job's log lines."""
     spec = importlib.util.spec_from_file_location("bench_job_under_test", BENCH_JOB)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     try:
-        spec.loader.exec_module(bench)
+        spec.loader.exec_module(module)
     finally:
         sys.modules.pop(spec.name, None)
+    return module
+
+
+def test_the_batch_line_is_what_the_benchmark_parses(run, job_log, bench):
     run.guarded(lambda df, batch_id: None, cache=False)("batch-df", 3)
     committed_batch(run, 3, {"orders": {"0": 7}})
     run.record_batch(3, {SOURCE_METRICS: {"records": 2}}, {"triggerExecution": 900})
@@ -253,3 +259,18 @@ def test_the_batch_line_is_what_the_benchmark_parses(run, job_log):
     match = bench.JOB_BATCH_LINE.search(text)
     assert match is not None and match[1] == "3" and match[2] == "2"
     assert float(match[4]) <= float(match[3])
+    assert 0 <= float(match["fence"]) < 5  # the stop and fence check before the batch
+
+
+def test_the_checks_between_batches_are_timed_and_counted_in_the_runs_last_lines(run, job_log, bench):
+    answers = iter([False, False, True])  # two polls find the query running, then it ends
+    run.spark.readStream._query.awaitTermination = lambda timeout: next(answers)
+    checked = []
+    why_stop = run.why_stop
+    run.why_stop = lambda: checked.append(1) or why_stop()
+    assert run.run(lambda: run.spark.readStream.start()) == 0
+    assert len(checked) == 2
+    line = next(m for m in job_log if m.startswith("stop and fence checks between batches: "))
+    match = bench.BETWEEN_CHECKS_LINE.search(f"[akf-job] {line}")
+    assert match is not None and match["count"] == "2", line
+    assert 0 <= float(match["median"]) <= float(match["max"]) < 5
