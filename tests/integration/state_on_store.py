@@ -91,9 +91,8 @@ def assert_nothing_of_the_pair_on_local_disk(root: Path) -> dict[str, int]:
 def refused_submit(story: Story, cluster: str, epoch: int, **job: Any) -> str:
     """Submit the running epoch's job with ``job`` options over the pair's; return the refusal."""
     from airflow_kafka_failover.config import load_pair
-    from airflow_kafka_failover.workflows import steps
-
     from airflow_kafka_failover.hooks.storage import use_job_storage
+    from airflow_kafka_failover.workflows import steps
 
     pair = load_pair(story.config_path, story.pair)
     changed = pair.model_copy(update={"job": pair.job.model_copy(update=job)})
