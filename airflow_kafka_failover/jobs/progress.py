@@ -26,7 +26,8 @@ class JobProgress:
     :param offsets: the committed position (next offset per partition).
     :param records: records written by the committed batches.
     :param committed_at: unix seconds when the job wrote the progress record of ``batch_id`` (its
-        ``written_at``), None before the first batch or when that batch has no progress record.
+        ``written_at``); while that record is still being written (the job writes it after Spark's commit),
+        the newest earlier record's, so that the age is never understated; None before the first record.
     :param written_any: whether the job wrote any progress record (a job that never does breaks the contract).
     """
 
@@ -74,7 +75,8 @@ class LastCommit:
 
     :param batch_id: the last committed batch; None before the first.
     :param offsets: its position (next offset per partition).
-    :param committed_at: unix seconds of its progress record, None when that record is not in the file's tail.
+    :param committed_at: unix seconds of its progress record (of the newest earlier one while the job
+        writes it), None before the first record.
     """
 
     batch_id: int | None
@@ -95,10 +97,10 @@ def read_last_commit(checkpoint: str) -> LastCommit:
     record = read_batch_record(checkpoint, batch_id)
     if record is not None:
         return LastCommit(batch_id, offsets, _written_at(record))
-    # a run of an earlier release writes progress.jsonl: read it whole (only until that run is replaced)
+    # the job writes the record just after Spark's commit: until then the newest earlier record tells when
+    # the run last made progress (a run of an earlier release: its whole progress.jsonl)
     summary = progress_log.read_progress(checkpoint, batch_id)
-    committed_at = summary.written_at if summary is not None and summary.batch_id == batch_id else None
-    return LastCommit(batch_id, offsets, committed_at)
+    return LastCommit(batch_id, offsets, summary.written_at if summary is not None else None)
 
 
 def read_progress(checkpoint: str) -> JobProgress:
@@ -115,5 +117,5 @@ def read_progress(checkpoint: str) -> JobProgress:
     wrote_any = summary is not None or bool(open_store(root).names(progress_folder(root)))
     if summary is None:
         return JobProgress(committed, dict(reading.position.offsets), 0, None, wrote_any)
-    committed_at = summary.written_at if summary.batch_id == committed else None
-    return JobProgress(committed, dict(reading.position.offsets), summary.records, committed_at, wrote_any)
+    # summary.batch_id < committed while the job writes the committed batch's record: its time is older
+    return JobProgress(committed, dict(reading.position.offsets), summary.records, summary.written_at, wrote_any)

@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.exceptions import CheckpointError
-from airflow_kafka_failover.jobs.progress import JobProgress, read_progress, uncommitted_output_records
+from airflow_kafka_failover.jobs.progress import (
+    JobProgress,
+    LastCommit,
+    read_last_commit,
+    read_progress,
+    uncommitted_output_records,
+)
 from airflow_kafka_failover.types import TopicPartition
 
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
@@ -155,8 +161,23 @@ def test_committed_at_is_the_progress_time_of_the_committed_batch(tmp_path):
     lines = [json.loads(progress_line(n, {"t": {"0": end}}, 1)) for n, end in ((0, 5), (1, 9), (2, 12))]
     write_progress(tmp_path, *(json.dumps({**line, "written_at": 100.0 + n}) for n, line in enumerate(lines)))
     assert read_progress(tmp_path).committed_at == 101.0
-    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 1))  # batch 1 has no progress record
+    # batch 1 committed, its record not written yet: the time of batch 0's, never a fresher one
+    write_progress(tmp_path, json.dumps({**lines[0], "written_at": 100.0}))
+    assert read_progress(tmp_path).committed_at == 100.0
+    assert read_last_commit(tmp_path).committed_at == 100.0
+    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 1))  # records without a time
     assert read_progress(tmp_path).committed_at is None
+
+
+def test_while_the_committed_batch_has_no_record_its_time_is_the_previous_batch(tmp_path):
+    for batch_id, end in ((0, 5), (1, 9), (2, 12)):
+        batch(tmp_path, batch_id, {"t": {"0": end}})
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, written_at=100.0)
+    write_record(tmp_path, 1, end_offsets={"t": {"0": 9}}, written_at=101.0)
+    assert (read_progress(tmp_path).batch_id, read_progress(tmp_path).committed_at) == (2, 101.0)
+    assert read_last_commit(tmp_path) == LastCommit(2, {T0: 12}, 101.0)
+    write_record(tmp_path, 2, end_offsets={"t": {"0": 12}}, written_at=102.0)
+    assert read_last_commit(tmp_path).committed_at == read_progress(tmp_path).committed_at == 102.0
 
 
 def timed_line(batch_id: int, end: dict, written_at: float, pad: int = 0) -> str:
@@ -166,8 +187,6 @@ def timed_line(batch_id: int, end: dict, written_at: float, pad: int = 0) -> str
 
 
 def test_the_last_commit_read_cheaply_agrees_with_the_full_read(tmp_path):
-    from airflow_kafka_failover.jobs.progress import LastCommit, read_last_commit
-
     assert read_last_commit(tmp_path) == LastCommit(None, {})
     batch(tmp_path, 0, {"t": {"0": 5, "1": 2}})
     batch(tmp_path, 1, {"t": {"0": 9, "1": 4}})
