@@ -23,9 +23,9 @@ hook finds first on the PATH it gives the job), ``--master local[2]``, the same 
 batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the job sets them, and a
 processing-time trigger of the same interval. The plain query writes the Kafka columns (key, value, topic,
 partition, offset, timestamp) with Spark's Parquet file sink; the job (on the job-side API) writes its own
-sink (record id, epoch, batch; staging and rename), observes its Kafka source for the progress line's
-statistics, and after each batch appends to ``progress.jsonl`` and commits the bookkeeping group (from a
-query listener); the difference is the job's cost.
+sink (record id, epoch, batch; a batch folder complete once its ``_SUCCESS`` is written), observes its
+Kafka source for the progress record's statistics, and after each batch writes ``progress/<batch>`` and
+commits the bookkeeping group (from a query listener); the difference is the job's cost.
 
 How throughput is measured, identically for both, from the Spark checkpoint each query writes: Spark
 writes ``offsets/<b>`` when batch ``b`` starts (after planning its offset range) and ``commits/<b>`` when
@@ -33,7 +33,7 @@ it has finished (sink written; for the job, after its batch function returned). 
 the modification time of ``offsets/0`` to that of ``commits/<b>``, where ``b`` is the first batch whose end
 offsets cover ``--records`` records; throughput = records / interval. JVM start-up, SparkSession creation
 and query start-up are excluded for both; the first batch's one-off costs (Kafka consumers, code
-generation) are included for both. For the job the result is cross-checked against ``progress.jsonl``
+generation) are included for both. For the job the result is cross-checked against its progress records
 (``written_at`` of the last batch) and its log's per-batch seconds (the batch's time as Spark measured it,
 and of that the time in the batch function), and the records each query wrote are counted in its Parquet
 output.
@@ -640,7 +640,7 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
         )
     lag = job["timing"].finished - job["last_written_at"]
     say(
-        f"  job cross-check: progress.jsonl counts {job['progress_records']} records; last written_at is "
+        f"  job cross-check: progress records count {job['progress_records']} records; last written_at is "
         f"{lag:.2f} s before the commit; records/s up to written_at "
         f"{job['timing'].records / (job['last_written_at'] - job['timing'].started):.0f}"
     )

@@ -118,4 +118,5 @@ def read_progress(checkpoint: str) -> JobProgress:
     if summary is None:
         return JobProgress(committed, dict(reading.position.offsets), 0, None, wrote_any)
     # summary.batch_id < committed while the job writes the committed batch's record: its time is older
-    return JobProgress(committed, dict(reading.position.offsets), summary.records, summary.written_at, wrote_any)
+    position = dict(reading.position.offsets)
+    return JobProgress(committed, position, summary.records, summary.written_at, wrote_any)

@@ -32,7 +32,7 @@ from typing import Any
 
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import CONTROLLER_ID_BASE, KafkaBroker, client_security
-from akf_devtools.sandbox.loopback import accepts_connections, port_in_use, wait_until
+from akf_devtools.sandbox.loopback import PORT_RELEASE_WAIT_S, accepts_connections, port_in_use, wait_until
 from akf_devtools.sandbox.scram import ScramLogin
 from akf_devtools.sandbox.tls import TlsMaterial
 
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 CONTROLLERS = 3
 """Voters of the KRaft quorum of a cluster of several brokers: it survives the loss of one."""
 MAX_BROKERS = 5
-PORT_RELEASE_WAIT_S = 15.0
 QUORUM_PROBE_TOPIC = "akf-sandbox-quorum-probe"
 
 

@@ -26,7 +26,7 @@ from airflow_kafka_failover.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.hadoop import JVM_FLAGS, READY_FILE, java_binary, read_ready_file
 from akf_devtools.sandbox.jars import hadoop_minicluster_classpath
-from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
+from akf_devtools.sandbox.loopback import PORT_RELEASE_WAIT_S, free_ports, port_in_use, wait_until
 from akf_devtools.sandbox.scram import write_private
 
 log = logging.getLogger(__name__)
@@ -129,8 +129,8 @@ class HdfsCluster:
             rpc, http = free_ports(2)
             write_private(self.ports_file, json.dumps({"rpc": rpc, "http": http}))
         rpc, http = self._ports()
-        for port in (rpc, http):
-            if port_in_use(port):
+        for port in (rpc, http):  # connections of the JVM just stopped may hold a port for a moment
+            if not wait_until(lambda port=port: not port_in_use(port), PORT_RELEASE_WAIT_S, 0.25):
                 raise SandboxError(f"port {port} of HDFS in {self.run_dir} is taken by another process")
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / READY_FILE).unlink(missing_ok=True)

@@ -2,22 +2,53 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
 from contextlib import ExitStack
+from pathlib import Path
+
+LOWEST_PORT = 10_000
+"""The lowest port :func:`free_ports` hands out."""
+PORT_RELEASE_WAIT_S = 15.0
+"""How long a service restarted on its ports waits for them to be free (connections of the process just
+stopped can hold one for a moment)."""
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of ports for outgoing connections (Linux: ``ip_local_port_range``)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def free_ports(count: int) -> list[int]:
-    """Return ``count`` distinct TCP ports that are free on 127.0.0.1 right now.
+    """Return ``count`` distinct TCP ports that are free on 127.0.0.1 right now, below the kernel's range of
+    ports for outgoing connections: a broker, HDFS or moto restarted on its ports must not find one taken by
+    a client's connection in between (a port of that range is the local end of any outgoing connection).
 
     All sockets are held open until every port is chosen, so the same port is never handed out twice.
 
     :param count: how many ports.
     """
+    low, _ = _ephemeral_range()
+    candidates = list(range(LOWEST_PORT, low))
+    random.SystemRandom().shuffle(candidates)  # not the shared generator, which tests may seed
     with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        for port in candidates:
+            if len(ports) == count:
+                break
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            ports.append(port)
+        while len(ports) < count:  # no free port below the range (or no room below it): any free one
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])

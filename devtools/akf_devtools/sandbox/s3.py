@@ -31,7 +31,7 @@ from typing import Any
 
 from airflow_kafka_failover.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
-from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
+from akf_devtools.sandbox.loopback import PORT_RELEASE_WAIT_S, free_ports, port_in_use, wait_until
 from akf_devtools.sandbox.scram import write_private
 
 DEFAULT_BUCKET = "akf-test"
@@ -153,7 +153,7 @@ class S3Server:
             raise SandboxError(
                 f"the S3 server in {self.run_dir} is already running (port {port}); stop it first"
             )
-        if port_in_use(port):
+        if not wait_until(lambda: not port_in_use(port), PORT_RELEASE_WAIT_S, 0.25):
             raise SandboxError(f"port {port} of the S3 server in {self.run_dir} is taken by another process")
         self.process.start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)])
         if not wait_until(lambda: self._answers() or not self.process.is_running(), timeout, interval=0.2):
