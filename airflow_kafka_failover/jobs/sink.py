@@ -113,6 +113,7 @@ class ParquetBatchSink:
     def __init__(self, sink_root: str, epoch: int) -> None:
         self.sink_root = sink_root
         self.epoch = epoch
+        self._committer_chosen = locations.scheme(sink_root) != "s3a"
 
     def write_batch(self, batch_df: Any, batch_id: int) -> dict[str, Any] | None:
         """Write ``batch_df`` (plus a ``batch_id`` column) unless the batch's directory is already there.
@@ -127,6 +128,13 @@ class ParquetBatchSink:
         if is_complete(final):
             log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
             return footer_stats(final)
+        if not self._committer_chosen:
+            from airflow_kafka_failover.jobs.committers import use_s3a_committer
+
+            in_place = use_s3a_committer(batch_df.sparkSession)
+            how = "in place (S3A magic committer)" if in_place else "by copying"
+            log.info("sink %s: batches committed %s", self.sink_root, how)
+            self._committer_chosen = True
         # "overwrite" replaces what a crashed attempt left without its _SUCCESS
         batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").parquet(final)
         return None

@@ -178,7 +178,8 @@ def delta_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
 
 
 def s3a_jars(pyspark_jars_dir: Path | None = None) -> list[Path]:
-    """Return Hadoop's S3A connector (hadoop-aws 3.4.1) and its AWS SDK v2 bundle, for ``s3a://`` paths.
+    """Return Hadoop's S3A connector (hadoop-aws 3.4.1), its AWS SDK v2 bundle and Spark's binding to its
+    committers (spark-hadoop-cloud), for ``s3a://`` paths.
 
     Not part of :func:`job_jars`: the bundle is one jar of about 560 MB, which spark-submit ``--jars`` copies
     into every application's scratch folder (seconds, and 560 MB of disk per running job) and whose classes
