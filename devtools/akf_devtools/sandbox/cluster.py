@@ -21,6 +21,7 @@ lost broker's partitions take to get a new leader is the one production clusters
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -32,7 +33,13 @@ from typing import Any
 
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import CONTROLLER_ID_BASE, KafkaBroker, client_security
-from akf_devtools.sandbox.loopback import PORT_RELEASE_WAIT_S, accepts_connections, port_in_use, wait_until
+from akf_devtools.sandbox.loopback import (
+    PORT_RELEASE_WAIT_S,
+    accepts_connections,
+    in_parallel,
+    port_in_use,
+    wait_until,
+)
 from akf_devtools.sandbox.scram import ScramLogin
 from akf_devtools.sandbox.tls import TlsMaterial
 
@@ -341,23 +348,13 @@ class KafkaCluster:
         for node in nodes:
             _wait_ports_released(node)
         self._format(nodes)
-        errors: list[BaseException] = []
 
         def start(node: KafkaBroker) -> None:
-            try:
-                node.start()
-                if node.role == "combined":
-                    node.wait_ready(timeout)
-            except BaseException as exc:  # re-raised below in the calling thread
-                errors.append(exc)
+            node.start()
+            if node.role == "combined":
+                node.wait_ready(timeout)
 
-        threads = [threading.Thread(target=start, args=(node,)) for node in nodes]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        in_parallel(functools.partial(start, node) for node in nodes)
         if not self.combined:
             quorum = any(node.is_controller for node in nodes)
             self.wait_serving(timeout, fully_replicated, quorum=quorum, started=nodes)

@@ -1,4 +1,4 @@
-"""Loopback networking for the sandbox: free ports and waiting for a listener."""
+"""Loopback networking for the sandbox: free ports, waiting for a listener, starting side by side."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -53,6 +55,18 @@ def free_ports(count: int) -> list[int]:
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
         return ports
+
+
+def in_parallel(calls: Iterable[Callable[[], None]]) -> None:
+    """Run ``calls`` in threads of their own, wait for every one, then raise the first error (in the order
+    given) in the calling thread."""
+    calls = list(calls)
+    if not calls:
+        return
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    for future in futures:
+        future.result()
 
 
 def port_in_use(port: int) -> bool:

@@ -10,6 +10,7 @@ belongs to a sandbox; a directory without it is never cleaned or reused.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import KafkaBroker, client_security, new_cluster_id
 from akf_devtools.sandbox.cluster import MAX_BROKERS, KafkaCluster, replication_factor
 from akf_devtools.sandbox.jars import kafka_classpath
-from akf_devtools.sandbox.loopback import free_ports, wait_until
+from akf_devtools.sandbox.loopback import free_ports, in_parallel, wait_until
 from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
 from akf_devtools.sandbox.scram import ScramLogin, credentials_file
 from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
@@ -301,21 +302,11 @@ class Sandbox:
 
         :param nodes: per cluster name, the nodes to start.
         """
-        errors: list[BaseException] = []
-
-        def start(name: str, members: list[KafkaBroker]) -> None:
-            try:
-                self.clusters[name].start(members, timeout, fully_replicated)
-            except BaseException as exc:  # re-raised below in the calling thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=start, args=item) for item in nodes.items() if item[1]]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        in_parallel(
+            functools.partial(self.clusters[name].start, members, timeout, fully_replicated)
+            for name, members in nodes.items()
+            if members
+        )
 
     def heartbeat_marks(self) -> dict[tuple[str, str], int]:
         """Return, per MirrorMaker 2 flow, how many heartbeats its target cluster holds now (0 if none)."""

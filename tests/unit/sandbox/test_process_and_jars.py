@@ -119,3 +119,27 @@ def test_without_javac_the_job_jars_leave_out_the_record_id_jar_and_say_why(
     names = [jar.name for jar in jars.job_jars()]
     assert names == [jar.name for jar in spark_kafka + delta]
     assert "the job runs without the record-id jar: javac is not on PATH" in caplog.text
+
+
+def test_in_parallel_waits_for_every_call_then_raises_the_first_error():
+    import threading
+    import time
+
+    from akf_devtools.sandbox.loopback import in_parallel
+
+    done: list[str] = []
+    both_running = threading.Barrier(2, timeout=5)
+
+    def slow() -> None:
+        both_running.wait()  # only passes when the two calls run at the same time
+        time.sleep(0.2)
+        done.append("slow")
+
+    def failing() -> None:
+        both_running.wait()
+        raise ValueError("first")
+
+    with pytest.raises(ValueError, match="first"):
+        in_parallel([failing, slow])
+    assert done == ["slow"], "in_parallel raised before every call had ended"
+    in_parallel([])
