@@ -354,7 +354,7 @@ class KafkaClusterHook(KafkaBaseHook):
         futures = admin.describe_configs(resources, request_timeout=timeout)
         result = {}
         for resource, future in futures.items():
-            entries = future.result(timeout=timeout)
+            entries = self._answer(future, timeout, f"DescribeConfigs of {resource.name}")
             result[resource.name] = int(entries["min.insync.replicas"].value)
         return result
 
@@ -415,6 +415,16 @@ class KafkaClusterHook(KafkaBaseHook):
         found = self._list_offsets({tp: spec for tp in partitions}, timeout_seconds, admin)
         return {tp: offset for tp, (offset, _timestamp) in found.items()}
 
+    def _answer(self, future: Any, timeout: float | None, what: str) -> Any:
+        """A request's result; a timeout raises ``TimeoutError`` naming the request and the cluster."""
+        try:
+            return future.result(timeout=timeout)
+        except TimeoutError:  # concurrent.futures' own has no text
+            raise TimeoutError(
+                f"{what} on {self.bootstrap_servers} (connection {self.kafka_config_id!r}) got no answer "
+                f"within {timeout} s"
+            ) from None
+
     def _list_offsets(
         self, specs: Mapping[TopicPartition, Any], timeout: float | None, admin: Any = None
     ) -> dict:
@@ -427,7 +437,7 @@ class KafkaClusterHook(KafkaBaseHook):
         futures = admin.list_offsets(request, request_timeout=timeout)
         result = {}
         for ktp, future in futures.items():
-            info = future.result(timeout=timeout)
+            info = self._answer(future, timeout, f"ListOffsets of {ktp.topic}[{ktp.partition}]")
             result[TopicPartition(ktp.topic, ktp.partition)] = (info.offset, info.timestamp)
         return result
 
@@ -481,7 +491,7 @@ class KafkaClusterHook(KafkaBaseHook):
         futures = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout
         )
-        answer = futures[group_id].result(timeout=timeout)
+        answer = self._answer(futures[group_id], timeout, f"the committed offsets of group {group_id!r}")
         return {
             TopicPartition(tp.topic, tp.partition): tp.offset
             for tp in answer.topic_partitions
@@ -509,7 +519,7 @@ class KafkaClusterHook(KafkaBaseHook):
         )
         admin = self.admin(timeout)  # must outlive its futures: they die with the client
         futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout)
-        futures[group_id].result(timeout=timeout)
+        self._answer(futures[group_id], timeout, f"altering the offsets of group {group_id!r}")
 
     # ---- reading -----------------------------------------------------------------------------------
 

@@ -84,9 +84,14 @@ def switch_lease(pair: PairConfig, kind: str, epoch: int, held: bool = True):
 
 
 def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
+    """A hook on ``cluster`` when it answers within ``timeout`` s, else None.
+
+    Only the check is short: the hook keeps its default timeout for the reads that follow (MirrorMaker 2's
+    topics, watermarks), so a cluster that answers slowly still gives the plan its evidence.
+    """
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
-    hook = KafkaClusterHook(pair.cluster(cluster).connection, timeout_seconds=timeout)
+    hook = KafkaClusterHook(pair.cluster(cluster).connection)
     try:
         hook.describe_cluster(timeout_seconds=timeout)
     except Exception as exc:  # a dead cluster is expected during a failover

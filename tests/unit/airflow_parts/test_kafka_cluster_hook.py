@@ -36,3 +36,27 @@ def test_a_method_takes_timeout_seconds_and_its_old_timeout_name_warns(monkeypat
         DeprecationWarning, match=r"KafkaClusterHook\.producer\(timeout=\.\.\.\) is deprecated"
     ):
         hook.producer(timeout=2.5)
+
+
+def test_a_request_without_an_answer_names_the_request_and_the_cluster(monkeypatch):
+    """concurrent.futures' TimeoutError has no text: a plan's warning said only "TimeoutError: "."""
+    from concurrent.futures import Future
+
+    from airflow_kafka_failover.types import TopicPartition
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_A",
+        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9"}}),
+    )
+
+    class Silent:
+        def list_offsets(self, request, request_timeout):
+            return {ktp: Future() for ktp in request}  # never answered
+
+    hook = KafkaClusterHook("kafka_a", timeout_seconds=0.2)
+    with pytest.raises(TimeoutError) as raised:
+        hook.offsets_at([TopicPartition("mm2-offset-syncs.A.internal", 0)], True, 0.2, Silent())
+    assert str(raised.value) == (
+        "ListOffsets of mm2-offset-syncs.A.internal[0] on 127.0.0.1:9 (connection 'kafka_a') got no answer "
+        "within 0.2 s"
+    )

@@ -238,3 +238,20 @@ def test_dag_file_without_a_config_names_the_variable_to_set():
     )
     assert result.returncode != 0
     assert "AKF_PAIRS_CONFIG is not set" in result.stderr
+
+
+def test_a_cluster_that_answers_the_short_check_keeps_the_hooks_default_timeout(tmp_path, monkeypatch):
+    """The plan reads MM2's topics on the source through this hook: a 1.5 s check must not cap those reads."""
+    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.hooks import kafka_cluster
+    from airflow_kafka_failover.workflows import steps
+
+    checks: list[float | None] = []
+    monkeypatch.setattr(
+        kafka_cluster.KafkaClusterHook,
+        "describe_cluster",
+        lambda self, timeout_seconds=None: checks.append(timeout_seconds),
+    )
+    hook = steps._hook_if_reachable(load_pair(pair_config(tmp_path), "orders"), "A", timeout=1.5)
+    assert checks == [1.5]
+    assert hook is not None and hook.timeout_seconds == kafka_cluster.DEFAULT_TIMEOUT_S
