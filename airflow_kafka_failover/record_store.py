@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from airflow_kafka_failover.config import PairConfig
@@ -145,13 +146,21 @@ def _parse_record(pair: PairConfig, raw: Any) -> ActiveRecord:
     return ActiveRecord.from_dict(data, tuple(pair.clusters), f"Variable {key}")
 
 
-def commit_record(pair: PairConfig, expected_epoch: int, record: ActiveRecord) -> ActiveRecord:
+def commit_record(
+    pair: PairConfig,
+    expected_epoch: int,
+    record: ActiveRecord,
+    check: Callable[[ActiveRecord], None] | None = None,
+) -> ActiveRecord:
     """Commit ``record`` if the pair is still at ``expected_epoch``; idempotent for a retry.
 
     The commit is the creation of the record's file in the fencing folder (see the module's docstring); the
     Variable is written after it.
 
-    :raises FencedError: another switch committed first, or the fence has moved past ``record``'s epoch.
+    :param check: called with the current record once its epoch matched, before anything is written; it
+        raises :class:`FencedError` when the record no longer is the one the caller decided on.
+    :raises FencedError: another switch committed first, the fence has moved past ``record``'s epoch, or
+        ``check`` refused.
     """
     current = load_record(pair)
     if (
@@ -171,6 +180,8 @@ def commit_record(pair: PairConfig, expected_epoch: int, record: ActiveRecord) -
             f"another switch won: the record of pair {pair.name!r} is at epoch {current.epoch} (active "
             f"{current.active}), not at {expected_epoch} as when this switch began; nothing was committed"
         )
+    if check is not None:
+        check(current)
     marker = fencing_marker(pair)
     fence = marker.newer_than(record.epoch)
     if fence is not None:

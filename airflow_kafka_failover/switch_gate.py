@@ -12,7 +12,7 @@ from airflow_kafka_failover.config import PairConfig
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.record import ActiveRecord
 
-__all__ = ["FAILOVER", "NotApplicable", "SwitchParams", "direction", "gate"]
+__all__ = ["FAILOVER", "NotApplicable", "SwitchParams", "describe_changes", "direction", "gate"]
 
 FAILOVER = "failover"
 
@@ -60,3 +60,28 @@ def gate(pair: PairConfig, kind: str, record: ActiveRecord) -> None:
             "moves the "
             f"job from {source} to {target}, so there is nothing to do"
         )
+
+
+def _job_words(job: dict[str, Any] | None) -> str:
+    if job is None:
+        return "none"
+    return f"epoch {job.get('epoch')} on {job.get('cluster')} ({job.get('run_dir')})"
+
+
+def describe_changes(before: ActiveRecord, after: ActiveRecord) -> list[str]:
+    """What differs between two reads of a pair's record that a switch relies on, in words for the log.
+
+    :param before: the record as an earlier task read it (the gate).
+    :param after: the record as it is now.
+    :return: one phrase per change (active cluster, epoch, job, checkpoint); empty when none.
+    """
+    changes = []
+    if before.active != after.active:
+        changes.append(f"active {before.active} -> {after.active}")
+    if before.epoch != after.epoch:
+        changes.append(f"epoch {before.epoch} -> {after.epoch}")
+    if before.job != after.job:
+        changes.append(f"job {_job_words(before.job)} -> {_job_words(after.job)}")
+    if before.checkpoint != after.checkpoint:
+        changes.append(f"checkpoint {before.checkpoint} -> {after.checkpoint}")
+    return changes

@@ -162,6 +162,10 @@ class TranslationPlan:
     :param translations: one per partition the job had a position on.
     :param target_partitions: every target topic and its partition count; Spark needs them all.
     :param untracked_partitions: start of partitions without a translation: ``earliest`` or ``latest``.
+    :param untracked_redelivery_bound: records the untracked partitions' start may deliver again: 0 when the
+        job's position covers every partition it read (an untracked partition is one it never read); for a
+        plan without any position that starts at ``earliest``, every record the target holds, since nothing
+        proves that none was read before; None when unknown.
     """
 
     source_cluster: str
@@ -170,6 +174,7 @@ class TranslationPlan:
     translations: list[PartitionTranslation]
     target_partitions: dict[str, StrictInt]
     untracked_partitions: UntrackedStart = UntrackedStart.EARLIEST
+    untracked_redelivery_bound: StrictInt | None = 0
 
     def __post_init__(self) -> None:
         for topic, count in self.target_partitions.items():
@@ -198,6 +203,7 @@ class TranslationPlan:
         translations: list[PartitionTranslation],
         target_partitions: dict[str, int],
         untracked_partitions: UntrackedStart | str = UntrackedStart.EARLIEST,
+        untracked_redelivery_bound: int | None = 0,
     ) -> TranslationPlan:
         """Build a plan stamped with the current UTC time.
 
@@ -206,6 +212,7 @@ class TranslationPlan:
         :param translations: one per partition the job had a position on.
         :param target_partitions: every target topic and its partition count.
         :param untracked_partitions: ``earliest`` (default) or ``latest``.
+        :param untracked_redelivery_bound: see the class's parameter of that name.
         """
         return cls(
             source_cluster,
@@ -214,6 +221,7 @@ class TranslationPlan:
             translations,
             target_partitions,
             cast(UntrackedStart, untracked_partitions),  # validated (with its field's name) by the model
+            untracked_redelivery_bound,
         )
 
     def all_target_partitions(self) -> list[TopicPartition]:
@@ -227,7 +235,8 @@ class TranslationPlan:
     @property
     def untracked(self) -> list[TopicPartition]:
         """Target partitions without a translation, which start at the untracked policy."""
-        return [tp for tp in self.all_target_partitions() if tp not in self._by_target]
+        translated = self._by_target  # built once: a plan may cover thousands of partitions
+        return [tp for tp in self.all_target_partitions() if tp not in translated]
 
     @property
     def gaps(self) -> list[PartitionTranslation]:
@@ -251,8 +260,11 @@ class TranslationPlan:
 
     @property
     def max_redelivery(self) -> int | None:
-        """Upper bound on records delivered again over all partitions; None if any partition's is unknown."""
-        total = 0
+        """Upper bound on records delivered again over all partitions (the untracked ones' bound included);
+        None if any is unknown."""
+        if self.untracked_redelivery_bound is None:
+            return None
+        total = self.untracked_redelivery_bound
         for translation in self.translations:
             if translation.redelivery_bound is None:
                 return None
@@ -289,8 +301,9 @@ class TranslationPlan:
         self.validate()
         untracked = UNTRACKED_START_OFFSETS[self.untracked_partitions]
         offsets: dict[str, dict[str, int]] = {}
+        by_target = self._by_target  # built once: a plan may cover thousands of partitions
         for tp in self.all_target_partitions():
-            translation = self._by_target.get(tp)
+            translation = by_target.get(tp)
             if translation is None:
                 start = untracked
             else:
@@ -325,6 +338,7 @@ class TranslationPlan:
             "translated_partitions": len(self.translations),
             "untracked_partitions": len(self.untracked),
             "untracked_start": self.untracked_partitions.value,
+            "untracked_redelivery_bound": self.untracked_redelivery_bound,
             "methods": dict(sorted(Counter(str(t.method) for t in self.translations).items())),
             "gap_partitions": len(self.gaps),
             "gap_records": self.total_gap_records,
@@ -393,6 +407,8 @@ class PlanPayload(BaseModel):
     :param gap_records: offsets possibly missing on the target (the plan's total).
     :param source_watermarks: ``topic-partition`` -> what the source is known to hold.
     :param dry_run: whether the switch only shows the plan.
+    :param old_run: the run the plan started from (its identity: ``cluster``, ``epoch``, ``run_dir``,
+        ``checkpoint``); None when the source's epoch had none. The commit refuses a record naming another.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -403,3 +419,4 @@ class PlanPayload(BaseModel):
     gap_records: StrictInt
     source_watermarks: dict[str, StrictInt]
     dry_run: StrictBool
+    old_run: dict[str, Any] | None = None

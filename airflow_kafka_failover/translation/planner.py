@@ -158,10 +158,17 @@ def build_plan(
     routes = route_topics(pair, source, target, sorted(position.topics)) if position is not None else []
     target_counts = _target_topics(pair, target, target_hook, {route.target_topic for route in routes})
     if position is None:
+        bound = _held_records(target_hook, target_counts) if translation.initial_position == "earliest" else 0
         log.warning(
-            "No committed batch: every partition on %s starts at %s", target, translation.initial_position
+            "No committed batch: every partition on %s starts at %s; re-delivery at most %s records (all the "
+            "target holds at an earliest start: nothing proves which were read before)",
+            target,
+            translation.initial_position,
+            "unknown" if bound is None else bound,
         )
-        return TranslationPlan.create(source, target, [], target_counts, translation.initial_position)
+        return TranslationPlan.create(
+            source, target, [], target_counts, translation.initial_position, untracked_redelivery_bound=bound
+        )
 
     by_source = {route.source_topic: route for route in routes}
     _check_partition_counts(position, routes, target_counts, hooks.get(source), source, target)
@@ -194,6 +201,17 @@ def build_plan(
     return TranslationPlan.create(
         source, target, translations, target_counts, translation.untracked_partitions
     )
+
+
+def _held_records(hook: KafkaClusterHook, counts: Mapping[str, int]) -> int | None:
+    """Records the target holds in the given topics (high minus low watermark); None when unreadable."""
+    partitions = [TopicPartition(topic, p) for topic, n in sorted(counts.items()) for p in range(n)]
+    try:
+        marks = hook.watermarks(partitions)
+    except Exception as exc:  # the bound becomes unknown, which the plan says
+        log.warning("Cannot read the watermarks of %s partitions on the target (%s)", len(partitions), exc)
+        return None
+    return sum(max(mark.high - mark.low, 0) for mark in marks.values())
 
 
 def _mark_replication_gaps(

@@ -151,15 +151,20 @@ class PairDownSensor(_Forceable, KafkaClusterDownSensor):
 
 
 class PairRecoveredSensor(_Forceable, KafkaClusterRecoveredSensor):
-    """The primary's recovered sensor of a failback DAG; the recorded watermarks come from the gate."""
+    """The primary's recovered sensor of a failback DAG; the recorded watermarks come from the record as it
+    is when the sensor starts."""
 
-    def __init__(self, *, watched_cluster: str, **kwargs: Any) -> None:
+    def __init__(self, *, watched_cluster: str, config_path: str, pair_name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.watched_cluster = watched_cluster
+        self.watched_cluster, self.config_path, self.pair_name = watched_cluster, config_path, pair_name
 
     def execute(self, context: Any) -> Any:
-        record = context["ti"].xcom_pull(task_ids="gate") or {}
-        self.recorded_high_watermarks = (record.get("watermarks") or {}).get(self.watched_cluster, {})
+        from airflow_kafka_failover.config import load_pair
+        from airflow_kafka_failover.record_store import load_record
+
+        # Read now, not from the gate: a switch committed while the gate's run waited raises them.
+        record = load_record(load_pair(self.config_path, self.pair_name))
+        self.recorded_high_watermarks = dict(record.watermarks.get(self.watched_cluster, {}))
         self.log.info(
             "data-loss check against %s partitions recorded while %s was active",
             len(self.recorded_high_watermarks),
@@ -197,6 +202,26 @@ def _triggered_by(context: Any) -> str:
     return str(getattr(run_type, "value", run_type)) + (f" by {user}" if user else "")
 
 
+def _gate_view(pair: PairConfig, context: Any) -> Any:
+    """The record the run's gate passed on: only to say what changed since; no step acts on it."""
+    from airflow_kafka_failover.record import ActiveRecord
+
+    return ActiveRecord.from_dict(context["ti"].xcom_pull(task_ids="gate"), tuple(pair.clusters), "gate XCom")
+
+
+def _skip_when_not_applicable(step: Any, *args: Any) -> Any:
+    """Run ``step(*args)``; a switch that no longer applies to the record as it is now skips its task (and the
+    run's later tasks) with the reason."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_kafka_failover.switch_gate import NotApplicable
+
+    try:
+        return step(*args)
+    except NotApplicable as exc:
+        raise AirflowSkipException(str(exc)) from None
+
+
 def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait: Any) -> None:
     """The steps after the gate and the verdict sensor, shared by failover and failback."""
     name, pool = pair.name, pair.switch.pool or "default_pool"
@@ -205,13 +230,6 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
         from airflow_kafka_failover.config import load_pair
 
         return load_pair(config_path, name)
-
-    def snapshot(context: Any):
-        from airflow_kafka_failover.record import ActiveRecord
-
-        return ActiveRecord.from_dict(
-            context["ti"].xcom_pull(task_ids="gate"), tuple(pair.clusters), "gate XCom"
-        )
 
     @task(task_id="check_target")
     def check_target() -> None:
@@ -225,15 +243,15 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
 
         if context["params"].get("dry_run"):
             return {"dry_run": True, "note": "dry run: the fence and the running job were left alone"}
-        return steps.fence_and_stop(load(), kind, snapshot(context))
+        return _skip_when_not_applicable(steps.fence_and_stop, load(), kind, _gate_view(pair, context))
 
     @task(task_id="plan", pool=pool)
     def plan(**context: Any) -> dict[str, Any]:
         from airflow_kafka_failover.workflows import steps
 
-        pair_now, record, dry_run = load(), snapshot(context), bool(context["params"].get("dry_run"))
-        with steps.switch_lease(pair_now, kind, record.epoch + 1, held=not dry_run):
-            return steps.make_plan(pair_now, kind, record, dry_run)
+        if context["params"].get("dry_run"):
+            return _skip_when_not_applicable(steps.dry_run_plan, load(), kind, _gate_view(pair, context))
+        return steps.plan_after_fence(load(), kind, context["ti"].xcom_pull(task_ids="fence_and_stop"))
 
     @task(task_id="submit", pool=pool)
     def submit(**context: Any) -> dict[str, Any]:
@@ -271,19 +289,15 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
         from airflow_kafka_failover.workflows import steps
 
         ti = context["ti"]
-        params = steps.SwitchParams.from_params(context["params"])
-        pair_now, before = load(), snapshot(context)
-        with steps.switch_lease(pair_now, kind, before.epoch + 1):
-            record = steps.commit(
-                pair_now,
-                kind,
-                before,
-                ti.xcom_pull(task_ids="submit"),
-                ti.xcom_pull(task_ids="plan"),
-                params,
-                _triggered_by(context),
-                fenced_at=(ti.xcom_pull(task_ids="fence_and_stop") or {}).get("fenced_at"),
-            )
+        record = steps.commit_after_first_batch(
+            load(),
+            kind,
+            ti.xcom_pull(task_ids="fence_and_stop"),
+            ti.xcom_pull(task_ids="submit"),
+            ti.xcom_pull(task_ids="plan"),
+            steps.SwitchParams.from_params(context["params"]),
+            _triggered_by(context),
+        )
         context["outlet_events"][pair_asset(name)].extra = {
             "pair": name,
             "active": record.active,
@@ -338,7 +352,7 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
     watch_timeout = pair.switch.watch_timeout_seconds
     by_event = pair.switch.automatic and pair.switch.wake is SwitchWake.EVENT
     asset_name = verdict_asset(pair.name, kind).name if by_event else None
-    wait = _verdict_sensor(pair, kind, watch_timeout, asset_name)
+    wait = _verdict_sensor(config_path, pair, kind, watch_timeout, asset_name)
     schedule: Any = None
     if by_event:
         schedule = [verdict_asset(pair.name, kind, [verdict_watcher(pair, kind, wait)])]
@@ -370,7 +384,9 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
     return dag
 
 
-def _verdict_sensor(pair: PairConfig, kind: str, watch_timeout: float, asset_name: str | None) -> _Forceable:
+def _verdict_sensor(
+    config_path: str, pair: PairConfig, kind: str, watch_timeout: float, asset_name: str | None
+) -> _Forceable:
     """The primary's down (failover) or recovered (failback) sensor of a switch DAG, outside any DAG yet."""
     primary = pair.cluster(pair.primary)
     if kind == "failover":
@@ -390,6 +406,8 @@ def _verdict_sensor(pair: PairConfig, kind: str, watch_timeout: float, asset_nam
     return PairRecoveredSensor(
         task_id="wait_for_recovery",
         watched_cluster=pair.primary,
+        config_path=config_path,
+        pair_name=pair.name,
         kafka_config_id=primary.connection,
         cluster_alias=primary.alias,
         active_kafka_config_id=active.connection,

@@ -92,6 +92,7 @@ def finish_interrupted_switch(pair: PairConfig, record: ActiveRecord, fence: Fen
     :return: the committed record.
     """
     from airflow_kafka_failover.workflows import steps
+    from airflow_kafka_failover.workflows.old_run import old_run
 
     kind = switch_kind(pair, record, fence)
     fenced_at = _unix(fence.written_at)
@@ -105,9 +106,10 @@ def finish_interrupted_switch(pair: PairConfig, record: ActiveRecord, fence: Fen
         fence.written_at or "an unknown time",
     )
     with steps.switch_lease(pair, kind, fence.epoch):
-        stopped = steps.stop_old_job(pair, kind, record)
+        old = old_run(pair, record)
+        stopped = steps.stop_old_job(pair, kind, old, fence.epoch)
         log.info("the old job: %s", stopped)
-        plan = steps.make_plan(pair, kind, record, dry_run=False)
+        plan = steps.make_plan(pair, kind, record, False, old)
         handle = steps.submit(pair, fence.cluster, fence.epoch, plan["starting_offsets"])
         wait_first_batch(pair, handle)
         reason = (

@@ -1,5 +1,12 @@
 """The steps of a switch (failover A->B or failback B->A), as plain functions the DAG tasks call.
 
+Every step reads the active record when it acts, never a view handed on from an earlier task: a switch run
+may watch for minutes between its gate and its verdict, and anything can commit meanwhile (the start DAG,
+a keeper's restart, a manual switch). ``fence_and_stop`` re-decides on the record as it is (and ends the
+run when the switch no longer applies); once the fence moved, the record of the old epoch can no longer
+change (every commit at that epoch checks the fence first), and the later steps check that it is still the
+record the fence was moved from.
+
 Every step is safe to run again: the fence advance is idempotent for the same (epoch, cluster), stopping a
 stopped job succeeds, a plan is recomputed from the stopped job's checkpoint, submitting a run that is
 already running adopts it, and the record commit recognises a switch it already stored. A run interrupted
@@ -14,11 +21,20 @@ from contextlib import nullcontext
 from typing import Any
 
 from airflow_kafka_failover.config import PairConfig
-from airflow_kafka_failover.exceptions import FailoverError, TranslationError
+from airflow_kafka_failover.exceptions import CheckpointError, FailoverError, TranslationError
+from airflow_kafka_failover.jobs.fencing import FencedError
 from airflow_kafka_failover.record import ActiveRecord
-from airflow_kafka_failover.record_store import fencing_marker
-from airflow_kafka_failover.switch_gate import FAILOVER, SwitchParams, direction
+from airflow_kafka_failover.record_store import fencing_marker, load_record, same_run
+from airflow_kafka_failover.switch_gate import (
+    FAILOVER,
+    NotApplicable,
+    SwitchParams,
+    describe_changes,
+    direction,
+    gate,
+)
 from airflow_kafka_failover.switch_lease import holding_lease, release_lease, write_lease
+from airflow_kafka_failover.workflows.old_run import OldRun, old_run
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +43,69 @@ FORCED_STOP_TIMEOUT_S = 5.0
 already keeps it from committing another batch."""
 
 
-def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[str, Any]:
-    """Advance the fence to ``epoch + 1`` for the target, take the switch lease, then stop the old job
-    (bounded, best effort).
+def current_record(pair: PairConfig, kind: str, seen: ActiveRecord | None = None) -> ActiveRecord:
+    """The pair's record as it is now, checked to still call for this switch.
 
+    :param pair: the pair.
+    :param kind: ``failover`` or ``failback``.
+    :param seen: the record the run's gate passed on, to say what changed since (None: nothing to compare).
+    :raises NotApplicable: the record no longer calls for this switch (another switch moved the pair).
+    """
+    record = load_record(pair)
+    changes = describe_changes(seen, record) if seen is not None else []
+    if changes:
+        log.warning(
+            "the record of pair %s changed since the gate read it (%s): this step acts on the record as "
+            "it is now",
+            pair.name,
+            "; ".join(changes),
+        )
+    try:
+        gate(pair, kind, record)
+    except NotApplicable as exc:
+        raise NotApplicable(
+            f"{exc} (the record changed since the gate read it: {'; '.join(changes) or 'see its history'}); "
+            "this run ends here and touches nothing"
+        ) from None
+    return record
+
+
+def fenced_record(
+    pair: PairConfig, kind: str, fence_epoch: int, submitted: dict[str, Any] | None = None
+) -> ActiveRecord:
+    """The record a switch that fenced ``fence_epoch`` acts on, read now: one epoch behind the fence.
+
+    :param pair: the pair.
+    :param kind: ``failover`` or ``failback``.
+    :param fence_epoch: the epoch this switch's ``fence_and_stop`` created.
+    :param submitted: the handle this switch submitted; a record already at ``fence_epoch`` naming it is this
+        switch's own commit (a retried task) and is returned as it is.
+    :raises FencedError: another switch committed since the fence moved; this run must not act.
+    """
+    record = load_record(pair)
+    source, target = direction(pair, kind)
+    if submitted is not None and (record.epoch, record.active) == (fence_epoch, target):
+        if same_run(record.job, submitted):
+            return record
+    if (record.epoch, record.active) != (fence_epoch - 1, source):
+        raise FencedError(
+            f"the record of pair {pair.name!r} is at epoch {record.epoch} with {record.active} active, but "
+            f"this {kind} moved the fence to epoch {fence_epoch} from {source} at epoch {fence_epoch - 1}: "
+            "another switch committed since; this run does nothing more (kafka-failover status shows the "
+            "pair)"
+        )
+    return record
+
+
+def fence_and_stop(pair: PairConfig, kind: str, seen: ActiveRecord | None = None) -> dict[str, Any]:
+    """Re-read the record, advance the fence to ``epoch + 1`` for the target, take the switch lease, then stop
+    the old job (bounded, best effort).
+
+    :param seen: the record the run's gate passed on (only to log what changed since).
+    :raises NotApplicable: the record, read now, no longer calls for this switch.
     :raises FencedError: the marker moved under us (another switch is in progress or won).
     """
+    record = current_record(pair, kind, seen)
     _source, target = direction(pair, kind)
     new_epoch = record.epoch + 1
     marker = fencing_marker(pair)
@@ -47,27 +120,56 @@ def fence_and_stop(pair: PairConfig, kind: str, record: ActiveRecord) -> dict[st
         fence.epoch,
         fence.cluster,
     )
-    return {"epoch": new_epoch, "stop": stop_old_job(pair, kind, record), "fenced_at": fenced_at}
+    # A commit at the old epoch that raced the fence's creation (the start DAG's) is in the record now; no
+    # later one can land, since every commit checks the fence first.
+    old = old_run(pair, fenced_record(pair, kind, new_epoch))
+    return {
+        "epoch": new_epoch,
+        "stop": stop_old_job(pair, kind, old, new_epoch),
+        "fenced_at": fenced_at,
+        "old_run": old.identity,
+    }
 
 
-def stop_old_job(pair: PairConfig, kind: str, record: ActiveRecord) -> str:
-    """Stop the record's job once the fence moved past it (bounded, best effort); return the outcome."""
+def stop_old_job(pair: PairConfig, kind: str, old: OldRun, fence_epoch: int) -> str:
+    """Stop the old run once the fence moved past it (bounded, best effort); return the outcome.
+
+    :param old: the run of the record's epoch (:func:`~airflow_kafka_failover.workflows.old_run.old_run`).
+    :param fence_epoch: the epoch of the fence this switch moved (named in the log).
+    """
     from airflow_kafka_failover.operators.streaming_job import streaming_job_hook
 
+    if old.handle is None:
+        log.info("the record's epoch has no job, in the record or in its run folder: there is none to stop")
+        return "not-running"
     timeout = (
         min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S)
         if kind == FAILOVER
         else pair.job.stop_timeout_seconds
     )
+    log.info("stopping %s", old.describe())
     try:
-        return streaming_job_hook(pair.job).stop(record.job, timeout)
+        return streaming_job_hook(pair.job).stop(old.handle, timeout)
     except Exception as exc:  # best effort: the fence stops it when it can read the marker
         log.warning(
             "could not stop the old job (%s); the fence at epoch %s stops it at its next check",
             exc,
-            record.epoch + 1,
+            fence_epoch,
         )
         return f"unreachable: {exc}"
+
+
+def stop_if_changed(
+    pair: PairConfig, kind: str, old: OldRun, stopped: dict[str, Any] | None, epoch: int
+) -> None:
+    """Stop ``old`` when it is not the run ``fence_and_stop`` stopped (a start committed its job in between).
+
+    :param stopped: the identity of the run ``fence_and_stop`` stopped (its XCom's ``old_run``).
+    :param epoch: the fence's epoch.
+    """
+    if old.handle is not None and not old.is_run(stopped):
+        log.warning("%s is not the run the fence step stopped (%s): stopping it now", old.describe(), stopped)
+        stop_old_job(pair, kind, old, epoch)
 
 
 def switch_lease(pair: PairConfig, kind: str, epoch: int, held: bool = True):
@@ -117,20 +219,25 @@ def check_target(pair: PairConfig, kind: str) -> None:
     )
 
 
-def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) -> dict[str, Any]:
-    """Translate the job's position on the source to start offsets on the target, handling gaps per on_gap."""
+def make_plan(
+    pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool, old: OldRun | None = None
+) -> dict[str, Any]:
+    """Translate the old run's position on the source to start offsets on the target, handling gaps per
+    on_gap.
+
+    :param record: the active record, read when this step acts.
+    :param old: the run the plan starts from (default: the record's, :func:`old_run`).
+    :raises CheckpointError: the record names a job whose checkpoint holds no committed batch: its position
+        is unknown, and no start can be proven safe.
+    """
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
     from airflow_kafka_failover.jobs.progress import uncommitted_output_records
     from airflow_kafka_failover.translation.plan import PlanPayload
-    from airflow_kafka_failover.translation.planner import build_plan, load_position
+    from airflow_kafka_failover.translation.planner import build_plan
 
     source, target = direction(pair, kind)
-    position = load_position(checkpoint=record.checkpoint) if record.checkpoint else None
-    if position is None:
-        log.info(
-            "no committed position of the old job; every partition starts at %s",
-            pair.translation.initial_position,
-        )
+    old = old or old_run(pair, record)
+    position = old_position(pair, record, old)
     hooks = {
         source: _hook_if_reachable(pair, source, timeout=1.5),
         target: KafkaClusterHook(pair.cluster(target).connection),
@@ -169,10 +276,10 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
     log.info("plan %s -> %s:\n%s", source, target, plan.to_table())
     watermarks = _known_watermarks(pair, source, position, hooks[source])
     summary = plan.summary()
-    old_job = record.job or {}
+    old_job = old.handle or {}
     uncommitted = (
-        uncommitted_output_records(record.checkpoint, old_job["sink_root"], old_job["epoch"])
-        if record.checkpoint and old_job.get("sink_root")
+        uncommitted_output_records(old.checkpoint, old_job["sink_root"], old_job["epoch"])
+        if old.checkpoint and old_job.get("sink_root")
         else 0
     )
     summary["uncommitted_output_records"] = uncommitted
@@ -188,7 +295,37 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
         gap_records=gap,
         source_watermarks=watermarks,
         dry_run=dry_run,
+        old_run=old.identity,
     ).model_dump(mode="json")
+
+
+def old_position(pair: PairConfig, record: ActiveRecord, old: OldRun) -> Any:
+    """The old run's committed position; None when it committed nothing (every partition then starts at
+    ``translation.initial_position``, and the plan says what that may re-read).
+
+    :raises CheckpointError: the record names the run but its checkpoint holds no committed batch.
+    """
+    from airflow_kafka_failover.translation.planner import load_position
+
+    position = load_position(checkpoint=old.checkpoint) if old.checkpoint else None
+    if position is not None:
+        log.info("planning from the committed position of %s (checkpoint %s)", old.describe(), old.checkpoint)
+        return position
+    if old.named_by_record:
+        raise CheckpointError(
+            f"the record of pair {pair.name!r} names the job of epoch {record.epoch} on {record.active}, but "
+            f"its checkpoint {old.checkpoint} holds no committed batch: where that job stopped is unknown, "
+            "and no start on the other cluster can be proven safe. Restore the checkpoint from a backup; or, "
+            f"to start from translation.initial_position ({pair.translation.initial_position}) and re-read "
+            "or skip records knowingly, set the record's job and checkpoint to null (docs/runbook.md, Undo "
+            "and repair)"
+        )
+    log.info(
+        "%s committed no batch; every partition starts at %s",
+        "the run of the record's epoch" if old.handle is not None else "no run of the record's epoch",
+        pair.translation.initial_position,
+    )
+    return None
 
 
 def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -> dict[str, int]:
@@ -209,6 +346,54 @@ def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -
     except Exception as exc:  # the position alone is still a valid lower bound
         log.info("could not read the watermarks of %s (%s); recording the job's position only", source, exc)
     return marks
+
+
+def dry_run_plan(pair: PairConfig, kind: str, seen: ActiveRecord | None) -> dict[str, Any]:
+    """The plan step of a dry run: the plan from the record as it is now; nothing is moved.
+
+    :raises NotApplicable: the record, read now, does not call for this switch.
+    """
+    return make_plan(pair, kind, current_record(pair, kind, seen), dry_run=True)
+
+
+def plan_after_fence(pair: PairConfig, kind: str, fenced: dict[str, Any]) -> dict[str, Any]:
+    """The plan step of a switch that moved the fence: read the record now, stop a run of the old epoch
+    that the fence step did not (one the start DAG committed in between), plan from it.
+
+    :param fenced: ``fence_and_stop``'s result (``epoch``, ``old_run``).
+    :raises FencedError: another switch committed since the fence moved.
+    """
+    with switch_lease(pair, kind, fenced["epoch"]):
+        record = fenced_record(pair, kind, fenced["epoch"])
+        old = old_run(pair, record)
+        stop_if_changed(pair, kind, old, fenced.get("old_run"), fenced["epoch"])
+        return make_plan(pair, kind, record, False, old)
+
+
+def commit_after_first_batch(
+    pair: PairConfig,
+    kind: str,
+    fenced: dict[str, Any],
+    handle: dict[str, Any],
+    plan: dict[str, Any],
+    params: SwitchParams,
+    triggered_by: str,
+) -> ActiveRecord:
+    """The commit step: read the record now and commit the switch on it (see :func:`commit`); a record that
+    already holds this switch's run (a retried task) is returned as it is.
+
+    :param fenced: ``fence_and_stop``'s result.
+    :param handle: the submit step's handle.
+    :param plan: the plan step's payload.
+    """
+    with switch_lease(pair, kind, fenced["epoch"]):
+        before = fenced_record(pair, kind, fenced["epoch"], submitted=handle)
+        if before.epoch == fenced["epoch"]:
+            log.info("the record already holds this switch's run at epoch %s: nothing to write", before.epoch)
+            return before
+        return commit(
+            pair, kind, before, handle, plan, params, triggered_by, fenced_at=fenced.get("fenced_at")
+        )
 
 
 def job_request(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any):
@@ -247,9 +432,14 @@ def commit(
     triggered_by: str,
     fenced_at: float | None = None,
 ) -> ActiveRecord:
-    """Write the switched record (compare-and-set on the epoch the switch started from), then send the
-    switch's metrics.
+    """Write the switched record, then send the switch's metrics.
 
+    The compare-and-set covers what the switch relied on: the record must still be at the epoch the switch
+    started from, and name the run the plan started from (or none, when the plan found that run in its folder
+    before the start DAG committed it).
+
+    :param record: the record the switch moves the pair from, read when this step acts.
+    :param plan: the plan step's payload (its ``old_run`` names the run it planned from).
     :param fenced_at: unix seconds when ``fence_and_stop`` wrote the fence (the switch's duration starts).
     """
     from airflow_kafka_failover import metrics
@@ -271,7 +461,18 @@ def commit(
         entry=entry,
         watermarks={source: plan["source_watermarks"]},
     )
-    committed = commit_record(pair, record.epoch, new)
+    planned_from = plan.get("old_run")
+
+    def planned_run_still_recorded(current: ActiveRecord) -> None:
+        if current.job is not None and not same_run(current.job, planned_from):
+            raise FencedError(
+                f"the record of pair {pair.name!r} at epoch {current.epoch} names the run "
+                f"{(current.job or {}).get('run_dir')}, not the one this {kind} stopped and planned from "
+                f"({(planned_from or {}).get('run_dir', 'none')}); nothing was committed: the keeper "
+                "finishes the switch with a plan from the recorded run"
+            )
+
+    committed = commit_record(pair, record.epoch, new, check=planned_run_still_recorded)
     release_lease(pair.job.fencing_marker, pair.name, committed.epoch)
     if committed is not new:  # a retry found its switch already committed: it was counted then
         return committed

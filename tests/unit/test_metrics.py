@@ -114,7 +114,7 @@ def _commit(monkeypatch, already_committed: bool) -> list[tuple]:
     monkeypatch.setattr(
         record_store,
         "commit_record",
-        lambda pair, epoch, new: ActiveRecord.initial("orders", "A") if already_committed else new,
+        lambda pair, epoch, new, check=None: ActiveRecord.initial("orders", "A") if already_committed else new,
     )
     plan = {"summary": {"max_duplicates": 7}, "gap_records": 3, "source_watermarks": {"o-0": 10}}
     steps.commit(

@@ -169,6 +169,7 @@ def test_summary():
         "translated_partitions": 2,
         "untracked_partitions": 4,
         "untracked_start": "earliest",
+        "untracked_redelivery_bound": 0,
         "methods": {"checkpoint": 1, "offset_sync": 1},
         "gap_partitions": 1,
         "gap_records": 4,

@@ -1,0 +1,242 @@
+"""Every step of a switch acts on the active record as it is when the step runs, never on the gate's view.
+
+A switch run may watch for minutes between its gate and its verdict. Here the gate's view is the pair's
+initial record (A active at epoch 0, no job), and before each step something else commits: the start DAG
+its job, another switch the next epoch. The record backend is a dict standing in for the Variable; the fence,
+the record markers and the checkpoints are real files on the local store; the job hook and the planner's
+Kafka reads are replaced by recorders (the sandbox tests run the same steps against real clusters).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_kafka_failover import record_store
+from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.record import ActiveRecord
+from airflow_kafka_failover.switch_gate import FAILOVER, NotApplicable, SwitchParams
+from airflow_kafka_failover.translation.plan import TranslationPlan
+from airflow_kafka_failover.workflows import steps
+from airflow_kafka_failover.workflows.old_run import old_run
+
+
+class Variables:
+    """The Variable backend (``get``/``set``) of one task process."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+
+class JobHook:
+    """Records what the steps stop."""
+
+    def __init__(self) -> None:
+        self.stopped: list[dict[str, Any]] = []
+
+    def stop(self, handle: dict[str, Any], timeout: float) -> str:
+        self.stopped.append(handle)
+        return "stopped"
+
+
+@pytest.fixture
+def pair(tmp_path):
+    return parse_pair(
+        "orders",
+        {
+            "clusters": {"A": {"connection": "kafka_a"}, "B": {"connection": "kafka_b"}},
+            "primary": "A",
+            "topics": ["orders"],
+            "job": {
+                "sink_root": str(tmp_path / "sink"),
+                "checkpoint_root": str(tmp_path / "checkpoints"),
+                "run_root": str(tmp_path / "runs"),
+                "fencing_marker": str(tmp_path / "fence"),
+            },
+        },
+    )
+
+
+@pytest.fixture
+def world(pair, monkeypatch):
+    """The Variable, the job hook and the planner's inputs of one switch, recorded."""
+    import airflow.sdk
+
+    from airflow_kafka_failover.operators import streaming_job
+    from airflow_kafka_failover.translation import planner
+
+    variables, hook, planned = Variables(), JobHook(), []
+    monkeypatch.setattr(airflow.sdk, "Variable", variables)
+    monkeypatch.setattr(streaming_job, "streaming_job_hook", lambda options: hook)
+    monkeypatch.setattr(steps, "_hook_if_reachable", lambda *args, **kwargs: None)
+
+    def build_plan(pair, source, target, position, hooks) -> TranslationPlan:
+        planned.append(position)
+        return TranslationPlan.create(source, target, [], {"A.orders": 1, "orders": 1})
+
+    monkeypatch.setattr(planner, "build_plan", build_plan)
+    return {"variables": variables, "hook": hook, "planned": planned}
+
+
+def job_of(pair, cluster: str, epoch: int, committed_offset: int | None = 5) -> dict[str, Any]:
+    """The handle of the run (cluster, epoch), with a checkpoint whose last committed batch ends at
+    ``committed_offset`` (None: a checkpoint with no committed batch)."""
+    request = steps.job_request(pair, cluster, epoch, "earliest")
+    checkpoint = Path(request.layout.checkpoint)
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
+    offsets = json.dumps({"orders": {"0": committed_offset or 3}})
+    (checkpoint / "offsets" / "0").write_text(f"v1\n{{}}\n{offsets}")
+    if committed_offset is not None:
+        (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    return {
+        "pair": pair.name,
+        "cluster": cluster,
+        "epoch": epoch,
+        "deploy_mode": "local",
+        "master": "local[2]",
+        "run_dir": request.layout.run_dir,
+        "checkpoint": str(checkpoint),
+        "sink_root": str(request.sink_root),
+        "local_dir": request.layout.local_dir,
+    }
+
+
+def start_commits(pair, job: dict[str, Any]) -> ActiveRecord:
+    """What the start DAG's commit does: the job of epoch 0 into the record."""
+    record = record_store.load_record(pair)
+    return record_store.commit_record(pair, record.epoch, record.with_job(job, job["checkpoint"]))
+
+
+def publish(world, record: ActiveRecord) -> None:
+    """Write the Variable as a commit whose store write raced the fence would have left it."""
+    world["variables"].set(record_store.variable_key(record.pair), json.dumps(record.to_dict()))
+
+
+GATE_VIEW = ActiveRecord.initial("orders", "A")
+
+
+def test_fence_and_stop_stops_the_job_committed_after_the_gate(pair, world):
+    job = job_of(pair, "A", 0)
+    start_commits(pair, job)
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    assert fenced["epoch"] == 1 and fenced["stop"] == "stopped"
+    assert [stopped["run_dir"] for stopped in world["hook"].stopped] == [job["run_dir"]]
+    assert fenced["old_run"]["run_dir"] == job["run_dir"]
+
+
+def test_fence_and_stop_finds_a_started_job_the_record_does_not_name_yet(pair, world):
+    job = job_of(pair, "A", 0)  # the start DAG submitted it and waits for its first batch: no commit yet
+    Path(job["run_dir"]).mkdir(parents=True)
+    (Path(job["run_dir"]) / "settings.json").write_text("{}")
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    assert [stopped["run_dir"] for stopped in world["hook"].stopped] == [job["run_dir"]]
+    assert fenced["old_run"]["checkpoint"] == job["checkpoint"]
+
+
+def test_fence_and_stop_ends_the_run_when_another_switch_committed_since_the_gate(pair, world):
+    moved = GATE_VIEW.switched(
+        to="B", job=job_of(pair, "B", 1), checkpoint="c", entry={"kind": "failover"}, watermarks={}
+    )
+    record_store.fencing_marker(pair).advance(None, 1, "B")
+    record_store.commit_record(pair, 0, moved)
+    with pytest.raises(NotApplicable, match="B is already active at epoch 1.*changed since the gate"):
+        steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    assert record_store.fencing_marker(pair).epochs() == [1]  # the fence did not move
+    assert world["hook"].stopped == []
+
+
+def test_plan_reads_the_record_when_it_acts_and_plans_from_its_job(pair, world):
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)  # nothing ran yet: nothing to stop
+    assert fenced["old_run"] is None and world["hook"].stopped == []
+    job = job_of(pair, "A", 0, committed_offset=42)
+    publish(world, GATE_VIEW.with_job(job, job["checkpoint"]))  # the start's commit raced the fence
+    payload = steps.plan_after_fence(pair, FAILOVER, fenced)
+    assert [stopped["run_dir"] for stopped in world["hook"].stopped] == [job["run_dir"]]
+    (position,) = world["planned"]
+    assert {str(tp): offset for tp, offset in position.offsets.items()} == {"orders-0": 42}
+    assert payload["old_run"]["run_dir"] == job["run_dir"]
+
+
+def test_plan_refuses_a_recorded_job_whose_checkpoint_holds_no_committed_batch(pair, world):
+    job = job_of(pair, "A", 0, committed_offset=None)
+    publish(world, GATE_VIEW.with_job(job, job["checkpoint"]))
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    with pytest.raises(CheckpointError, match=f"its checkpoint {job['checkpoint']} holds no committed batch"):
+        steps.plan_after_fence(pair, FAILOVER, fenced)
+    assert world["planned"] == []
+
+
+def test_plan_of_a_fenced_switch_stops_when_another_switch_committed(pair, world):
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    other = GATE_VIEW.switched(
+        to="B", job=job_of(pair, "B", 1), checkpoint="c", entry={"kind": "failover"}, watermarks={}
+    )
+    publish(world, other)
+    with pytest.raises(FencedError, match="another switch committed since"):
+        steps.plan_after_fence(pair, FAILOVER, fenced)
+
+
+def test_a_dry_run_plans_from_the_record_as_it_is(pair, world):
+    job = job_of(pair, "A", 0, committed_offset=7)
+    start_commits(pair, job)
+    steps.dry_run_plan(pair, FAILOVER, GATE_VIEW)
+    (position,) = world["planned"]
+    assert {str(tp): offset for tp, offset in position.offsets.items()} == {"orders-0": 7}
+    assert record_store.fencing_marker(pair).epochs() == [] and world["hook"].stopped == []
+
+
+def commit_of(pair, fenced, payload, new_job) -> ActiveRecord:
+    return steps.commit_after_first_batch(
+        pair, FAILOVER, fenced, new_job, payload, SwitchParams(reason="test"), "manual"
+    )
+
+
+def test_commit_reads_the_record_when_it_acts(pair, world):
+    job = job_of(pair, "A", 0)
+    start_commits(pair, job)
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    payload = steps.plan_after_fence(pair, FAILOVER, fenced)
+    new_job = job_of(pair, "B", 1)
+    committed = commit_of(pair, fenced, payload, new_job)
+    assert (committed.active, committed.epoch, committed.job) == ("B", 1, new_job)
+    assert committed.history[-1].plan["max_duplicates"] == 0
+    assert commit_of(pair, fenced, payload, new_job) == committed  # a retried commit writes nothing
+
+
+def test_commit_refuses_a_record_whose_job_is_not_the_one_planned_from(pair, world):
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    payload = steps.plan_after_fence(pair, FAILOVER, fenced)  # planned from no run at all
+    job = job_of(pair, "A", 0)
+    publish(world, GATE_VIEW.with_job(job, job["checkpoint"]))  # a start's commit that raced every step
+    before = world["variables"].values.copy()
+    with pytest.raises(FencedError, match="not the one this failover stopped and planned from"):
+        commit_of(pair, fenced, payload, job_of(pair, "B", 1))
+    assert world["variables"].values == before
+    assert not list(Path(pair.job.fencing_marker).glob("*.record.json"))
+
+
+def test_the_old_run_is_the_newest_cluster_mode_submission_of_the_recorded_run(pair, tmp_path):
+    recorded = {
+        **job_of(pair, "A", 0),
+        "deploy_mode": "cluster",
+        "master": "yarn",
+        "application_id": "application_1_0001",
+    }
+    restarted = {**recorded, "application_id": "application_1_0002", "submitted_at": "later"}
+    Path(recorded["run_dir"]).mkdir(parents=True)
+    (Path(recorded["run_dir"]) / "cluster_handle.json").write_text(json.dumps(restarted))
+    found = old_run(pair, GATE_VIEW.with_job(recorded, recorded["checkpoint"]))
+    assert found.handle is not None and found.handle["application_id"] == "application_1_0002"
+    assert found.named_by_record
