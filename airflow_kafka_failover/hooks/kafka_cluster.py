@@ -19,6 +19,7 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_kafka_failover.exceptions import ConfigError
 from airflow_kafka_failover.hooks.client_certificate import check_tls_files, tls_refusal
+from airflow_kafka_failover.hooks.client_log import ClientLog
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
 from airflow_kafka_failover.types import TopicPartition, Watermarks
 
@@ -71,9 +72,9 @@ class CompactedRecord:
     timestamp_ms: int
 
 
-# librdkafka writes its log to stderr, which Airflow shows as ERROR lines whatever their level: keep its
-# informational chatter (e.g. "Purging 1 unserved events" when a short-lived client closes) out of task
-# logs. Warnings and errors still show; a connection's extra may set its own log_level.
+# librdkafka's informational chatter (e.g. "Purging 1 unserved events" when a short-lived client closes) stays
+# out of the logs; its warnings and errors go through the connection's ClientLog, once per change (a
+# connection's extra may set its own log_level).
 QUIET = {"log_level": 4}
 
 
@@ -208,6 +209,10 @@ class KafkaClusterHook(KafkaBaseHook):
     def bootstrap_servers(self) -> str:
         return str(self.client_config["bootstrap.servers"])
 
+    def _logging(self) -> dict[str, Any]:
+        """Client settings that send librdkafka's warnings and errors through the connection's ClientLog."""
+        return {**QUIET, "logger": ClientLog(self.kafka_config_id)}
+
     def _fast_fail(self, timeout: float) -> dict[str, Any]:
         """Settings that keep librdkafka from retrying longer than the caller is willing to wait."""
         millis = max(int(timeout * 1000), 100)
@@ -221,7 +226,7 @@ class KafkaClusterHook(KafkaBaseHook):
         timeout = self._effective_timeout("admin", timeout_seconds, timeout)
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({**QUIET, **self.client_config, **self._fast_fail(timeout), **extra})
+        return AdminClient({**self._logging(), **self.client_config, **self._fast_fail(timeout), **extra})
 
     def consumer(
         self,
@@ -239,7 +244,7 @@ class KafkaClusterHook(KafkaBaseHook):
         from confluent_kafka import Consumer
 
         config = {
-            **QUIET,
+            **self._logging(),
             **{k: v for k, v in self.client_config.items() if k != "group.id"},
             **self._fast_fail(timeout),
             "group.id": group_id or "airflow-kafka-failover-reader",
@@ -256,7 +261,7 @@ class KafkaClusterHook(KafkaBaseHook):
 
         millis = max(int(timeout * 1000), 1000)
         return Producer(
-            {**QUIET, **self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra}
+            {**self._logging(), **self.client_config, "message.timeout.ms": millis, "linger.ms": 0, **extra}
         )
 
     # ---- cluster and topic metadata ----------------------------------------------------------------
@@ -309,7 +314,7 @@ class KafkaClusterHook(KafkaBaseHook):
         from confluent_kafka import KafkaException
 
         try:
-            return client.admin.list_topics(timeout=timeout)
+            metadata = client.admin.list_topics(timeout=timeout)
         except KafkaException:
             client.admin.poll(0.1)  # serves error_cb: the handshake's own errors say why there was no answer
             refusal = tls_refusal(client.errors)
@@ -322,6 +327,8 @@ class KafkaClusterHook(KafkaBaseHook):
                 "ssl.ca.location holds the CA that signed the brokers' certificates, that the client "
                 "certificate is one the brokers trust, and security.protocol"
             ) from None
+        ClientLog(self.kafka_config_id).answered()
+        return metadata
 
     def partition_counts(
         self, topics: Iterable[str], timeout_seconds: float | None = None, *, timeout: float | None = None
