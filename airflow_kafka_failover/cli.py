@@ -24,11 +24,11 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from airflow_kafka_failover.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.status.assembly import EXIT_ACT, EXIT_UNREAD
+from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD
 
 if TYPE_CHECKING:
-    from airflow_kafka_failover.config import PairConfig
+    from airflow_kafka_failover.domain.config import PairConfig
 
 log = logging.getLogger("airflow_kafka_failover.cli")
 
@@ -62,7 +62,7 @@ def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.domain.config import load_pair
     from airflow_kafka_failover.hooks.storage import use_job_storage
 
     pair = load_pair(args.config, args.pair)
@@ -76,7 +76,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     # Airflow's loggers print to stdout; only the plan itself may go there (``--json`` is parsed by tools).
     with _stdout_to_stderr() as real_stdout:
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # imports Airflow, which logs
-        from airflow_kafka_failover.translation.planner import build_plan, load_position
+        from airflow_kafka_failover.io.planner import build_plan, load_position
 
         hooks = {name: KafkaClusterHook(spec.connection) for name, spec in pair.clusters.items()}
         for hook in hooks.values():
@@ -145,7 +145,7 @@ def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
     :param name: the --pair value.
     :param hint: how the command takes --pair, appended to the error.
     """
-    from airflow_kafka_failover.config import load_pairs
+    from airflow_kafka_failover.domain.config import load_pairs
     from airflow_kafka_failover.hooks.storage import use_job_storage
 
     pairs = load_pairs(config)
@@ -163,9 +163,9 @@ def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
 def _run_status(args: argparse.Namespace) -> int:
     pairs = _chosen_pairs(args.config, args.pair, "or leave --pair out to see every pair")
     with _stdout_to_stderr() as real_stdout:
-        from airflow_kafka_failover.status.assembly import assemble, exit_code
-        from airflow_kafka_failover.status.readers import read_pair  # imports Airflow, which logs
-        from airflow_kafka_failover.status.text import statuses_to_json, to_text
+        from airflow_kafka_failover.domain.status.assembly import assemble, exit_code
+        from airflow_kafka_failover.domain.status.text import statuses_to_json, to_text
+        from airflow_kafka_failover.io.status_readers import read_pair  # imports Airflow, which logs
 
         statuses = [assemble(read_pair(pair)) for pair in pairs]
         if args.json:
@@ -180,9 +180,9 @@ def _run_history(args: argparse.Namespace) -> int:
 
     (pair,) = _chosen_pairs(args.config, args.pair, "one pair at a time")
     with _stdout_to_stderr() as real_stdout:
-        from airflow_kafka_failover.status.model import PairHistory
-        from airflow_kafka_failover.status.readers import read_history_record  # imports Airflow
-        from airflow_kafka_failover.status.text import history_to_text
+        from airflow_kafka_failover.domain.status.model import PairHistory
+        from airflow_kafka_failover.domain.status.text import history_to_text
+        from airflow_kafka_failover.io.status_readers import read_history_record  # imports Airflow
 
         record, stored = read_history_record(pair)
         history = PairHistory.of(record, stored, args.limit)

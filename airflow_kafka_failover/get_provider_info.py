@@ -1,7 +1,10 @@
 """Provider metadata read by Airflow's ProvidersManager through the ``apache_airflow_provider`` entry point.
 
-It lists only what exists; each part is added here when it is built. Connections are the official Kafka
-provider's ``kafka`` type (reused, not redefined) and the Spark provider's ``spark`` type.
+It lists every module of ``hooks/``, ``operators/``, ``sensors/`` and ``triggers/`` that defines a hook, an
+operator, a sensor or a trigger (``tests/unit/test_get_provider_info.py`` derives the lists from the package,
+so they cannot drift). It defines no connection type: the pairs use the official Kafka provider's ``kafka``
+type, the Spark provider's ``spark`` type, and for state on a store the Amazon provider's ``aws`` and the HDFS
+provider's ``webhdfs`` types (``cncf-kubernetes``'s ``kubernetes`` for driver pods).
 """
 
 from __future__ import annotations
@@ -41,13 +44,18 @@ def get_provider_info() -> dict:
                 "python-modules": [
                     "airflow_kafka_failover.sensors.cluster_health",
                     "airflow_kafka_failover.sensors.job_progress",
+                    "airflow_kafka_failover.sensors.record_gate",
+                    "airflow_kafka_failover.sensors.switch_verdict",
                 ],
             }
         ],
         "operators": [
             {
                 "integration-name": "Kafka Failover",
-                "python-modules": ["airflow_kafka_failover.operators.streaming_job"],
+                "python-modules": [
+                    "airflow_kafka_failover.operators.keeper",
+                    "airflow_kafka_failover.operators.streaming_job",
+                ],
             }
         ],
         "config": {
@@ -71,7 +79,11 @@ def get_provider_info() -> dict:
         "triggers": [
             {
                 "integration-name": "Kafka Failover",
-                "python-modules": ["airflow_kafka_failover.triggers.cluster_health"],
+                "python-modules": [
+                    "airflow_kafka_failover.triggers.cluster_health",
+                    "airflow_kafka_failover.triggers.job_keeper",
+                    "airflow_kafka_failover.triggers.verdict_change",
+                ],
             }
         ],
     }

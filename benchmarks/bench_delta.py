@@ -47,9 +47,9 @@ sys.path.insert(0, str(REPO))
 
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
+from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook  # noqa: E402
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME  # noqa: E402
-from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
 from benchmarks.bench_job import (  # noqa: E402
     MASTER,
     SPARK_CONF,

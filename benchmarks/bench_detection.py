@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO))
 from akf_devtools.sandbox.kafka_io import create_topic  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
-from airflow_kafka_failover.health.verdict import HealthThresholds  # noqa: E402
-from airflow_kafka_failover.health.watch import DownWatch, observe_until, watch_until  # noqa: E402
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds  # noqa: E402
+from airflow_kafka_failover.io.health_watch import DownWatch, observe_until, watch_until  # noqa: E402
 
 
 def _connections(sandbox: Sandbox) -> dict[str, str]:
@@ -178,8 +178,8 @@ def rolling_restart(sandbox: Sandbox, conns: dict[str, str]) -> tuple[bool, floa
 
 def probe_seconds(conns: dict[str, str], topics: list[str], rounds: int = 20) -> float:
     """The median wall time of one probe of A judging ``topics`` (a metadata request when empty)."""
-    from airflow_kafka_failover.health.probe import probe_cluster
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.io.probe import probe_cluster
 
     hook = KafkaClusterHook(conns["A"], timeout_seconds=2.0)
     took = []
@@ -194,8 +194,8 @@ def probe_seconds(conns: dict[str, str], topics: list[str], rounds: int = 20) ->
 
 def wait_ok(conns: dict[str, str], topics: list[str], timeout: float = 60.0) -> None:
     """Probe until a probe of ``topics`` is OK (a topic just created may not serve every partition yet)."""
-    from airflow_kafka_failover.health.probe import probe_cluster
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.io.probe import probe_cluster
 
     hook = KafkaClusterHook(conns["A"], timeout_seconds=2.0)
     deadline = time.monotonic() + timeout

@@ -83,18 +83,18 @@ from akf_devtools.sandbox.kafka_io import create_topic, end_offsets  # noqa: E40
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
+from airflow_kafka_failover.cluster_managers.handle import JobHandle  # noqa: E402
+from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
+from airflow_kafka_failover.core.storage import locations  # noqa: E402
+from airflow_kafka_failover.core.storage.store import open_store  # noqa: E402
 from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG, StreamingJobHook  # noqa: E402
+from airflow_kafka_failover.io.planner import load_position  # noqa: E402
 from airflow_kafka_failover.jobs.fencing import FencingMarker  # noqa: E402
-from airflow_kafka_failover.jobs.handle import JobHandle  # noqa: E402
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: E402
 from airflow_kafka_failover.jobs.progress import read_progress, uncommitted_output_records  # noqa: E402
+from airflow_kafka_failover.jobs.progress_log import read_batch_record  # noqa: E402
 from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
-from airflow_kafka_failover.process_group import ManagedProcess  # noqa: E402
-from airflow_kafka_failover.storage import locations  # noqa: E402
-from airflow_kafka_failover.storage.store import open_store  # noqa: E402
-from airflow_kafka_failover.translation.planner import load_position  # noqa: E402
-from airflow_kafka_failover.translation.progress_log import read_batch_record  # noqa: E402
-from airflow_kafka_failover.translation.spark_checkpoint import parse_offsets_file, read_checkpoint  # noqa: E402
+from airflow_kafka_failover.jobs.spark_checkpoint import parse_offsets_file, read_checkpoint  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 from benchmarks.state_store import KINDS, STORAGE_TIMEOUT_S, StateStore  # noqa: E402
 

@@ -110,8 +110,8 @@ def keeper_loop(config_path: str, pair_name: str, seconds: float) -> int:
     json_out = json_line_output()
     from akf_devtools.sandbox.airflow_env import read_variable
 
-    from airflow_kafka_failover.config import load_pair
-    from airflow_kafka_failover.record import ActiveRecord
+    from airflow_kafka_failover.domain.active_record import ActiveRecord
+    from airflow_kafka_failover.domain.config import load_pair
     from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
 
     pair = load_pair(config_path, pair_name)

@@ -57,7 +57,7 @@ from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException  # noqa: E402
 from confluent_kafka import TopicPartition as KafkaTopicPartition  # noqa: E402
 
-from airflow_kafka_failover.types import TopicPartition  # noqa: E402
+from airflow_kafka_failover.core.types import TopicPartition  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
 TOPIC = "orders"
@@ -161,10 +161,10 @@ class JobStandIn:
 
 def start_ours(conns: dict[str, str], job: JobStandIn) -> tuple[dict[int, int], dict]:
     """The provider's plan from the consumer's committed position; A is down, so its hook is None."""
-    from airflow_kafka_failover.config import parse_pair
+    from airflow_kafka_failover.domain.config import parse_pair
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-    from airflow_kafka_failover.translation.planner import build_plan
-    from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
+    from airflow_kafka_failover.io.planner import build_plan
+    from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
 
     pair = parse_pair(
         "bench",

@@ -47,7 +47,7 @@ from akf_devtools.demo.story import QUICK_HEALTH, WATCHING, RunningDag, Story, s
 from akf_devtools.sandbox.airflow_env import prepare_airflow_home  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
-from airflow_kafka_failover.health.verdict import HealthThresholds  # noqa: E402
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
 PAIR = "benchrto"

@@ -29,11 +29,11 @@ import bench_translation_pure  # noqa: E402
 from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
-from airflow_kafka_failover.config import parse_pair  # noqa: E402
+from airflow_kafka_failover.core.types import TopicPartition  # noqa: E402
+from airflow_kafka_failover.domain.config import parse_pair  # noqa: E402
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # noqa: E402
-from airflow_kafka_failover.translation.planner import build_plan  # noqa: E402
-from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition  # noqa: E402
-from airflow_kafka_failover.types import TopicPartition  # noqa: E402
+from airflow_kafka_failover.io.planner import build_plan  # noqa: E402
+from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition  # noqa: E402
 
 # Hook calls that send requests; each is one batched round trip (read_topic_to_end: metadata, two
 # ListOffsets and the fetches of one consumer, counted as one read).

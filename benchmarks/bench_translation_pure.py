@@ -15,11 +15,11 @@ import random
 import statistics
 import time
 
-from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partitions
-from airflow_kafka_failover.translation.mm2_records import Checkpoint
-from airflow_kafka_failover.translation.plan import TranslationPlan
-from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
-from airflow_kafka_failover.types import TopicPartition, Watermarks
+from airflow_kafka_failover.core.types import TopicPartition, Watermarks
+from airflow_kafka_failover.domain.translation.choosing import PartitionRequest, translate_partitions
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
+from airflow_kafka_failover.domain.translation.plan import TranslationPlan
+from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
 
 TOPICS = 100
 PARTITIONS = 100

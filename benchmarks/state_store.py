@@ -28,8 +28,8 @@ from akf_devtools.sandbox.jars import s3a_jars
 from akf_devtools.sandbox.s3 import FAIL_FAST_S3A, S3Server
 from akf_devtools.sandbox.scram import write_private
 
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import forget_all, open_store
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import forget_all, open_store
 
 KINDS = ("local", "s3", "hdfs")
 CONNECTIONS = {"s3": ("s3a", "bench_state_s3"), "hdfs": ("hdfs", "bench_state_hdfs")}

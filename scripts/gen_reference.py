@@ -34,7 +34,7 @@ _BLOCK = re.compile(
 
 def _models() -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from airflow_kafka_failover.config import (
+    from airflow_kafka_failover.domain.config import (
         ClusterSpec,
         HealthSpec,
         KeeperSpec,

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
 
 FILE_OPTIONS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.keystore.location")
 """librdkafka options that name a file (``ssl.ca.location`` may also be ``probe``: the system's CA store,

@@ -17,11 +17,11 @@ from typing import Any
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.types import TopicPartition, Watermarks
 from airflow_kafka_failover.hooks.client_certificate import check_tls_files, tls_refusal
 from airflow_kafka_failover.hooks.client_log import ClientLog
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
-from airflow_kafka_failover.types import TopicPartition, Watermarks
 
 DEFAULT_TIMEOUT_S = 10.0
 

@@ -2,7 +2,7 @@
 driver.
 
 A pair whose job paths are store URIs gets, for each store (``scheme://authority``), a store registered in
-:mod:`airflow_kafka_failover.storage.store` that opens on first use:
+:mod:`airflow_kafka_failover.core.storage.store` that opens on first use:
 
 - ``s3a://bucket``: the file system Airflow's ``ObjectStoragePath`` uses for S3 (the Amazon provider's, s3fs),
   from an ``aws`` connection (default ``aws_default``): its keys, ``endpoint_url`` and ``region_name``, and
@@ -30,10 +30,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.fsspec_store import FsspecStore, WebHdfsStore, describe_problem
-from airflow_kafka_failover.storage.store import Store, StoreUnavailable, register, registered
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.fsspec_store import FsspecStore, WebHdfsStore, describe_problem
+from airflow_kafka_failover.core.storage.store import Store, StoreUnavailable, register, registered
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ so this hook uses it differently per deploy mode:
   in ``<run_dir>/cluster_handle.json`` so that a retried submit of the same run adopts a live application
   instead of submitting a second one. On Kubernetes the provider names and labels the driver pod, waits
   until the API server reports it ``Running``, adopts a live driver of the run found by its label, and
-  deletes the pod when a stop request is not obeyed (``hooks/kubernetes_submission.py``).
+  deletes the pod when a stop request is not obeyed (``cluster_managers/kubernetes_submission.py``).
 
 The run folder, checkpoint and fencing folder may be on a store (``hdfs://``, ``s3a://``): the settings,
-status, stop request and cluster handle go through :mod:`airflow_kafka_failover.storage`. What the driver
+status, stop request and cluster handle go through :mod:`airflow_kafka_failover.core.storage`. What the driver
 needs to reach the store (``spark.hadoop.fs.s3a.*``, the S3 keys among them) is written to an owner-only
 properties file in the local folder and given to spark-submit with ``--properties-file`` (plus
 ``--load-spark-defaults``, so that the installation's own defaults still apply): no secret on a command line.
@@ -43,32 +43,21 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_atomically
-from airflow_kafka_failover.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.hooks import kubernetes_submission, spark_submit_compat
-from airflow_kafka_failover.hooks.job_tracking import JobTracker
-from airflow_kafka_failover.hooks.kubernetes_driver import INSTALL_HINT
-from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
-from airflow_kafka_failover.jobs.kubernetes_pods import (
+from airflow_kafka_failover.cluster_managers import kubernetes_submission
+from airflow_kafka_failover.cluster_managers.handle import DeployMode, JobHandle
+from airflow_kafka_failover.cluster_managers.kubernetes import INSTALL_HINT
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     DEFAULT_KUBERNETES_CONN_ID,
     KUBERNETES_CONN_EXTRA,
     is_kubernetes_master,
 )
-from airflow_kafka_failover.jobs.layout import (
-    RunLayout,
-    clear_run_state,
-    mark_killed,
-    read_status,
-    request_stop,
-    status_file,
-)
-from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.jobs.standalone_master import (
+from airflow_kafka_failover.cluster_managers.standalone import (
     MASTER_WEBUI_PORT_EXTRA,
     check_webui_port,
     is_standalone_master,
 )
-from airflow_kafka_failover.jobs.yarn_applications import (
+from airflow_kafka_failover.cluster_managers.tracking import JobTracker
+from airflow_kafka_failover.cluster_managers.yarn import (
     RESOURCE_MANAGER_EXTRA,
     ResourceManagerClient,
     ResourceManagerUnreachable,
@@ -79,8 +68,21 @@ from airflow_kafka_failover.jobs.yarn_applications import (
     normalize_resource_manager_url,
     resource_manager_from_hadoop_conf,
 )
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import StoreUnavailable, read_json, replace_json
+from airflow_kafka_failover.core.atomic_file import OWNER_ONLY, write_atomically
+from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import StoreUnavailable, read_json, replace_json
+from airflow_kafka_failover.hooks import spark_submit_compat
+from airflow_kafka_failover.jobs.layout import (
+    RunLayout,
+    clear_run_state,
+    mark_killed,
+    read_status,
+    request_stop,
+    status_file,
+)
+from airflow_kafka_failover.jobs.options import JobOptions
+from airflow_kafka_failover.jobs.settings import JobSettings
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +176,25 @@ class StreamingJobHook(BaseHook):
         self.storage_connections = dict(storage_connections or {})
         self.storage_timeout_seconds = storage_timeout_seconds
 
+    @classmethod
+    def for_options(cls, options: JobOptions) -> StreamingJobHook:
+        """The hook that submits and stops a job with these options (a pair's ``job`` section).
+
+        :param options: the job's options.
+        """
+        return cls(
+            options.spark_connection,
+            conf=dict(options.spark_conf),
+            jars=options.jars,
+            packages=options.packages,
+            driver_memory=options.driver_memory,
+            executor_memory=options.executor_memory,
+            total_executor_cores=options.total_executor_cores,
+            deploy_mode=None if options.deploy_mode is None else str(options.deploy_mode),
+            storage_connections=dict(options.storage_connections),
+            storage_timeout_seconds=options.storage_timeout_seconds,
+        )
+
     def use_storage_of(self, handle: JobHandle) -> None:
         """Register the stores of a handle's remote folders (its run folder, checkpoint and sink)."""
         from airflow_kafka_failover.hooks.storage import use_storage
@@ -189,7 +210,7 @@ class StreamingJobHook(BaseHook):
     def _jars(self) -> str | None:
         if self.jars or self.packages:
             return self.jars
-        from airflow.configuration import conf
+        from airflow_kafka_failover.version_compat import conf
 
         configured = conf.get(*JOB_JARS_OPTION, fallback=None)
         if configured:

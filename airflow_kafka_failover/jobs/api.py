@@ -35,7 +35,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import StoreUnavailable
 from airflow_kafka_failover.jobs.hadoop_store import use_hadoop_stores
 from airflow_kafka_failover.jobs.job_run import (
     EXIT_BAD_INPUT,
@@ -48,8 +50,6 @@ from airflow_kafka_failover.jobs.job_run import (
 )
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
 from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import StoreUnavailable
 
 __all__ = ["DELTA_SESSION_CONFIG", "FailoverStream"]
 

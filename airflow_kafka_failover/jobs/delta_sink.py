@@ -19,7 +19,7 @@ import logging
 import re
 from typing import Any
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
 
 log = logging.getLogger("airflow_kafka_failover.job")
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_failover.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import create_json, open_store
+from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import create_json, open_store
 
 EPOCH_MARKER = re.compile(r"epoch-([0-9]{10})\.json")
 """The name of an epoch's marker; ten digits keep the names in epoch order in every listing."""

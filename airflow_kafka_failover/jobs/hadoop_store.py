@@ -14,7 +14,7 @@ can use too.
   tasks), and Hadoop 3.4.1's S3A cannot do it atomically, so it is refused there.
 
 A ``java.io.FileNotFoundException`` is :class:`FileNotFoundError`; any other Java error is
-:class:`~airflow_kafka_failover.storage.store.StoreUnavailable` with the exception's class and message.
+:class:`~airflow_kafka_failover.core.storage.store.StoreUnavailable` with the exception's class and message.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import StoreUnavailable, register
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import StoreUnavailable, register
 
 _NOT_FOUND = ("java.io.FileNotFoundException",)
 _EXISTS = ("org.apache.hadoop.fs.FileAlreadyExistsException",)

@@ -13,7 +13,7 @@ runs it through :class:`JobRun`:
 - **progress**: after Spark commits batch ``b``, its progress record ``<checkpoint>/progress/<b>`` (epoch,
   batch id, the end offsets of ``offsets/<b>``, records, and per partition the newest record's timestamp and
   offset over the run, observed on the Kafka source itself so that any transformation of the user's keeps
-  them; see :mod:`~airflow_kafka_failover.translation.progress_log`);
+  them; see :mod:`~airflow_kafka_failover.jobs.progress_log`);
 - **bookkeeping group**: then the batch's end offsets are committed to the bookkeeping group on the cluster
   the run reads, so MirrorMaker 2 checkpoints the job's position to the other cluster.
 
@@ -22,7 +22,7 @@ the two leaves a committed batch without them, which makes the next switch plan 
 re-read records, never fewer). When the query ends, batches committed without a progress record get one from
 the checkpoint (without new marks).
 
-Every file is read and written through :mod:`airflow_kafka_failover.storage`, so the checkpoint, the run
+Every file is read and written through :mod:`airflow_kafka_failover.core.storage`, so the checkpoint, the run
 folder and the fencing folder may be local or on a store (``hdfs://``, ``s3a://``; on the driver through
 Spark's Hadoop ``FileSystem``). A run that cannot read the fence for :data:`FENCE_BLIND_SECONDS` stops: a
 job that cannot see whether it was fenced must not go on consuming.
@@ -44,7 +44,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import StoreUnavailable, open_store, replace_json
+from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import (
     claim_checkpoint,
@@ -52,18 +55,15 @@ from airflow_kafka_failover.jobs.layout import (
     stop_request_file,
     stop_requested,
 )
-from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import StoreUnavailable, open_store, replace_json
-from airflow_kafka_failover.translation.progress_log import (
+from airflow_kafka_failover.jobs.progress_log import (
     KEEP_RECORDS,
     batch_numbers,
     progress_folder,
     progress_location,
     read_progress,
 )
-from airflow_kafka_failover.translation.spark_checkpoint import last_committed_offsets, parse_offsets_file
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.jobs.spark_checkpoint import last_committed_offsets, parse_offsets_file
 
 log = logging.getLogger("airflow_kafka_failover.job")
 

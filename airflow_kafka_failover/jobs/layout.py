@@ -16,7 +16,7 @@ both the operator and the job refuse a checkpoint owned by another cluster or ep
                                  .../pids/job.json       its process, on the host that started it
 
 Every root may be a local path or a store URI (``hdfs://``, ``s3a://``): these files are read and written
-through :mod:`airflow_kafka_failover.storage`, never with ``open``. The local root holds what only the host
+through :mod:`airflow_kafka_failover.core.storage`, never with ``open``. The local root holds what only the host
 that runs spark-submit needs (its process and its output); it is the run root itself when that is local.
 """
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import (
+from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import (
     StoreUnavailable,
     open_store,
     read_json,

@@ -15,7 +15,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator
 
-from airflow_kafka_failover.schema import (
+from airflow_kafka_failover.core.schema import (
     Count,
     JobSeconds,
     LocalPath,
@@ -173,7 +173,7 @@ class JobOptions(StreamOptions):
     @field_validator("storage_connections")
     @classmethod
     def _known_schemes(cls, value: dict[str, str]) -> dict[str, str]:
-        from airflow_kafka_failover.storage.locations import REMOTE_SCHEMES
+        from airflow_kafka_failover.core.storage.locations import REMOTE_SCHEMES
 
         unknown = sorted(set(value) - set(REMOTE_SCHEMES))
         if unknown:

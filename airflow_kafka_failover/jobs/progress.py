@@ -2,7 +2,7 @@
 
 The position is the last batch Spark committed in the checkpoint (``offsets/`` + ``commits/``); the record
 count and the time of the commit come from the job's progress record of that batch
-(:mod:`~airflow_kafka_failover.translation.progress_log`). The checkpoint may be a local folder or a store
+(:mod:`~airflow_kafka_failover.jobs.progress_log`). The checkpoint may be a local folder or a store
 URI.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import open_store
-from airflow_kafka_failover.translation import progress_log
-from airflow_kafka_failover.translation.progress_log import progress_folder, read_batch_record
-from airflow_kafka_failover.translation.spark_checkpoint import last_committed_offsets, read_checkpoint
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import open_store
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.jobs import progress_log
+from airflow_kafka_failover.jobs.progress_log import progress_folder, read_batch_record
+from airflow_kafka_failover.jobs.spark_checkpoint import last_committed_offsets, read_checkpoint
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.schema import JobSeconds, Text, problem_of
 from airflow_kafka_failover.jobs.options import RECORD_ID_FROM_KEY, StreamOptions
-from airflow_kafka_failover.schema import JobSeconds, Text, problem_of
 
 __all__ = ["RECORD_ID_FROM_KEY", "SETTINGS_SCHEMA_VERSION", "JobSettings", "check_starting_offsets"]
 
@@ -145,7 +145,7 @@ class JobSettings(StreamOptions):
 
     def write(self, path: str) -> str:
         """Write the settings to ``path`` readable by the owner only (it may hold secrets)."""
-        from airflow_kafka_failover.storage.store import replace_json
+        from airflow_kafka_failover.core.storage.store import replace_json
 
         replace_json(str(path), self.model_dump(mode="json"), private=True, indent=1)
         return str(path)
@@ -185,7 +185,7 @@ class JobSettings(StreamOptions):
     @classmethod
     def load(cls, path: str) -> JobSettings:
         """Read the settings file the operator wrote (a local path or a store URI)."""
-        from airflow_kafka_failover.storage.store import read_text
+        from airflow_kafka_failover.core.storage.store import read_text
 
         try:
             data = json.loads(read_text(str(path)))

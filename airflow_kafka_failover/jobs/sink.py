@@ -27,8 +27,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_kafka_failover.storage import locations
-from airflow_kafka_failover.storage.store import open_store
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import open_store
 
 log = logging.getLogger("airflow_kafka_failover.job")
 

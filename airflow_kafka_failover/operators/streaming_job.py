@@ -23,13 +23,12 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from pydantic import ValidationError
 
-from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.core.schema import problem_of
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.jobs.handle import DeployMode, JobHandle
 from airflow_kafka_failover.jobs.options import JobOptions
-from airflow_kafka_failover.operators.job_request import JobRequest, parse_epoch
-from airflow_kafka_failover.schema import problem_of
+from airflow_kafka_failover.switching.job_request import JobRequest, parse_epoch
 
 
 def fail_on_bad_input(func):
@@ -176,7 +175,7 @@ class SubmitStreamingJobOperator(BaseOperator):
     @cached_property
     def hook(self) -> StreamingJobHook:
         """The hook that submits and stops the job."""
-        return streaming_job_hook(self.options())
+        return StreamingJobHook.for_options(self.options())
 
     @fail_on_bad_input
     def execute(self, context: Any) -> dict[str, Any]:
@@ -197,53 +196,8 @@ class SubmitStreamingJobOperator(BaseOperator):
         self.log.info(
             "task killed while starting the job of %s on %s: stopping it", request.pair, request.cluster
         )
-        outcome = self.hook.stop(
-            starting_handle(request, self.spark_conn_id), request.options.stop_timeout_seconds
-        )
+        outcome = self.hook.stop(request.starting_handle(), request.options.stop_timeout_seconds)
         self.log.info("stop outcome: %s", outcome)
-
-
-def starting_handle(request: JobRequest, spark_conn_id: str) -> JobHandle:
-    """The handle of a run that is still starting: the cluster-mode application already submitted (its
-    handle in the run folder, so that the stop kills it through the cluster manager), else the detached
-    process of the run folder."""
-    from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE
-    from airflow_kafka_failover.storage import locations
-    from airflow_kafka_failover.storage.store import read_json
-
-    layout = request.layout
-    try:
-        return JobHandle.from_dict(read_json(locations.join(layout.run_dir, CLUSTER_HANDLE_FILE)))
-    except (OSError, ValueError, ConfigError):
-        pass  # no cluster-mode submission (yet): the run folder's process is what starts
-    return JobHandle(
-        pair=request.pair,
-        cluster=request.cluster,
-        epoch=request.epoch,
-        deploy_mode=DeployMode.CLIENT,
-        master="(starting)",
-        run_dir=layout.run_dir,
-        checkpoint=layout.checkpoint,
-        sink_root=request.sink_root,
-        spark_conn_id=spark_conn_id,
-        local_dir=layout.local_dir,
-    )
-
-
-def streaming_job_hook(options: JobOptions) -> StreamingJobHook:
-    """The hook that submits a job with these options."""
-    return StreamingJobHook(
-        options.spark_connection,
-        conf=dict(options.spark_conf),
-        jars=options.jars,
-        packages=options.packages,
-        driver_memory=options.driver_memory,
-        executor_memory=options.executor_memory,
-        total_executor_cores=options.total_executor_cores,
-        deploy_mode=None if options.deploy_mode is None else str(options.deploy_mode),
-        storage_connections=dict(options.storage_connections),
-        storage_timeout_seconds=options.storage_timeout_seconds,
-    )
 
 
 class StopStreamingJobOperator(BaseOperator):

@@ -7,19 +7,19 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseSensorOperator
 
-from airflow_kafka_failover.exceptions import ConfigError, DataLossError
+from airflow_kafka_failover.core.exceptions import ConfigError, DataLossError
 from airflow_kafka_failover.triggers.cluster_health import (
     ClusterHealthTrigger,
     WatchKind,
     build_watch,
     decision_event,
 )
+from airflow_kafka_failover.version_compat import conf
 
 if TYPE_CHECKING:
-    from airflow_kafka_failover.health.watch import ClusterWatch
+    from airflow_kafka_failover.io.health_watch import ClusterWatch
 
 _THRESHOLD_NAMES = (
     "failure_threshold",
@@ -186,7 +186,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
     def poke(self, context) -> bool:
         if self._watch is None:
             self._watch = self._build()
-        from airflow_kafka_failover.health.watch import watch_until
+        from airflow_kafka_failover.io.health_watch import watch_until
 
         decision = watch_until(self._watch, time.time() + self.observation_window())
         event = decision_event(self.kind, self._watch, decision)
@@ -224,7 +224,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
         return event["decision"]
 
     def _send_metrics(self, decision: dict[str, Any]) -> None:
-        from airflow_kafka_failover import metrics
+        from airflow_kafka_failover.io import metrics
 
         if self.kind is WatchKind.DOWN:
             failing_since = (decision.get("verdict") or {}).get("failing_since")
@@ -233,7 +233,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
             metrics.recovered(self.kafka_config_id, self.cluster_alias)
 
     def _log_evidence(self, event: dict[str, Any]) -> None:
-        from airflow_kafka_failover.health.evidence import (
+        from airflow_kafka_failover.domain.health.evidence import (
             ProbeResult,
             format_partition_evidence,
             format_probe_table,
@@ -317,7 +317,7 @@ class KafkaClusterDownSensor(_ClusterHealthSensor):
         }
 
     def observation_window(self) -> float:
-        from airflow_kafka_failover.health.verdict import HealthThresholds
+        from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 
         limits = HealthThresholds.from_dict(self.thresholds)
         return limits.min_down_seconds + limits.heartbeat_stale_seconds + limits.max_probe_gap
@@ -376,7 +376,7 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
         self.recorded_high_watermarks = recorded_high_watermarks or {}
 
     def watch_kwargs(self) -> dict[str, Any]:
-        from airflow_kafka_failover.translation.replication_policy import (
+        from airflow_kafka_failover.domain.translation.replication_policy import (
             for_name,
             offset_syncs_cluster,
             offset_syncs_topic,
@@ -406,7 +406,7 @@ class KafkaClusterRecoveredSensor(_ClusterHealthSensor):
         }
 
     def observation_window(self) -> float:
-        from airflow_kafka_failover.health.verdict import HealthThresholds
+        from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 
         limits = HealthThresholds.from_dict(self.thresholds)
         return limits.stability_window_seconds + 2 * limits.max_probe_gap

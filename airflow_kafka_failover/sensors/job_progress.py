@@ -8,11 +8,11 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.hooks.job_tracking import JobTracker
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.tracking import JobTracker
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.progress import read_progress
-from airflow_kafka_failover.translation.spark_checkpoint import kafka_offsets_from_json
+from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
 
 SILENT_BATCHES = 3
 """Committed batches without a single progress line after which a job is taken to break the contract
@@ -104,3 +104,25 @@ class StreamingJobProgressSensor(BaseSensorOperator):
             f"; behind: {', '.join(behind[:5])}" if behind else "",
         )
         return False
+
+
+class SwitchProgressSensor(StreamingJobProgressSensor):
+    """The switch's wait for the new job's first batch; each poke renews the switch lease."""
+
+    def __init__(self, *, config_path: str, pair_name: str, kind: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config_path, self.pair_name, self.kind = config_path, pair_name, kind
+
+    def poke(self, context: Any) -> bool:
+        from airflow_kafka_failover.domain.config import load_pair
+        from airflow_kafka_failover.domain.switch_gate import direction
+        from airflow_kafka_failover.io.lease_file import write_lease
+
+        pair = load_pair(self.config_path, self.pair_name)
+        epoch = (context["ti"].xcom_pull(task_ids="fence_and_stop") or {}).get("epoch")
+        if isinstance(epoch, int):
+            target = direction(pair, self.kind)[1]
+            write_lease(
+                pair.job.fencing_marker, pair.name, epoch, target, self.kind, pair.keeper.switch_lease_seconds
+            )
+        return super().poke(context)

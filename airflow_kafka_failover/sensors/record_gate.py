@@ -38,12 +38,12 @@ class ActiveRecordGate(BaseSensorOperator):
     def poke(self, context: Any) -> PokeReturnValue | bool:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from airflow_kafka_failover.config import load_pair
-        from airflow_kafka_failover.exceptions import ConfigError
+        from airflow_kafka_failover.core.exceptions import ConfigError
+        from airflow_kafka_failover.core.storage.store import StoreUnavailable
+        from airflow_kafka_failover.domain.config import load_pair
+        from airflow_kafka_failover.domain.switch_gate import NotApplicable, SwitchParams, gate
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-        from airflow_kafka_failover.record_store import describe, load_record
-        from airflow_kafka_failover.storage.store import StoreUnavailable
-        from airflow_kafka_failover.switch_gate import NotApplicable, SwitchParams, gate
+        from airflow_kafka_failover.io.record_store import describe, load_record
 
         try:
             params = SwitchParams.from_params(context.get("params"))

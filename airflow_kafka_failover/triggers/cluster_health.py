@@ -14,8 +14,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kafka_failover.health.evidence import ProbeResult, describe_exception
-from airflow_kafka_failover.health.verdict import HealthThresholds
+from airflow_kafka_failover.domain.health.evidence import ProbeResult, describe_exception
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 
 
 class WatchKind(StrEnum):
@@ -48,7 +48,7 @@ def build_watch(
     :param thresholds: health thresholds as a mapping.
     :param state: ``{"history": [...], "heartbeat_looks": [...]}`` carried over from earlier probing.
     """
-    from airflow_kafka_failover.health.watch import DownWatch, RecoveryWatch
+    from airflow_kafka_failover.io.health_watch import DownWatch, RecoveryWatch
 
     kind = watch_kind(kind)
     history = [ProbeResult.model_validate(probe) for probe in state.get("history", [])]
@@ -138,7 +138,7 @@ class ClusterHealthTrigger(BaseTrigger):
     async def _watch_until_decided(self) -> dict[str, Any]:
         from asgiref.sync import sync_to_async
 
-        from airflow_kafka_failover.health.watch import observe_until
+        from airflow_kafka_failover.io.health_watch import observe_until
 
         # The watch and its clients are built here, never in __init__: nothing live crosses serialize().
         watch = await sync_to_async(build_watch, thread_sensitive=False)(

@@ -5,7 +5,7 @@ Each look reads the fencing marker and the switch lease, the job's process (or i
 Kubernetes driver pod through the Kubernetes API) and ``status.json``, its committed
 progress and the end offsets of the active cluster (one client, kept for the trigger's life), and sends the
 job's lag and the age of its last batch as metrics. The trigger yields one event and ends when a look finds
-an action (:data:`~airflow_kafka_failover.keeper_findings.ACTIONS`), a new alert, an alert that cleared, or
+an action (:data:`~airflow_kafka_failover.domain.keeper_findings.ACTIONS`), a new alert, an alert that cleared, or
 when the keeper run's window ends; waiting (a switch at work, a job a person stopped, a cluster manager that
 does not answer) is only logged, once per change. Nothing live crosses ``serialize()``.
 """
@@ -21,8 +21,9 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kafka_failover.config import PairConfig
-from airflow_kafka_failover.keeper_findings import (
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import PairConfig
+from airflow_kafka_failover.domain.keeper_findings import (
     ACTIONS,
     ALERTS,
     Finding,
@@ -31,7 +32,6 @@ from airflow_kafka_failover.keeper_findings import (
     assess,
     describe,
 )
-from airflow_kafka_failover.record import ActiveRecord
 
 WARN_EVERY_S = 300.0
 """How often the same kind of trouble (a lag that cannot be measured, a job whose state cannot be told) is
@@ -151,7 +151,7 @@ class JobKeeperTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
 
-        from airflow_kafka_failover.health.evidence import describe_exception
+        from airflow_kafka_failover.domain.health.evidence import describe_exception
 
         try:
             self._use_storage()
@@ -198,7 +198,7 @@ class JobKeeperTrigger(BaseTrigger):
 
     def _event(self, look: JobLook, looker: JobLooker) -> dict[str, Any] | None:
         """The event this look calls for, or None to look again."""
-        from airflow_kafka_failover import metrics
+        from airflow_kafka_failover.io import metrics
 
         limits = KeeperLimits(**self.limits)
         findings = assess(look, limits)
@@ -284,8 +284,8 @@ class JobLooker:
     def __init__(
         self, pair: str, job: dict[str, Any], fencing_marker: str, kafka_config_id: str, topics: list[str]
     ) -> None:
-        from airflow_kafka_failover.hooks.job_tracking import JobTracker
-        from airflow_kafka_failover.jobs.handle import JobHandle
+        from airflow_kafka_failover.cluster_managers.handle import JobHandle
+        from airflow_kafka_failover.cluster_managers.tracking import JobTracker
 
         self.pair, self.handle = pair, JobHandle.from_dict(job)
         self.tracker = JobTracker()  # one Kubernetes client for the trigger's life
@@ -299,9 +299,9 @@ class JobLooker:
         self._last_logged: tuple[str, ...] | None = None  # nothing logged yet
 
     def look(self) -> JobLook:
+        from airflow_kafka_failover.io.lease_file import read_lease
         from airflow_kafka_failover.jobs.fencing import FencingMarker
         from airflow_kafka_failover.jobs.layout import stop_requested
-        from airflow_kafka_failover.switch_lease import read_lease
 
         fence = FencingMarker(self.fencing_marker, self.pair).read()
         lease = read_lease(self.fencing_marker, self.pair)
@@ -322,7 +322,7 @@ class JobLooker:
 
     def process_alive(self) -> bool | None:
         """The cheap check between looks: the job's process (None in cluster mode: only a look asks)."""
-        from airflow_kafka_failover.jobs.handle import DeployMode
+        from airflow_kafka_failover.cluster_managers.handle import DeployMode
 
         if self.handle.deploy_mode == DeployMode.CLUSTER:
             return None
@@ -331,7 +331,7 @@ class JobLooker:
     def _alive(self) -> bool | None:
         """Whether the job runs; None when its cluster manager cannot tell (never taken as dead): it does
         not answer, does not know the application or pod, or the handle does not fit it."""
-        from airflow_kafka_failover.health.evidence import describe_exception
+        from airflow_kafka_failover.domain.health.evidence import describe_exception
 
         try:
             return self.tracker.alive(self.handle)
@@ -340,7 +340,7 @@ class JobLooker:
             return None
 
     def _progress(self) -> tuple[dict[Any, int], float | None]:
-        from airflow_kafka_failover.exceptions import CheckpointError
+        from airflow_kafka_failover.core.exceptions import CheckpointError
         from airflow_kafka_failover.jobs.progress import read_last_commit
 
         try:
@@ -351,9 +351,9 @@ class JobLooker:
         return progress.offsets, progress.committed_at
 
     def _behind(self, committed: dict[Any, int]) -> dict[str, int] | None:
-        from airflow_kafka_failover.health.evidence import describe_exception
+        from airflow_kafka_failover.core.types import TopicPartition, partition_key
+        from airflow_kafka_failover.domain.health.evidence import describe_exception
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-        from airflow_kafka_failover.types import TopicPartition, partition_key
 
         try:
             if self._hook is None:

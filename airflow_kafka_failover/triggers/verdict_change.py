@@ -22,8 +22,13 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_kafka_failover.health.evidence import describe_exception
-from airflow_kafka_failover.triggers.cluster_health import WatchKind, build_watch, decision_event, watch_kind
+from airflow_kafka_failover.domain.health.evidence import describe_exception
+from airflow_kafka_failover.triggers.cluster_health import (
+    WatchKind,
+    build_watch,
+    decision_event,
+    watch_kind,
+)
 
 
 class ClusterVerdictTrigger(BaseEventTrigger):
@@ -108,7 +113,7 @@ class ClusterVerdictTrigger(BaseEventTrigger):
         """Yield one payload each time the verdict becomes ``kind``; runs until cancelled or it fails."""
         from asgiref.sync import sync_to_async
 
-        from airflow_kafka_failover.health.watch import observe_until
+        from airflow_kafka_failover.io.health_watch import observe_until
 
         # The watch and its clients are built here, never in __init__: nothing live crosses serialize().
         watch = await sync_to_async(build_watch, thread_sensitive=False)(

@@ -28,13 +28,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, AssetWatcher, BaseSensorOperator, Param, task
+from airflow.sdk import DAG, Asset, AssetWatcher, Param, task
 
-from airflow_kafka_failover.config import PairConfig, SwitchWake, load_pairs
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor, KafkaClusterRecoveredSensor
-from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.domain.config import PairConfig, SwitchWake, load_pairs
+from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor, SwitchProgressSensor
 from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
+from airflow_kafka_failover.sensors.switch_verdict import (
+    PairDownSensor,
+    PairRecoveredSensor,
+    SwitchVerdictSensor,
+)
 
 CONFIG_ENV = "AKF_PAIRS_CONFIG"
 START_DATE = datetime(2024, 1, 1)
@@ -86,115 +90,6 @@ def verdict_asset(pair: str, kind: str, watchers: list[AssetWatcher] | None = No
     )
 
 
-def verdict_event(context: Any, asset_name: str | None) -> dict[str, Any] | None:
-    """The newest payload of ``ClusterVerdictTrigger`` among the events that triggered this run, if any.
-
-    :param context: the task's context; a manual or ``@continuous`` run has no triggering events.
-    :param asset_name: the verdict asset's name; None: the DAG is not woken by events.
-    """
-    if not asset_name:
-        return None
-    events = context.get("triggering_asset_events") or {}
-    for asset in events:
-        if getattr(asset, "name", None) != asset_name:
-            continue
-        payloads = [(event.extra or {}).get("payload") for event in events[asset]]
-        found = [payload for payload in payloads if isinstance(payload, dict)]
-        if found:
-            return found[-1]
-    return None
-
-
-class _Forceable(BaseSensorOperator):
-    """Sensor mix-in: with ``force`` or ``dry_run`` set, do not wait for the verdict; when the run was woken
-    by the verdict event, confirm the trigger's verdict with one probe instead of watching again.
-
-    :param verdict_asset_name: the verdict asset whose events wake the DAG (``switch.wake: event``).
-    """
-
-    def __init__(self, *, verdict_asset_name: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.verdict_asset_name = verdict_asset_name
-
-    def execute(self, context: Any) -> Any:
-        params = context.get("params") or {}
-        if params.get("force") or params.get("dry_run"):
-            self.log.info(
-                "not waiting for the %s verdict (force=%s, dry_run=%s)",
-                getattr(self, "kind", "health"),
-                params.get("force"),
-                params.get("dry_run"),
-            )
-            return None
-        woken_by = verdict_event(context, self.verdict_asset_name)
-        if woken_by is not None and woken_by.get("status") == "error":
-            raise RuntimeError(
-                f"the {woken_by.get('kind')} watch in the triggerer failed: {woken_by.get('message')}; fix "
-                "the cause (the triggerer's log has the traceback), the watch starts again on its own"
-            )
-        return super().execute(context)
-
-    def woken_verdict(self, context: Any) -> dict[str, Any] | None:
-        woken_by = verdict_event(context, self.verdict_asset_name)
-        if woken_by is None or woken_by.get("status") != "success":
-            return None
-        self.log.info(
-            "woken by the %s verdict of the triggerer's watch (%s): confirming it with one more probe",
-            woken_by.get("kind"),
-            woken_by.get("message"),
-        )
-        return woken_by
-
-
-class PairDownSensor(_Forceable, KafkaClusterDownSensor):
-    """The primary's down sensor of a failover DAG."""
-
-
-class PairRecoveredSensor(_Forceable, KafkaClusterRecoveredSensor):
-    """The primary's recovered sensor of a failback DAG; the recorded watermarks come from the record as it
-    is when the sensor starts."""
-
-    def __init__(self, *, watched_cluster: str, config_path: str, pair_name: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.watched_cluster, self.config_path, self.pair_name = watched_cluster, config_path, pair_name
-
-    def execute(self, context: Any) -> Any:
-        from airflow_kafka_failover.config import load_pair
-        from airflow_kafka_failover.record_store import load_record
-
-        # Read now, not from the gate: a switch committed while the gate's run waited raises them.
-        record = load_record(load_pair(self.config_path, self.pair_name))
-        self.recorded_high_watermarks = dict(record.watermarks.get(self.watched_cluster, {}))
-        self.log.info(
-            "data-loss check against %s partitions recorded while %s was active",
-            len(self.recorded_high_watermarks),
-            self.watched_cluster,
-        )
-        return super().execute(context)
-
-
-class SwitchProgressSensor(StreamingJobProgressSensor):
-    """The switch's wait for the new job's first batch; each poke renews the switch lease."""
-
-    def __init__(self, *, config_path: str, pair_name: str, kind: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.config_path, self.pair_name, self.kind = config_path, pair_name, kind
-
-    def poke(self, context: Any) -> bool:
-        from airflow_kafka_failover.config import load_pair
-        from airflow_kafka_failover.switch_gate import direction
-        from airflow_kafka_failover.switch_lease import write_lease
-
-        pair = load_pair(self.config_path, self.pair_name)
-        epoch = (context["ti"].xcom_pull(task_ids="fence_and_stop") or {}).get("epoch")
-        if isinstance(epoch, int):
-            target = direction(pair, self.kind)[1]
-            write_lease(
-                pair.job.fencing_marker, pair.name, epoch, target, self.kind, pair.keeper.switch_lease_seconds
-            )
-        return super().poke(context)
-
-
 def _triggered_by(context: Any) -> str:
     run = context.get("dag_run")
     run_type = getattr(run, "run_type", "unknown")
@@ -204,7 +99,7 @@ def _triggered_by(context: Any) -> str:
 
 def _gate_view(pair: PairConfig, context: Any) -> Any:
     """The record the run's gate passed on: only to say what changed since; no step acts on it."""
-    from airflow_kafka_failover.record import ActiveRecord
+    from airflow_kafka_failover.domain.active_record import ActiveRecord
 
     return ActiveRecord.from_dict(context["ti"].xcom_pull(task_ids="gate"), tuple(pair.clusters), "gate XCom")
 
@@ -214,7 +109,7 @@ def _skip_when_not_applicable(step: Any, *args: Any) -> Any:
     run's later tasks) with the reason."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from airflow_kafka_failover.switch_gate import NotApplicable
+    from airflow_kafka_failover.domain.switch_gate import NotApplicable
 
     try:
         return step(*args)
@@ -227,19 +122,19 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
     name, pool = pair.name, pair.switch.pool or "default_pool"
 
     def load():
-        from airflow_kafka_failover.config import load_pair
+        from airflow_kafka_failover.domain.config import load_pair
 
         return load_pair(config_path, name)
 
     @task(task_id="check_target")
     def check_target() -> None:
-        from airflow_kafka_failover.workflows import steps
+        from airflow_kafka_failover.switching import steps
 
         steps.check_target(load(), kind)
 
     @task(task_id="fence_and_stop", pool=pool)
     def fence_and_stop(**context: Any) -> dict[str, Any]:
-        from airflow_kafka_failover.workflows import steps
+        from airflow_kafka_failover.switching import steps
 
         if context["params"].get("dry_run"):
             return {"dry_run": True, "note": "dry run: the fence and the running job were left alone"}
@@ -247,7 +142,7 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
 
     @task(task_id="plan", pool=pool)
     def plan(**context: Any) -> dict[str, Any]:
-        from airflow_kafka_failover.workflows import steps
+        from airflow_kafka_failover.switching import steps
 
         if context["params"].get("dry_run"):
             return _skip_when_not_applicable(steps.dry_run_plan, load(), kind, _gate_view(pair, context))
@@ -257,7 +152,7 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
     def submit(**context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from airflow_kafka_failover.workflows import steps
+        from airflow_kafka_failover.switching import steps
 
         if context["params"].get("dry_run"):
             raise AirflowSkipException(
@@ -285,8 +180,8 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
 
     @task(task_id="commit", pool=pool, outlets=[pair_asset(name)])
     def commit(**context: Any) -> dict[str, Any]:
-        from airflow_kafka_failover.record_store import describe
-        from airflow_kafka_failover.workflows import steps
+        from airflow_kafka_failover.io.record_store import describe
+        from airflow_kafka_failover.switching import steps
 
         ti = context["ti"]
         record = steps.commit_after_first_batch(
@@ -319,7 +214,7 @@ def down_corroboration(pair: PairConfig) -> dict[str, Any]:
     """
     if pair.replication.offset_preserving or not pair.replication.has_flow(pair.primary, pair.standby):
         return {}
-    from airflow_kafka_failover.translation.replication_policy import remote_heartbeats_topic
+    from airflow_kafka_failover.domain.translation.replication_policy import remote_heartbeats_topic
 
     primary = pair.cluster(pair.primary)
     return {
@@ -386,7 +281,7 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
 
 def _verdict_sensor(
     config_path: str, pair: PairConfig, kind: str, watch_timeout: float, asset_name: str | None
-) -> _Forceable:
+) -> SwitchVerdictSensor:
     """The primary's down (failover) or recovered (failback) sensor of a switch DAG, outside any DAG yet."""
     primary = pair.cluster(pair.primary)
     if kind == "failover":
@@ -425,7 +320,7 @@ def _verdict_sensor(
     )
 
 
-def verdict_watcher(pair: PairConfig, kind: str, sensor: _Forceable) -> AssetWatcher:
+def verdict_watcher(pair: PairConfig, kind: str, sensor: SwitchVerdictSensor) -> AssetWatcher:
     """The watcher of the ``kind`` verdict asset: the sensor's own watch, run in the triggerer without end.
 
     The recovered watch carries no recorded watermarks here (they live in the record, which changes with
@@ -465,8 +360,8 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
 
         @task(task_id="start", pool=pair.switch.pool or "default_pool")
         def start() -> dict[str, Any]:
-            from airflow_kafka_failover.config import load_pair
-            from airflow_kafka_failover.workflows import starting
+            from airflow_kafka_failover.domain.config import load_pair
+            from airflow_kafka_failover.switching import starting
 
             return starting.start_job(load_pair(config_path, name))
 
@@ -480,8 +375,8 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
 
         @task(task_id="commit", outlets=[pair_asset(name)])
         def commit(started: dict[str, Any], **context: Any) -> dict[str, Any]:
-            from airflow_kafka_failover.config import load_pair
-            from airflow_kafka_failover.workflows import starting
+            from airflow_kafka_failover.domain.config import load_pair
+            from airflow_kafka_failover.switching import starting
 
             record = starting.record_job(load_pair(config_path, name), started)
             context["outlet_events"][pair_asset(name)].extra = {
@@ -499,7 +394,7 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
 
 def build_keeper_dag(config_path: str, pair: PairConfig) -> DAG:
     """The DAG whose one deferrable task keeps the job of the current epoch running (see ``keeper``)."""
-    from airflow_kafka_failover.workflows.keeper import KeepStreamingJobOperator
+    from airflow_kafka_failover.operators.keeper import KeepStreamingJobOperator
 
     name = pair.name
     with DAG(

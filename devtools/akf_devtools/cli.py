@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 
-from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.core.exceptions import FailoverError
 from akf_devtools.errors import SandboxError
 
 FAULTS = ("crash", "hang", "resume", "restart", "wipe", "lose-quorum", "rolling-restart")

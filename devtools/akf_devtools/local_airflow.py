@@ -42,8 +42,8 @@ from typing import Any
 
 import yaml
 
-from airflow_kafka_failover.exceptions import FailoverError
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.core.exceptions import FailoverError
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.sandbox.jars import project_root
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.api import DELTA_SESSION_CONFIG
 from airflow_kafka_failover.jobs.delta_sink import DeltaSink
 

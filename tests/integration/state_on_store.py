@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from akf_devtools.demo.story import LOCAL_SPARK_CONF
 
-from airflow_kafka_failover.exceptions import FailoverError
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.core.exceptions import FailoverError
+from airflow_kafka_failover.core.storage.store import replace_json
 from airflow_kafka_failover.jobs.layout import read_status
-from airflow_kafka_failover.storage.store import replace_json
 from tests.integration.switch_story import Story, assert_one_job
 
 STATE_FILE_NAMES = ("settings.json", "status.json", "_owner.json", "stop-request", "switch-lease.json")
@@ -90,9 +90,9 @@ def assert_nothing_of_the_pair_on_local_disk(root: Path) -> dict[str, int]:
 
 def refused_submit(story: Story, cluster: str, epoch: int, **job: Any) -> str:
     """Submit the running epoch's job with ``job`` options over the pair's; return the refusal."""
-    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.domain.config import load_pair
     from airflow_kafka_failover.hooks.storage import use_job_storage
-    from airflow_kafka_failover.workflows import steps
+    from airflow_kafka_failover.switching import steps
 
     pair = load_pair(story.config_path, story.pair)
     changed = pair.model_copy(update={"job": pair.job.model_copy(update=job)})

@@ -15,8 +15,8 @@ import pytest
 from akf_devtools.demo.story import QUICK_HEALTH, RunningDag, switch_figures
 from akf_devtools.demo.story import Story as _Story
 
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-from airflow_kafka_failover.process_group import ManagedProcess
 
 TEST_HEALTH = QUICK_HEALTH
 

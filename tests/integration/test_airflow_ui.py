@@ -35,7 +35,7 @@ import pytest
 from akf_devtools.local_airflow import COMPONENTS, PAIR, LocalAirflow
 from akf_devtools.sandbox.loopback import free_ports
 
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from tests.integration.conftest import REPO, RUN_ROOT
 from tests.integration.job_support import fence_text
 from tests.integration.waiting import wait_for

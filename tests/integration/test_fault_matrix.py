@@ -46,10 +46,10 @@ from akf_devtools.sandbox.airflow_env import register_webhdfs_connection, write_
 from akf_devtools.sandbox.hdfs import HdfsCluster
 from akf_devtools.sandbox.loopback import free_ports
 
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.core.storage.store import forget_all, replace_json
 from airflow_kafka_failover.jobs.layout import read_status
 from airflow_kafka_failover.jobs.sink import read_sink
-from airflow_kafka_failover.storage.store import forget_all, replace_json
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.state_on_store import (
     a_foreign_checkpoint_is_refused,

@@ -11,8 +11,8 @@ import time
 import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce
 
-from airflow_kafka_failover.health.verdict import HealthThresholds
-from airflow_kafka_failover.health.watch import DownWatch, RecoveryWatch, watch_until
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
+from airflow_kafka_failover.io.health_watch import DownWatch, RecoveryWatch, watch_until
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for
 

@@ -7,10 +7,10 @@ import time
 import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, produce
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.health.probe import probe_cluster
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.io.probe import probe_cluster
 from tests.integration.conftest import register_connections
 
 BASE_TS = 1_700_000_000_000

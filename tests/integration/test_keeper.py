@@ -34,8 +34,8 @@ import pytest
 from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 from akf_devtools.demo.user_sinks import read_sqlite_orders
 
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-from airflow_kafka_failover.process_group import ManagedProcess
 from tests.integration.switch_story import new_pair_story, run_chain
 
 pytestmark = pytest.mark.spark

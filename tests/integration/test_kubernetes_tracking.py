@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.hooks.job_tracking import JobTracker
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import run_label
+from airflow_kafka_failover.cluster_managers.tracking import JobTracker
 from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
-from airflow_kafka_failover.jobs.kubernetes_pods import run_label
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status
 from airflow_kafka_failover.jobs.settings import JobSettings
 from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection

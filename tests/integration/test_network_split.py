@@ -12,8 +12,8 @@ import uuid
 import pytest
 from akf_devtools.sandbox.loopback import TcpProxy, free_ports
 
-from airflow_kafka_failover.health.verdict import HealthThresholds
-from airflow_kafka_failover.health.watch import DownWatch, watch_until
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
+from airflow_kafka_failover.io.health_watch import DownWatch, watch_until
 from tests.integration.conftest import register_connections, start_sandbox, stop_sandbox
 
 

@@ -14,11 +14,11 @@ import time
 import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce
 
-from airflow_kafka_failover.health.verdict import HealthThresholds
-from airflow_kafka_failover.health.watch import RecoveryWatch, watch_until
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
+from airflow_kafka_failover.domain.translation.mm2_records import OffsetSync
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.translation.mm2_records import OffsetSync
-from airflow_kafka_failover.translation.mm2_topics import read_offset_syncs
+from airflow_kafka_failover.io.health_watch import RecoveryWatch, watch_until
+from airflow_kafka_failover.io.mm2_topics import read_offset_syncs
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for
 

@@ -7,7 +7,7 @@ import uuid
 from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce, read_all
 from confluent_kafka import Consumer, TopicPartition
 
-from airflow_kafka_failover.translation.mm2_records import Checkpoint
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from tests.integration.waiting import wait_for
 
 BASE_TS = 1_700_000_000_000

@@ -46,7 +46,7 @@ from akf_devtools.sandbox.tls import certificate_pem, issue_certificate, key_and
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.switch_story import TEST_HEALTH, Story, new_pair_story
 from tests.integration.waiting import wait_for
@@ -411,8 +411,8 @@ def test_tls_misconfiguration_is_a_configuration_error_not_a_cluster_down(
     """The down sensor on healthy cluster A with a broken TLS setup: it fails with an error naming the file
     and the problem (at its check before waiting, or at its first probe for what only a handshake reveals),
     and no probe of A is ever recorded as FAILED: a misconfiguration must not fail a healthy cluster over."""
-    from airflow_kafka_failover.health.probe import probe_cluster
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.io.probe import probe_cluster
     from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor
     from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger
 

@@ -36,10 +36,10 @@ from akf_devtools.sandbox.jars import s3a_jars
 from akf_devtools.sandbox.loopback import free_ports
 from akf_devtools.sandbox.s3 import FAIL_FAST_S3A, S3Server
 
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.core.storage.store import forget_all, read_json
 from airflow_kafka_failover.jobs.layout import read_status
 from airflow_kafka_failover.jobs.sink import read_sink
-from airflow_kafka_failover.storage.store import forget_all, read_json
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.state_on_store import (
     a_foreign_checkpoint_is_refused,

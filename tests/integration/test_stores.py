@@ -30,8 +30,8 @@ from akf_devtools.sandbox.hdfs import HdfsCluster
 from akf_devtools.sandbox.jars import s3a_jars
 from akf_devtools.sandbox.s3 import S3Server
 
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG
-from airflow_kafka_failover.process_group import ManagedProcess
 from tests.integration.conftest import RUN_ROOT
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.spark]

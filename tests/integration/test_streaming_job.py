@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
-from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.domain.config import parse_pair
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.io.planner import build_plan, load_position
 from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.sink import read_sink
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
-from airflow_kafka_failover.translation.mm2_records import Checkpoint
-from airflow_kafka_failover.translation.planner import build_plan, load_position
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
 from tests.integration.job_support import JobWorld, progress_records, register_spark_connection

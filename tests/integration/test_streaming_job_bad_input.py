@@ -122,9 +122,9 @@ def user_job(world: JobWorld, text: str) -> str:
 
 
 def test_a_job_that_never_reports_running_fails_the_submit_naming_status_json(world, topic):
+    from airflow_kafka_failover.core.process_group import ManagedProcess
     from airflow_kafka_failover.hooks.streaming_job import JobStartError
     from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-    from airflow_kafka_failover.process_group import ManagedProcess
 
     FencingMarker(str(world.fence), world.pair).advance(None, 0, "A")
     fence_before = world.fence_text()

@@ -16,11 +16,11 @@ import pytest
 from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.spark_standalone import SparkStandalone
 
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.standalone import StandaloneMasterUnreachable
+from airflow_kafka_failover.domain.keeper_findings import Finding, KeeperLimits, assess
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.sink import read_sink
-from airflow_kafka_failover.jobs.standalone_master import StandaloneMasterUnreachable
-from airflow_kafka_failover.keeper_findings import Finding, KeeperLimits, assess
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from airflow_kafka_failover.triggers.job_keeper import JobLooker
 from tests.integration import translation_support as data

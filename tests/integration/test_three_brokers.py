@@ -224,7 +224,7 @@ def step_two_brokers_killed_fail_over_to_b(story) -> None:
 
 
 def step_a_lost_quorum_with_dead_leaders_is_down(story) -> None:
-    from airflow_kafka_failover.health.watch import watch_until
+    from airflow_kafka_failover.io.health_watch import watch_until
     from airflow_kafka_failover.triggers.cluster_health import build_watch
     from airflow_kafka_failover.workflows.factory import build_dags
 

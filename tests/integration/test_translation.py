@@ -14,12 +14,12 @@ import uuid
 import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
-from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.config import parse_pair
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.translation.mm2_records import Checkpoint
-from airflow_kafka_failover.translation.planner import build_plan, load_position
-from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.io.planner import build_plan, load_position
+from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for
@@ -154,7 +154,7 @@ def test_failback_translation_both_routes_loses_nothing(world, own_sandbox):
 
 
 def test_bad_positions_are_refused_with_names(world):
-    from airflow_kafka_failover.exceptions import ConfigError, TranslationError
+    from airflow_kafka_failover.core.exceptions import ConfigError, TranslationError
 
     pair = world["pair"]
     other = StreamPosition(offsets={TopicPartition("payments", 0): 5})

@@ -29,16 +29,16 @@ import pytest
 import yaml
 from akf_devtools.sandbox.kafka_io import create_topic, end_offsets
 
-from airflow_kafka_failover.config import parse_pair
-from airflow_kafka_failover.exceptions import TranslationError
+from airflow_kafka_failover.core.exceptions import TranslationError
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import parse_pair
+from airflow_kafka_failover.domain.switch_gate import FAILOVER
+from airflow_kafka_failover.domain.translation.replication_policy import offset_syncs_topic
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.record import ActiveRecord
-from airflow_kafka_failover.switch_gate import FAILOVER
-from airflow_kafka_failover.translation.planner import build_plan, load_position
-from airflow_kafka_failover.translation.replication_policy import offset_syncs_topic
-from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
-from airflow_kafka_failover.types import TopicPartition
-from airflow_kafka_failover.workflows.steps import make_plan
+from airflow_kafka_failover.io.planner import build_plan, load_position
+from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.switching.steps import make_plan
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for

@@ -12,11 +12,11 @@ import pytest
 from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.mirrormaker import ReplicationSettings
 
-from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.translation.planner import build_plan
-from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.io.planner import build_plan
+from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections, start_sandbox, stop_sandbox
 

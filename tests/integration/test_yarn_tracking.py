@@ -20,18 +20,18 @@ from pathlib import Path
 import pytest
 from akf_devtools.sandbox.hadoop import HadoopMiniCluster
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.hooks.streaming_job import JobStartError, StreamingJobHook
-from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.layout import RunLayout, read_status
-from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.jobs.yarn_applications import (
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.yarn import (
     ResourceManagerClient,
     ResourceManagerUnreachable,
     UnknownYarnApplication,
     YarnApplicationState,
 )
-from airflow_kafka_failover.keeper_findings import Finding, KeeperLimits, assess
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.domain.keeper_findings import Finding, KeeperLimits, assess
+from airflow_kafka_failover.hooks.streaming_job import JobStartError, StreamingJobHook
+from airflow_kafka_failover.jobs.layout import RunLayout, read_status
+from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.triggers.job_keeper import JobLooker
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.waiting import wait_for

@@ -14,9 +14,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.translation.mm2_records import OffsetSync
 from airflow_kafka_failover.hooks.partition_reader import consume_ranges
-from airflow_kafka_failover.translation.mm2_records import OffsetSync
-from airflow_kafka_failover.types import TopicPartition
 from tests.integration.waiting import wait_for
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover import atomic_file
-from airflow_kafka_failover.atomic_file import (
+from airflow_kafka_failover.core import atomic_file
+from airflow_kafka_failover.core.atomic_file import (
     OWNER_ONLY,
     READABLE_BY_ALL,
     STALE_TEMPORARY_SECONDS,

@@ -38,15 +38,19 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_kafka_failover.config import PairConfig, load_pair
-from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.core.exceptions import FailoverError
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import PairConfig, load_pair
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint, OffsetSync
+from airflow_kafka_failover.domain.translation.replication_policy import (
+    checkpoints_topic,
+    offset_syncs_topic,
+)
+from airflow_kafka_failover.io.record_store import variable_key
 from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import OWNER_FILE, PROCESS_NAME, RunLayout, stop_requested
-from airflow_kafka_failover.record import ActiveRecord
-from airflow_kafka_failover.record_store import variable_key
-from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
-from airflow_kafka_failover.translation.replication_policy import checkpoints_topic, offset_syncs_topic
+from airflow_kafka_failover.switching.job_request import JobRequest
 
 PAIR, EPOCH = "orders", 2
 CONN_A, CONN_B = "bad_suite_a", "bad_suite_b"
@@ -207,7 +211,7 @@ def metadata_db(database: Path) -> Iterator[None]:
 
 def start_stand_in_job(layout: RunLayout, signals: Path) -> JobHandle:
     """Start the sleep loop the way the submit hook starts spark-submit; return the job's handle."""
-    from airflow_kafka_failover.process_group import ManagedProcess
+    from airflow_kafka_failover.core.process_group import ManagedProcess
 
     write_checkpoint(
         Path(layout.checkpoint),
@@ -347,13 +351,13 @@ class StubbedCluster:
     )
 
     def hook_class(self) -> type:
+        from airflow_kafka_failover.core.types import Watermarks
         from airflow_kafka_failover.hooks.kafka_cluster import (
             ClusterMetadata,
             CompactedRecord,
             KafkaClusterHook,
             PartitionInfo,
         )
-        from airflow_kafka_failover.types import Watermarks
 
         cluster = self
 
@@ -432,7 +436,7 @@ def gate_refuses(world: World, config: Path | None = None, params: dict[str, Any
 
 def plan_refuses(world: World, checkpoint: Path | None = None) -> str:
     """Run the failover's plan step on the record the gate passed on (its checkpoint replaced when given)."""
-    from airflow_kafka_failover.workflows import steps
+    from airflow_kafka_failover.switching import steps
 
     record = replace(world.record, checkpoint=str(checkpoint)) if checkpoint else world.record
     with pytest.raises(FailoverError) as failure:
@@ -442,7 +446,7 @@ def plan_refuses(world: World, checkpoint: Path | None = None) -> str:
 
 def submit_refuses(world: World, starting_offsets: Any, config: Path | None = None) -> str:
     """Run the failover's submit step: the job on B at the next epoch with these start offsets."""
-    from airflow_kafka_failover.workflows import steps
+    from airflow_kafka_failover.switching import steps
 
     pair = load_pair(config, PAIR) if config else world.pair
     with pytest.raises(FailoverError) as failure:
@@ -950,7 +954,7 @@ def test_the_world_is_valid_so_each_case_fails_only_on_its_bad_input(world, clus
     """Control: with good input the gate passes the record on, the plan step plans and the submit step's
     checks accept the start map; nothing changes."""
     from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
-    from airflow_kafka_failover.workflows import steps
+    from airflow_kafka_failover.switching import steps
 
     before = untouched_state(world)
     gate = ActiveRecordGate(task_id="gate", config_path=str(world.config), pair_name=PAIR, kind="failover")
@@ -958,7 +962,7 @@ def test_the_world_is_valid_so_each_case_fails_only_on_its_bad_input(world, clus
     assert passed.is_done and passed.xcom_value == world.record.to_dict()
     planned = steps.make_plan(world.pair, steps.FAILOVER, world.record, dry_run=True)
     assert json.loads(planned["starting_offsets"])["A.orders"] == {"0": 10, "1": 7}
-    checked = steps.job_request(
+    checked = JobRequest.for_pair(
         world.pair, "B", EPOCH + 1, FULL_MAP
     ).settings()  # checks only, starts nothing
     assert checked.starting_offsets == FULL_MAP and checked.bootstrap_servers == "127.0.0.1:2"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.config import load_pair, load_pairs, parse_pair
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.translation.planner import route_topics
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.domain.config import load_pair, load_pairs, parse_pair
+from airflow_kafka_failover.io.planner import route_topics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -301,7 +301,7 @@ def test_relative_paths_still_resolve_against_the_file(tmp_path):
 
 
 def test_choices_are_enums_that_still_compare_as_the_yaml_strings():
-    from airflow_kafka_failover.config import GapAction, ReplicationPolicy, TranslationMethod
+    from airflow_kafka_failover.domain.config import GapAction, ReplicationPolicy, TranslationMethod
 
     pair = parse_pair("p", _pair(switch={"on_gap": "proceed"}))
     assert pair.switch.on_gap is GapAction.PROCEED and pair.switch.on_gap == "proceed"

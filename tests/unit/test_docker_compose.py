@@ -31,7 +31,7 @@ from akf_devtools.sandbox.sandbox import Sandbox
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from airflow_kafka_failover.config import PairConfig, load_pairs
+from airflow_kafka_failover.domain.config import PairConfig, load_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_SERVICES = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")

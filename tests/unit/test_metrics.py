@@ -22,7 +22,7 @@ SEND = textwrap.dedent(
 
     stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
 
-    from airflow_kafka_failover import metrics
+    from airflow_kafka_failover.io import metrics
 
     metrics.switch_committed("orders", "failover", True, 100.0, 12, 340, now=103.5)
     metrics.switch_committed("orders", "failback", False, None, 0, None, now=200.0)
@@ -76,7 +76,7 @@ def test_a_switch_and_the_sensor_decisions_send_their_metrics_to_statsd():
 def test_sending_never_fails_the_caller(monkeypatch):
     from airflow.sdk.observability import stats
 
-    from airflow_kafka_failover import metrics
+    from airflow_kafka_failover.io import metrics
 
     def broken(*args, **kwargs):
         raise OSError("statsd host unreachable")
@@ -90,7 +90,7 @@ def test_sending_never_fails_the_caller(monkeypatch):
 
 @pytest.mark.parametrize("seconds", [-5.0, 0.0])
 def test_a_clock_step_backwards_is_sent_as_zero(monkeypatch, seconds):
-    from airflow_kafka_failover import metrics
+    from airflow_kafka_failover.io import metrics
 
     sent = []
     monkeypatch.setattr(metrics, "_send", lambda kind, name, value, tags: sent.append((name, value, tags)))
@@ -100,10 +100,10 @@ def test_a_clock_step_backwards_is_sent_as_zero(monkeypatch, seconds):
 
 
 def _commit(monkeypatch, already_committed: bool) -> list[tuple]:
-    from airflow_kafka_failover import metrics, record_store
-    from airflow_kafka_failover.config import parse_pair
-    from airflow_kafka_failover.record import ActiveRecord
-    from airflow_kafka_failover.workflows import steps
+    from airflow_kafka_failover.domain.active_record import ActiveRecord
+    from airflow_kafka_failover.domain.config import parse_pair
+    from airflow_kafka_failover.io import metrics, record_store
+    from airflow_kafka_failover.switching import steps
 
     pair = parse_pair(
         "orders",
@@ -114,7 +114,9 @@ def _commit(monkeypatch, already_committed: bool) -> list[tuple]:
     monkeypatch.setattr(
         record_store,
         "commit_record",
-        lambda pair, epoch, new, check=None: ActiveRecord.initial("orders", "A") if already_committed else new,
+        lambda pair, epoch, new, check=None: (
+            ActiveRecord.initial("orders", "A") if already_committed else new
+        ),
     )
     plan = {"summary": {"max_duplicates": 7}, "gap_records": 3, "source_watermarks": {"o-0": 10}}
     steps.commit(

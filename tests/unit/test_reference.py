@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.config import ClusterSpec, PairConfig, PairsFile, load_pairs
-from airflow_kafka_failover.health.verdict import HealthThresholds
+from airflow_kafka_failover.domain.config import ClusterSpec, PairConfig, PairsFile, load_pairs
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from airflow_kafka_failover.jobs.options import JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.types import TopicPartition, Watermarks, partition_key
+from airflow_kafka_failover.core.exceptions import TranslationError
+from airflow_kafka_failover.core.types import TopicPartition, Watermarks, partition_key
 
 
 def test_partition_key_is_topic_dash_partition():

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.core.exceptions import FailoverError
 
 PAIR = "demo"
 TOPIC = "orders"
@@ -226,8 +226,8 @@ def _forget_previous_run(home: Path, pair_root: Path) -> None:
     """Start the pair afresh: stop a job a previous demo left, delete its files and its active record."""
     import subprocess
 
+    from airflow_kafka_failover.core.process_group import ManagedProcess
     from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-    from airflow_kafka_failover.process_group import ManagedProcess
     from akf_devtools.sandbox.airflow_env import airflow_env
 
     for run_dir in pair_root.glob("runs/*/*/epoch-*"):

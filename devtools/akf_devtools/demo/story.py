@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.jobs.sink import SinkContents, read_sink
-from airflow_kafka_failover.process_group import ManagedProcess
 from akf_devtools.sandbox.airflow_env import (
     airflow_env,
     read_variable,
@@ -152,13 +152,13 @@ class Story:
 
     def state(self, name: str) -> str:
         """The location of one of the pair's state roots (``sink``, ``checkpoints``, ``runs``, ``fence``)."""
-        from airflow_kafka_failover.storage import locations
+        from airflow_kafka_failover.core.storage import locations
 
         return locations.join(self.state_root, name) if self.state_root else str(self.root / name)
 
     @property
     def remote(self) -> bool:
-        from airflow_kafka_failover.storage.locations import is_remote
+        from airflow_kafka_failover.core.storage.locations import is_remote
 
         return bool(self.state_root) and is_remote(str(self.state_root))
 
@@ -263,8 +263,8 @@ class Story:
 
     def fence(self) -> str:
         """The newest epoch marker of the pair's fencing folder as its JSON text ("" before the first)."""
+        from airflow_kafka_failover.core.storage.store import read_text
         from airflow_kafka_failover.jobs.fencing import FencingMarker
-        from airflow_kafka_failover.storage.store import read_text
 
         marker = FencingMarker(self.state("fence"), self.pair)
         epochs = marker.epochs()
@@ -275,8 +275,8 @@ class Story:
 
     def _progress_folders(self) -> list[tuple[str, int, str]]:
         """``(cluster, epoch, progress folder)`` of every run of the pair's checkpoints."""
-        from airflow_kafka_failover.storage import locations
-        from airflow_kafka_failover.storage.store import open_store
+        from airflow_kafka_failover.core.storage import locations
+        from airflow_kafka_failover.core.storage.store import open_store
 
         base = locations.join(self.state("checkpoints"), self.pair)
         store = open_store(base)
@@ -291,8 +291,8 @@ class Story:
         """Every progress record of every run seen so far, with ``cluster`` and ``epoch`` added, in (cluster,
         epoch, batch) order. The job keeps its newest 100 and its first: records it removed before this was
         called are missing (the live view and the tests call it every few seconds)."""
-        from airflow_kafka_failover.storage import locations
-        from airflow_kafka_failover.storage.store import open_store, read_json
+        from airflow_kafka_failover.core.storage import locations
+        from airflow_kafka_failover.core.storage.store import open_store, read_json
 
         for cluster, epoch, folder in self._progress_folders():
             for name in open_store(folder).names(folder):
@@ -308,8 +308,8 @@ class Story:
 
     def first_batch_time(self, cluster: str, epoch: int) -> float:
         """Epoch seconds of the first batch the run of (cluster, epoch) committed."""
-        from airflow_kafka_failover.storage import locations
-        from airflow_kafka_failover.storage.store import open_store, read_json
+        from airflow_kafka_failover.core.storage import locations
+        from airflow_kafka_failover.core.storage.store import open_store, read_json
 
         folder = locations.join(self.state("checkpoints"), self.pair, cluster, f"epoch-{epoch}", "progress")
         first = min(int(name) for name in open_store(folder).names(folder) if name.isdigit())

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.core.exceptions import FailoverError
 
 
 def register_kafka_connections(

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.jars import kafka_classpath
 from akf_devtools.sandbox.loopback import accepts_connections, wait_until

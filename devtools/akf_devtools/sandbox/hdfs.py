@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.hadoop import JVM_FLAGS, READY_FILE, java_binary, read_ready_file
 from akf_devtools.sandbox.jars import hadoop_minicluster_classpath

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.sandbox.broker import java_argv
 from akf_devtools.sandbox.scram import ScramLogin, write_private
 from akf_devtools.sandbox.tls import TlsMaterial, security_protocol

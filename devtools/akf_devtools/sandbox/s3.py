@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.loopback import PORT_RELEASE_WAIT_S, free_ports, port_in_use, wait_until
 from akf_devtools.sandbox.scram import write_private

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from airflow_kafka_failover.atomic_file import write_json_atomically
+from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import KafkaBroker, client_security, new_cluster_id
 from akf_devtools.sandbox.cluster import MAX_BROKERS, KafkaCluster, replication_factor

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.atomic_file import OWNER_ONLY, write_atomically
+from airflow_kafka_failover.core.atomic_file import OWNER_ONLY, write_atomically
 from akf_devtools.errors import SandboxError
 
 MECHANISM = "SCRAM-SHA-512"

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.loopback import accepts_connections, free_ports, wait_until
 

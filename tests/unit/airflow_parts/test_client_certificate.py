@@ -12,10 +12,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.health.probe import probe_cluster
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.hooks.client_certificate import check_tls_files, tls_refusal
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.io.probe import probe_cluster
 
 CONN = "Airflow connection 'kafka_a'"
 NOW = dt.datetime.now(dt.UTC)
@@ -174,7 +174,7 @@ def test_the_probe_raises_a_tls_misconfiguration_instead_of_reporting_the_cluste
         raise ConfigError("Airflow connection 'kafka_a': the TLS handshake with 127.0.0.1:9 failed (...)")
 
     monkeypatch.setattr(hook, "describe_cluster", refused)
-    monkeypatch.setattr("airflow_kafka_failover.health.probe.every_address_refuses", lambda *a: None)
+    monkeypatch.setattr("airflow_kafka_failover.io.probe.every_address_refuses", lambda *a: None)
     with pytest.raises(ConfigError, match="TLS handshake"):
         probe_cluster(hook, "A", ["orders"], 1.0)
 

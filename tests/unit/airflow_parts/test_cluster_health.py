@@ -10,8 +10,11 @@ import time
 import pytest
 from akf_devtools.sandbox.loopback import free_ports
 
-from airflow_kafka_failover.exceptions import ConfigError, DataLossError
-from airflow_kafka_failover.sensors.cluster_health import KafkaClusterDownSensor, KafkaClusterRecoveredSensor
+from airflow_kafka_failover.core.exceptions import ConfigError, DataLossError
+from airflow_kafka_failover.sensors.cluster_health import (
+    KafkaClusterDownSensor,
+    KafkaClusterRecoveredSensor,
+)
 from airflow_kafka_failover.triggers.cluster_health import ClusterHealthTrigger
 
 
@@ -89,7 +92,7 @@ def test_trigger_on_an_unreachable_cluster_yields_one_down_event(dead_cluster_co
 
 
 def test_a_down_decision_sends_its_detection_time(dead_cluster_conn, monkeypatch):
-    from airflow_kafka_failover import metrics
+    from airflow_kafka_failover.io import metrics
 
     sent = []
     monkeypatch.setattr(metrics, "_send", lambda *metric: sent.append(metric))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.process_group import ManagedProcess
 
 
 def test_the_job_environment_has_no_airflow_secrets(monkeypatch):

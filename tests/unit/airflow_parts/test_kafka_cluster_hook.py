@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
 
@@ -42,7 +42,7 @@ def test_a_request_without_an_answer_names_the_request_and_the_cluster(monkeypat
     """concurrent.futures' TimeoutError has no text: a plan's warning said only "TimeoutError: "."""
     from concurrent.futures import Future
 
-    from airflow_kafka_failover.types import TopicPartition
+    from airflow_kafka_failover.core.types import TopicPartition
 
     monkeypatch.setenv(
         "AIRFLOW_CONN_KAFKA_A",

@@ -10,17 +10,17 @@ import socket
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.hooks.job_tracking import JobTracker, deleted_by_us
-from airflow_kafka_failover.hooks.kubernetes_driver import DriverPodClient
-from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.kubernetes_pods import (
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.kubernetes import DriverPodClient
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     DriverPodRef,
     DriverStateUnknown,
     KubernetesApiUnreachable,
     PodPhase,
     UnknownDriverPod,
 )
+from airflow_kafka_failover.cluster_managers.tracking import JobTracker, deleted_by_us
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.layout import mark_killed
 from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
 
@@ -231,13 +231,13 @@ for kind in ("hooks", "sensors", "operators", "triggers"):
     for entry in info[kind]:
         for module in entry["python-modules"]:
             importlib.import_module(module)
-for module in ("airflow_kafka_failover.workflows.factory", "airflow_kafka_failover.hooks.job_tracking",
-               "airflow_kafka_failover.status.readers", "airflow_kafka_failover.cli"):
+for module in ("airflow_kafka_failover.workflows.factory", "airflow_kafka_failover.cluster_managers.tracking",
+               "airflow_kafka_failover.io.status_readers", "airflow_kafka_failover.cli"):
     importlib.import_module(module)
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.hooks.job_tracking import job_alive
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.cluster_managers.tracking import job_alive
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.jobs.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
 
 local = JobHandle(pair="p", cluster="A", epoch=1, deploy_mode="local", master="local[1]",
                   run_dir=sys.argv[1], checkpoint=sys.argv[1], sink_root=sys.argv[1])
@@ -289,7 +289,7 @@ def test_the_airflow_side_asks_whether_a_job_runs_through_the_tracker():
     from pathlib import Path
 
     package = Path(__file__).resolve().parents[3] / "airflow_kafka_failover"
-    allowed = {"hooks/job_tracking.py": 1, "hooks/streaming_job.py": 2}  # local/client and YARN only
+    allowed = {"cluster_managers/tracking.py": 1, "hooks/streaming_job.py": 2}  # local/client and YARN only
     calls = {
         str(path.relative_to(package)): len(re.findall(r"\.is_alive\(\)", path.read_text()))
         for path in package.rglob("*.py")

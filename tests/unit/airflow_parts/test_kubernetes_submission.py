@@ -16,10 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE, JobStartError, StreamingJobHook
-from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.kubernetes_pods import run_label
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import run_label
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.hooks.streaming_job import (
+    CLUSTER_HANDLE_FILE,
+    JobStartError,
+    StreamingJobHook,
+)
 from airflow_kafka_failover.jobs.layout import read_status, stop_request_file
 from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
 from tests.unit.airflow_parts.test_streaming_job_parts import (  # noqa: F401 - a fixture
@@ -220,7 +224,7 @@ def test_stop_deletes_a_driver_that_ignores_the_stop_request(tmp_path, k8s):
         f"API at {k8s.url} (it is gone)"
     )
     # The keeper, the start DAG and the status view now see a job the provider stopped, not an unknown pod.
-    from airflow_kafka_failover.hooks.job_tracking import job_alive
+    from airflow_kafka_failover.cluster_managers.tracking import job_alive
 
     assert job_alive(handle) is False
     assert hook.stop(handle.to_dict(), timeout=0.5) == "not-running"
@@ -318,7 +322,7 @@ def test_without_the_cncf_kubernetes_provider_a_kubernetes_master_names_the_extr
 def test_the_start_dag_adopts_the_live_driver_of_the_run_when_the_recorded_pod_is_gone(tmp_path, k8s):
     """The record names a pod that was deleted; the start DAG's check does not call it dead, the submit
     finds the run's live driver by its label and adopts it."""
-    from airflow_kafka_failover.workflows.starting import _recorded_job_runs
+    from airflow_kafka_failover.switching.starting import _recorded_job_runs
 
     k8s.created_phase = "Running"
     live = submit(tmp_path)

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from airflow_kafka_failover import record_store
-from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import parse_pair
+from airflow_kafka_failover.io import record_store
 from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.record import ActiveRecord
 
 
 class SlowVariables:
@@ -57,10 +57,10 @@ def pair(tmp_path):
 
 @pytest.fixture
 def variables(monkeypatch):
-    import airflow.sdk
+    from airflow_kafka_failover import version_compat
 
     backend = SlowVariables(delay=0.2)
-    monkeypatch.setattr(airflow.sdk, "Variable", backend)
+    monkeypatch.setattr(version_compat, "Variable", backend)
     return backend
 
 

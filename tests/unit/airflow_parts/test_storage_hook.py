@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.storage import store
 from airflow_kafka_failover.hooks import storage
-from airflow_kafka_failover.storage import store
 
 
 @pytest.fixture(autouse=True)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.atomic_file import write_json_atomically
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from airflow_kafka_failover.get_provider_info import get_provider_info
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.jobs.handle import JobHandle
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status, status_file
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.operators.streaming_job import StopStreamingJobOperator
@@ -131,7 +131,7 @@ def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(
 
 
 def test_standalone_cluster_mode_is_refused_with_the_way_out(tmp_path, monkeypatch):
-    from airflow_kafka_failover.exceptions import ConfigError
+    from airflow_kafka_failover.core.exceptions import ConfigError
 
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_STANDALONE_CLUSTER",
@@ -282,7 +282,7 @@ class FakeJobHook:
 @pytest.fixture
 def checked_without_kafka(monkeypatch, tmp_path):
     """The request's Kafka checks replaced by settings built here (the fake hook needs no cluster)."""
-    from airflow_kafka_failover.operators.job_request import JobRequest
+    from airflow_kafka_failover.switching.job_request import JobRequest
 
     def settings(request):
         layout = request.layout
@@ -466,7 +466,7 @@ def test_a_yarn_application_that_ends_on_the_stop_request_is_stopped_not_killed(
 
 
 def test_stopping_a_handle_with_a_pod_on_yarn_changes_nothing(tmp_path, fake_yarn):
-    from airflow_kafka_failover.exceptions import ConfigError
+    from airflow_kafka_failover.core.exceptions import ConfigError
     from airflow_kafka_failover.jobs.layout import stop_request_file
 
     _bin_dir, _calls, rm = fake_yarn
@@ -488,7 +488,7 @@ def test_stopping_a_handle_with_a_pod_on_yarn_changes_nothing(tmp_path, fake_yar
 
 
 def test_the_standalone_web_ui_port_comes_from_the_connection_extra(monkeypatch):
-    from airflow_kafka_failover.exceptions import ConfigError
+    from airflow_kafka_failover.core.exceptions import ConfigError
 
     def connection(extra: dict) -> str:
         return json.dumps({"conn_type": "spark", "host": "spark://m:7077", "extra": extra})

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.switching.steps import SwitchParams
 from airflow_kafka_failover.workflows.factory import build_dags
-from airflow_kafka_failover.workflows.steps import SwitchParams
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -145,7 +145,7 @@ def test_bad_config_fails_the_dag_file_naming_file_pair_and_field(tmp_path, chan
 
 
 def test_job_paths_default_under_airflow_home_and_resolve_relative_to_the_file(tmp_path, monkeypatch):
-    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.domain.config import load_pair
 
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
     job = load_pair(pair_config(tmp_path, job={"sink_root": "out/sink"}), "orders").job
@@ -242,9 +242,9 @@ def test_dag_file_without_a_config_names_the_variable_to_set():
 
 def test_a_cluster_that_answers_the_short_check_keeps_the_hooks_default_timeout(tmp_path, monkeypatch):
     """The plan reads MM2's topics on the source through this hook: a 1.5 s check must not cap those reads."""
-    from airflow_kafka_failover.config import load_pair
+    from airflow_kafka_failover.domain.config import load_pair
     from airflow_kafka_failover.hooks import kafka_cluster
-    from airflow_kafka_failover.workflows import steps
+    from airflow_kafka_failover.switching import steps
 
     checks: list[float | None] = []
     monkeypatch.setattr(

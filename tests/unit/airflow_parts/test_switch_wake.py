@@ -12,9 +12,10 @@ import yaml
 from airflow.serialization.serialized_objects import DagSerialization
 from airflow.triggers.base import BaseEventTrigger
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.sensors.switch_verdict import verdict_event
 from airflow_kafka_failover.triggers.verdict_change import ClusterVerdictTrigger
-from airflow_kafka_failover.workflows.factory import build_dags, verdict_asset, verdict_event
+from airflow_kafka_failover.workflows.factory import build_dags, verdict_asset
 
 SWITCH_TASKS = {
     "gate",
@@ -150,7 +151,7 @@ def test_a_run_not_woken_by_the_event_watches_afresh(tmp_path):
 def test_a_new_probe_confirms_the_woken_down_verdict_or_sends_the_sensor_back_to_watching(
     tmp_path, reachable, confirmed
 ):
-    from airflow_kafka_failover.health.evidence import ProbeResult
+    from airflow_kafka_failover.domain.health.evidence import ProbeResult
 
     sensor = _sensor(tmp_path)
     woken = _down_payload()

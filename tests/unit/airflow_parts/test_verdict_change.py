@@ -11,7 +11,7 @@ import pytest
 from airflow.triggers.base import BaseEventTrigger
 from akf_devtools.sandbox.loopback import free_ports
 
-from airflow_kafka_failover.health.verdict import HealthThresholds
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from airflow_kafka_failover.triggers import verdict_change
 from airflow_kafka_failover.triggers.verdict_change import ClusterVerdictTrigger
 

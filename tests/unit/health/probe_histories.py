@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.health.evidence import ProbeResult
-from airflow_kafka_failover.health.heartbeats import HeartbeatMeasure, HeartbeatTrail
-from airflow_kafka_failover.health.verdict import SPAN_TOLERANCE_S, HealthThresholds
+from airflow_kafka_failover.domain.health.evidence import ProbeResult
+from airflow_kafka_failover.domain.health.heartbeats import HeartbeatMeasure, HeartbeatTrail
+from airflow_kafka_failover.domain.health.verdict import SPAN_TOLERANCE_S, HealthThresholds
 
 BASE = 1_700_000_000.0
 DEFAULTS = HealthThresholds()

@@ -12,14 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.exceptions import DataLossError
-from airflow_kafka_failover.health.data_loss import find_data_loss
-from airflow_kafka_failover.health.down_decision import DownDecision, decide_down
-from airflow_kafka_failover.health.evidence import ProbeResult
-from airflow_kafka_failover.health.heartbeats import HeartbeatMeasure, HeartbeatState, HeartbeatTrail
-from airflow_kafka_failover.health.recovery_decision import RecoveryDecision, decide_recovered
-from airflow_kafka_failover.health.replication_lag import lag_by_timestamps, replication_lag
-from airflow_kafka_failover.health.verdict import HealthThresholds
+from airflow_kafka_failover.core.exceptions import DataLossError
+from airflow_kafka_failover.domain.health.data_loss import find_data_loss
+from airflow_kafka_failover.domain.health.down_decision import DownDecision, decide_down
+from airflow_kafka_failover.domain.health.evidence import ProbeResult
+from airflow_kafka_failover.domain.health.heartbeats import (
+    HeartbeatMeasure,
+    HeartbeatState,
+    HeartbeatTrail,
+)
+from airflow_kafka_failover.domain.health.lag_by_timestamps import lag_by_timestamps, replication_lag
+from airflow_kafka_failover.domain.health.recovery_decision import RecoveryDecision, decide_recovered
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from tests.unit.health.probe_histories import (
     BASE,
     DEFAULTS,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.health.evidence import (
+from airflow_kafka_failover.domain.health.evidence import (
     ProbeResult,
     describe_exception,
     format_clock,

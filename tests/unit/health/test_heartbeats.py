@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_kafka_failover.health.heartbeats import HeartbeatState, HeartbeatTrail
+from airflow_kafka_failover.domain.health.heartbeats import HeartbeatState, HeartbeatTrail
 from tests.unit.health.probe_histories import BASE, DEFAULTS
 
 

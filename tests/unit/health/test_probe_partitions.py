@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 
-from airflow_kafka_failover.health.down_decision import decide_down
-from airflow_kafka_failover.health.probe import judge_partitions, probe_cluster
-from airflow_kafka_failover.health.verdict import HealthThresholds
-from airflow_kafka_failover.health.watch import DownWatch
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.health.down_decision import decide_down
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from airflow_kafka_failover.hooks.kafka_cluster import ClusterMetadata, PartitionInfo
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.io.health_watch import DownWatch
+from airflow_kafka_failover.io.probe import judge_partitions, probe_cluster
 from tests.unit.health.probe_histories import BASE, DEFAULTS, advancing_heartbeats, every
 
 
@@ -56,7 +56,7 @@ class FakeHook:
 
 
 def test_a_healthy_cluster_of_three_gives_an_ok_probe_that_checked_every_partition(monkeypatch):
-    monkeypatch.setattr("airflow_kafka_failover.health.probe.every_address_refuses", lambda *a: None)
+    monkeypatch.setattr("airflow_kafka_failover.io.probe.every_address_refuses", lambda *a: None)
     hook = FakeHook([part(0, 1, (1, 2, 3)), part(1, 2, (2, 3, 1))])
     probe = probe_cluster(hook, "A", ["orders"], 2.0)
     assert probe.ok and probe.partitions_checked == 2
@@ -118,7 +118,7 @@ def _watch(hook: FakeHook, count_under_min_isr: bool) -> DownWatch:
 
 
 def test_the_watch_reads_min_insync_replicas_once_and_retries_until_it_could(monkeypatch):
-    monkeypatch.setattr("airflow_kafka_failover.health.probe.every_address_refuses", lambda *a: None)
+    monkeypatch.setattr("airflow_kafka_failover.io.probe.every_address_refuses", lambda *a: None)
     hook = FakeHook([part(0, 1, (1,))], min_isr={"orders": 2}, fail_min_isr=1)
     watch = _watch(hook, count_under_min_isr=True)
     first = watch.probe(time.time())  # the config could not be read yet: no min-ISR evidence
@@ -130,7 +130,7 @@ def test_the_watch_reads_min_insync_replicas_once_and_retries_until_it_could(mon
 
 
 def test_without_the_option_min_insync_replicas_is_never_asked(monkeypatch):
-    monkeypatch.setattr("airflow_kafka_failover.health.probe.every_address_refuses", lambda *a: None)
+    monkeypatch.setattr("airflow_kafka_failover.io.probe.every_address_refuses", lambda *a: None)
     hook = FakeHook([part(0, 1, (1,))], min_isr={"orders": 2})
     probe = _watch(hook, count_under_min_isr=False).probe(time.time())
     assert probe.ok and hook.min_isr_calls == 0

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.health.down_decision import decide_down
-from airflow_kafka_failover.health.evidence import ProbeResult
-from airflow_kafka_failover.health.recovery_decision import decide_recovered
-from airflow_kafka_failover.health.verdict import (
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.domain.health.down_decision import decide_down
+from airflow_kafka_failover.domain.health.evidence import ProbeResult
+from airflow_kafka_failover.domain.health.recovery_decision import decide_recovered
+from airflow_kafka_failover.domain.health.verdict import (
     SPAN_TOLERANCE_S,
     HealthState,
     HealthThresholds,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from airflow_kafka_failover.health.evidence import ProbeResult
-from airflow_kafka_failover.health.verdict import HealthThresholds
-from airflow_kafka_failover.health.watch import RecoveryWatch
+from airflow_kafka_failover.domain.health.evidence import ProbeResult
+from airflow_kafka_failover.domain.health.verdict import HealthThresholds
+from airflow_kafka_failover.io.health_watch import RecoveryWatch
 
 
 def test_a_measurement_failing_without_text_names_the_exception_type(monkeypatch):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.api import FailoverStream
 from airflow_kafka_failover.jobs.delta_sink import DeltaSink
 from airflow_kafka_failover.jobs.fencing import FencingMarker

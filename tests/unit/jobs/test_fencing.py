@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.jobs.fencing import (
     FencedError,
     FenceState,

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.jobs.handle import DEPLOY_MODES, JobHandle
+from airflow_kafka_failover.cluster_managers.handle import DEPLOY_MODES, JobHandle
+from airflow_kafka_failover.core.exceptions import ConfigError
 
 REQUIRED = {
     "pair": "orders",

@@ -2,8 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.jobs.kafka_options import NOT_FOR_THE_JOB, SAME_IN_BOTH, java_client_options
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.domain.kafka_options import (
+    NOT_FOR_THE_JOB,
+    SAME_IN_BOTH,
+    java_client_options,
+)
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"

@@ -7,9 +7,8 @@ import re
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.kubernetes_pods import (
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     DriverPodRef,
     DriverStateUnknown,
     PodPhase,
@@ -20,6 +19,7 @@ from airflow_kafka_failover.jobs.kubernetes_pods import (
     parse_pod,
     run_label,
 )
+from airflow_kafka_failover.core.exceptions import ConfigError
 from tests.unit.fake_kubernetes_api import container_status
 
 REF = DriverPodRef("spark-jobs", "akf-orders-b-e1-1a2b3c4d-driver")

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.atomic_file import write_json_atomically
-from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.core.atomic_file import write_json_atomically
+from airflow_kafka_failover.core.exceptions import CheckpointError
 from airflow_kafka_failover.jobs.layout import (
     OWNER_FILE,
     RunLayout,

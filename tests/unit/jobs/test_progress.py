@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.core.exceptions import CheckpointError
+from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.jobs.progress import (
     JobProgress,
     LastCommit,
@@ -13,7 +14,6 @@ from airflow_kafka_failover.jobs.progress import (
     read_progress,
     uncommitted_output_records,
 )
-from airflow_kafka_failover.types import TopicPartition
 
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -215,8 +215,8 @@ def write_record(root: Path, batch_id: int, **fields) -> None:
 
 def test_the_last_commit_reads_one_record_however_long_the_run(tmp_path, monkeypatch):
     """4,000 batches: the last commit is two listings and the record of the committed batch."""
+    from airflow_kafka_failover.core.storage.store import LOCAL
     from airflow_kafka_failover.jobs import progress
-    from airflow_kafka_failover.storage.store import LOCAL
 
     batch(tmp_path, 3999, {"t": {"0": 4000}})
     for n in range(3900, 4000):

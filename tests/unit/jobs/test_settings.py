@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.options import JobOptions, StreamOptions
 from airflow_kafka_failover.jobs.settings import (
     SETTINGS_SCHEMA_VERSION,

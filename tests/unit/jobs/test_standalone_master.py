@@ -6,9 +6,8 @@ import socket
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.standalone_master import (
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.standalone import (
     StandaloneMasterClient,
     StandaloneMasterUnreachable,
     check_webui_port,
@@ -16,6 +15,7 @@ from airflow_kafka_failover.jobs.standalone_master import (
     master_webui_urls,
     parse_master_state,
 )
+from airflow_kafka_failover.core.exceptions import ConfigError
 from tests.unit.fake_standalone_master import FakeStandaloneMaster, serving
 
 APP = "app-20261123213000-0003"

@@ -4,9 +4,8 @@ import socket
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.jobs.handle import JobHandle
-from airflow_kafka_failover.jobs.yarn_applications import (
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.yarn import (
     ResourceManagerClient,
     ResourceManagerUnreachable,
     UnknownYarnApplication,
@@ -18,6 +17,7 @@ from airflow_kafka_failover.jobs.yarn_applications import (
     parse_application_report,
     resource_manager_from_hadoop_conf,
 )
+from airflow_kafka_failover.core.exceptions import ConfigError
 from tests.unit.fake_resource_manager import FakeResourceManager, running
 
 APP = "application_1795459092068_0001"
@@ -253,7 +253,7 @@ def test_a_yarn_handle_whose_resource_manager_is_down_raises_instead_of_saying_d
 
 
 def test_a_kubernetes_handle_is_asked_on_the_airflow_side_not_here(tmp_path):
-    from airflow_kafka_failover.jobs.kubernetes_pods import DriverStateUnknown
+    from airflow_kafka_failover.cluster_managers.kubernetes_pods import DriverStateUnknown
 
     k8s = _yarn_handle(tmp_path, master="k8s://https://k8s:6443", application_id=None, driver_id="ns:pod")
     with pytest.raises(DriverStateUnknown, match="hooks.job_tracking.job_alive"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.keeper_findings import (
+from airflow_kafka_failover.domain.keeper_findings import (
     MIN_STALL_SECONDS,
     Finding,
     JobLook,
@@ -12,7 +12,7 @@ from airflow_kafka_failover.keeper_findings import (
     assess,
     describe,
 )
-from airflow_kafka_failover.switch_lease import SwitchLease
+from airflow_kafka_failover.domain.switch_lease import SwitchLease
 
 NOW = 1_000_000.0
 LIMITS = KeeperLimits(stall_seconds=90.0, max_lag_records=500)
@@ -107,7 +107,7 @@ def test_every_finding_is_described_with_its_figures(finding):
 
 
 def test_a_cluster_manager_that_does_not_answer_is_unknown_never_dead(tmp_path, monkeypatch):
-    from airflow_kafka_failover.jobs.handle import JobHandle
+    from airflow_kafka_failover.cluster_managers.handle import JobHandle
     from airflow_kafka_failover.triggers.job_keeper import JobLooker
 
     handle = {

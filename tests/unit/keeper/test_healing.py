@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.config import parse_pair
-from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.core.exceptions import FailoverError
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.jobs.fencing import FenceState
-from airflow_kafka_failover.record import ActiveRecord
-from airflow_kafka_failover.workflows.healing import switch_kind
+from airflow_kafka_failover.switching.healing import switch_kind
 
 PAIR = parse_pair(
     "orders",

@@ -13,13 +13,13 @@ import pytest
 import yaml
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.io.record_store import variable_key
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import RunLayout
-from airflow_kafka_failover.record import ActiveRecord
-from airflow_kafka_failover.record_store import variable_key
+from airflow_kafka_failover.operators import keeper as keeper_module
+from airflow_kafka_failover.operators.keeper import KeepStreamingJobOperator, keeper_variable
 from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger, KeeperPauseTrigger
-from airflow_kafka_failover.workflows import keeper as keeper_module
-from airflow_kafka_failover.workflows.keeper import KeepStreamingJobOperator, keeper_variable
 
 
 class Variables:
@@ -36,10 +36,10 @@ class Variables:
 @pytest.fixture
 def world(tmp_path, monkeypatch):
     """Pair ``orders``, A active at epoch 2 with a job that is not running; fence at 2."""
-    import airflow.sdk
+    from airflow_kafka_failover import version_compat
 
     variables = Variables()
-    monkeypatch.setattr(airflow.sdk, "Variable", variables)
+    monkeypatch.setattr(version_compat, "Variable", variables)
     config = tmp_path / "pairs.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -122,7 +122,7 @@ def test_a_dead_job_behind_a_moved_fence_is_not_restarted(world, monkeypatch):
     monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
     monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_finish_switch", _must_not_restart)
     # No lease of epoch 3 is held: the keeper would finish that switch; here it must only not restart.
-    from airflow_kafka_failover.switch_lease import write_lease
+    from airflow_kafka_failover.io.lease_file import write_lease
 
     write_lease(tmp_path / "fence", "orders", 3, "B", "failover", 60)
     with pytest.raises(TaskDeferred) as deferred:
@@ -198,7 +198,7 @@ def test_a_fence_two_epochs_ahead_fails_for_a_person(world):
 
 
 def test_a_cluster_manager_that_does_not_answer_at_restart_time_is_never_a_second_job(world, monkeypatch):
-    from airflow_kafka_failover.jobs.handle import JobHandle
+    from airflow_kafka_failover.cluster_managers.handle import JobHandle
 
     operator, _, _ = world
 

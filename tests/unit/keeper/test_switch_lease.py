@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.switch_lease import (
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.io.lease_file import (
     holding_lease,
     lease_path,
     read_lease,

@@ -171,7 +171,8 @@ def test_the_active_controller_is_the_newest_leader_a_running_voter_wrote_down(t
             (folder / "quorum-state").write_text(f'{{"leaderEpoch": {state[0]}, "leaderId": {state[1]}}}')
     running = {"controller-A1", "controller-A2", "controller-A3"}
     monkeypatch.setattr(
-        "airflow_kafka_failover.process_group.ManagedProcess.is_running", lambda self: self.name in running
+        "airflow_kafka_failover.core.process_group.ManagedProcess.is_running",
+        lambda self: self.name in running,
     )
     assert cluster.active_controller() == cluster.controller(2)
     running.discard("controller-A2")  # a crashed voter's file is not evidence

@@ -14,7 +14,7 @@ from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox import jars
 from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
 
-from airflow_kafka_failover.process_group import ManagedProcess
+from airflow_kafka_failover.core.process_group import ManagedProcess
 
 
 def test_process_lives_in_its_own_group_and_stops_with_it(tmp_path: Path):

@@ -9,7 +9,7 @@ import pytest
 from akf_devtools.sandbox.airflow_env import read_variable
 from cryptography.fernet import Fernet
 
-from airflow_kafka_failover.exceptions import FailoverError
+from airflow_kafka_failover.core.exceptions import FailoverError
 
 
 def _home(tmp_path, rows, url=None):

@@ -19,7 +19,7 @@ from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
 from akf_devtools.sandbox.sandbox import Sandbox
 from akf_devtools.sandbox.scram import ScramLogin, java_argfile_argv, write_private
 
-from airflow_kafka_failover.jobs.kafka_options import java_client_options
+from airflow_kafka_failover.domain.kafka_options import java_client_options
 
 LOGIN = ScramLogin("akf-sandbox", "s3cr3t-hex")
 

@@ -14,8 +14,8 @@ from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
 from akf_devtools.sandbox.scram import ScramLogin
 from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
 
+from airflow_kafka_failover.domain.kafka_options import java_client_options
 from airflow_kafka_failover.hooks.client_certificate import check_tls_files
-from airflow_kafka_failover.jobs.kafka_options import java_client_options
 
 LOGIN = ScramLogin("akf-sandbox", "s3cr3t-hex")
 

@@ -7,11 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_kafka_failover.jobs.fencing import FenceState
-from airflow_kafka_failover.jobs.progress import JobProgress
-from airflow_kafka_failover.record import ActiveRecord, SwitchEntry
-from airflow_kafka_failover.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
-from airflow_kafka_failover.status.model import (
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.active_record import ActiveRecord, SwitchEntry
+from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
+from airflow_kafka_failover.domain.status.model import (
     FenceAgreement,
     JobState,
     PairHistory,
@@ -19,8 +18,9 @@ from airflow_kafka_failover.status.model import (
     ReplicationReading,
     SwitchRow,
 )
-from airflow_kafka_failover.status.text import history_to_text, statuses_to_json, to_text
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.domain.status.text import history_to_text, statuses_to_json, to_text
+from airflow_kafka_failover.jobs.fencing import FenceState
+from airflow_kafka_failover.jobs.progress import JobProgress
 
 NOW = 1_800_000_000.0
 JOB = {
@@ -398,7 +398,7 @@ def test_ages_are_never_negative():
 
 
 def test_a_fence_ahead_while_a_switch_holds_its_lease_is_a_switch_at_work_not_a_problem():
-    from airflow_kafka_failover.switch_lease import SwitchLease
+    from airflow_kafka_failover.domain.switch_lease import SwitchLease
 
     readings = healthy(fence=FenceState("orders", 3, "A", ""))
     lease = SwitchLease("orders", 3, "A", "failback", readings.now + 40, readings.now - 5)
@@ -411,7 +411,7 @@ def test_a_fence_ahead_while_a_switch_holds_its_lease_is_a_switch_at_work_not_a_
 
 
 def test_a_fence_ahead_whose_lease_expired_is_interrupted_and_the_keeper_finishes_it():
-    from airflow_kafka_failover.switch_lease import SwitchLease
+    from airflow_kafka_failover.domain.switch_lease import SwitchLease
 
     readings = healthy(fence=FenceState("orders", 3, "A", ""))
     lease = SwitchLease("orders", 3, "A", "failback", readings.now - 30, readings.now - 90)

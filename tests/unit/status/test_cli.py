@@ -16,9 +16,9 @@ import yaml
 from akf_devtools.demo.story import QUICK_HEALTH
 
 from airflow_kafka_failover import cli
+from airflow_kafka_failover.io import status_readers as readers
+from airflow_kafka_failover.io.record_store import variable_key
 from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.record_store import variable_key
-from airflow_kafka_failover.status import readers
 
 
 def closed_port() -> int:

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 from akf_devtools.demo.story import QUICK_HEALTH
 
-from airflow_kafka_failover.config import parse_pair
-from airflow_kafka_failover.exceptions import ConfigError
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.process_group import ManagedProcess
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import parse_pair
+from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
+from airflow_kafka_failover.domain.status.model import FenceAgreement, JobState
+from airflow_kafka_failover.io.status_readers import read_history_record, read_pair
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import status_file
-from airflow_kafka_failover.process_group import ManagedProcess
-from airflow_kafka_failover.record import ActiveRecord
-from airflow_kafka_failover.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
-from airflow_kafka_failover.status.model import FenceAgreement, JobState
-from airflow_kafka_failover.status.readers import read_history_record, read_pair
-from airflow_kafka_failover.types import TopicPartition
 
 WRITTEN_AT = 1_790_000_000.5
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_kafka_failover.storage.fsspec_store import FsspecStore, describe_problem
-from airflow_kafka_failover.storage.store import StoreUnavailable
+from airflow_kafka_failover.core.storage.fsspec_store import FsspecStore, describe_problem
+from airflow_kafka_failover.core.storage.store import StoreUnavailable
 
 
 @pytest.fixture

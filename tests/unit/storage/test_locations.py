@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.storage import locations
+from airflow_kafka_failover.core.storage import locations
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.storage import store
-from airflow_kafka_failover.storage.store import LOCAL, StoreUnavailable, open_store
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.storage import store
+from airflow_kafka_failover.core.storage.store import LOCAL, StoreUnavailable, open_store
 
 
 @pytest.fixture(autouse=True)

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partition
-from airflow_kafka_failover.translation.rules import (
+from airflow_kafka_failover.core.types import TopicPartition, Watermarks
+from airflow_kafka_failover.domain.translation.choosing import PartitionRequest, translate_partition
+from airflow_kafka_failover.domain.translation.rules import (
     translate_by_offset_sync,
     translate_by_offset_sync_reverse,
     translate_from_earliest,
 )
-from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
-from airflow_kafka_failover.types import TopicPartition, Watermarks
+from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)

@@ -6,11 +6,11 @@ The real-sandbox reproduction is tests/integration/test_translation_edges.py; th
 
 from __future__ import annotations
 
-from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partitions
-from airflow_kafka_failover.translation.planner import _mark_replication_gaps
-from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
-from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
-from airflow_kafka_failover.types import TopicPartition, Watermarks
+from airflow_kafka_failover.core.types import TopicPartition, Watermarks
+from airflow_kafka_failover.domain.translation.choosing import PartitionRequest, translate_partitions
+from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
+from airflow_kafka_failover.io.planner import _mark_replication_gaps
+from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)

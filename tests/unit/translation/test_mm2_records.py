@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync, describe_bytes
+from airflow_kafka_failover.core.exceptions import TranslationError
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint, OffsetSync, describe_bytes
 
 
 def kafka_string(value: str) -> bytes:

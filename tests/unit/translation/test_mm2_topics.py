@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint, OffsetSync
 from airflow_kafka_failover.hooks.kafka_cluster import CompactedRecord
-from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
-from airflow_kafka_failover.translation.mm2_topics import read_checkpoints, read_offset_syncs
+from airflow_kafka_failover.io.mm2_topics import read_checkpoints, read_offset_syncs
 
 
 class TopicHook:

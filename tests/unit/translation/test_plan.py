@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.plan import PartitionTranslation, TranslationPlan
-from airflow_kafka_failover.types import TopicPartition
+from airflow_kafka_failover.core.exceptions import TranslationError
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.translation.plan import PartitionTranslation, TranslationPlan
 
 CREATED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -209,7 +209,7 @@ def test_empty_plan_table():
 
 
 def test_plan_payload_is_typed_and_refuses_unknown_keys():
-    from airflow_kafka_failover.translation.plan import PlanPayload
+    from airflow_kafka_failover.domain.translation.plan import PlanPayload
 
     plan = make_plan([translation(0, 90)])
     payload = PlanPayload(

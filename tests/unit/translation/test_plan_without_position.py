@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.config import parse_pair
+from airflow_kafka_failover.core.types import TopicPartition, Watermarks
+from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import ClusterMetadata, PartitionInfo
-from airflow_kafka_failover.translation.planner import build_plan
-from airflow_kafka_failover.types import TopicPartition, Watermarks
+from airflow_kafka_failover.io.planner import build_plan
 
 HELD = {TopicPartition("A.orders", 0): Watermarks(10, 70), TopicPartition("A.orders", 1): Watermarks(0, 25)}
 

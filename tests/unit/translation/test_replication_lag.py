@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.translation.replication_lag import replication_lag
+from airflow_kafka_failover.domain.replication_lag import replication_lag
 
 
 def test_lag_from_the_newest_offset_sync():
@@ -20,7 +20,7 @@ def test_swapped_watermarks_are_refused():
 
 
 def test_records_not_replicated_counts_records_not_offsets():
-    from airflow_kafka_failover.translation.replication_lag import records_not_replicated
+    from airflow_kafka_failover.domain.replication_lag import records_not_replicated
 
     # Sync (76, 70): record 76 sits at 70. The job's position is 78 (77 is a commit marker): one record
     # after the sync? None: 77 is no record, so 0 records after it, and the replica is complete.

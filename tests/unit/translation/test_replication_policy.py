@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_failover.exceptions import ConfigError
-from airflow_kafka_failover.translation.replication_policy import (
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.domain.translation.replication_policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     checkpoints_topic,

@@ -8,17 +8,22 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.choosing import (
+from airflow_kafka_failover.core.exceptions import TranslationError
+from airflow_kafka_failover.core.types import TopicPartition, Watermarks
+from airflow_kafka_failover.domain.translation.choosing import (
     PartitionRequest,
     choose_translation,
     translate_partition,
     translate_partitions,
     validate_method_order,
 )
-from airflow_kafka_failover.translation.mm2_records import Checkpoint
-from airflow_kafka_failover.translation.plan import AUTOMATIC_METHODS, PartitionTranslation, TranslationMethod
-from airflow_kafka_failover.translation.rules import (
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
+from airflow_kafka_failover.domain.translation.plan import (
+    AUTOMATIC_METHODS,
+    PartitionTranslation,
+    TranslationMethod,
+)
+from airflow_kafka_failover.domain.translation.rules import (
     TimestampLookup,
     translate_by_checkpoint,
     translate_by_identity,
@@ -27,8 +32,7 @@ from airflow_kafka_failover.translation.rules import (
     translate_by_timestamp,
     translate_initial,
 )
-from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
-from airflow_kafka_failover.types import TopicPartition, Watermarks
+from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)

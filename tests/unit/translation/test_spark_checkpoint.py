@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_failover.exceptions import CheckpointError, ConfigError
-from airflow_kafka_failover.translation.spark_checkpoint import (
+from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
+from airflow_kafka_failover.jobs.spark_checkpoint import (
     StreamPosition,
-    kafka_offsets_from_json,
     read_checkpoint,
 )
-from airflow_kafka_failover.types import TopicPartition
 
 METADATA = (
     '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}'

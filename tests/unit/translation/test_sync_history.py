@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_kafka_failover.exceptions import TranslationError
-from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
-from airflow_kafka_failover.translation.sync_history import (
+from airflow_kafka_failover.core.exceptions import TranslationError
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint, OffsetSync
+from airflow_kafka_failover.domain.translation.sync_history import (
     OffsetSyncHistory,
     latest_checkpoints,
     sync_histories_by_partition,
 )
-from airflow_kafka_failover.types import TopicPartition
 
 PROPERTY = settings(max_examples=150, deadline=None)
 

@@ -15,15 +15,16 @@ from typing import Any
 
 import pytest
 
-from airflow_kafka_failover import record_store
-from airflow_kafka_failover.config import parse_pair
-from airflow_kafka_failover.exceptions import CheckpointError
+from airflow_kafka_failover.core.exceptions import CheckpointError
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import parse_pair
+from airflow_kafka_failover.domain.switch_gate import FAILOVER, NotApplicable, SwitchParams
+from airflow_kafka_failover.domain.translation.plan import TranslationPlan
+from airflow_kafka_failover.io import record_store
 from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.record import ActiveRecord
-from airflow_kafka_failover.switch_gate import FAILOVER, NotApplicable, SwitchParams
-from airflow_kafka_failover.translation.plan import TranslationPlan
-from airflow_kafka_failover.workflows import steps
-from airflow_kafka_failover.workflows.old_run import old_run
+from airflow_kafka_failover.switching import steps
+from airflow_kafka_failover.switching.job_request import JobRequest
+from airflow_kafka_failover.switching.old_run import old_run
 
 
 class Variables:
@@ -71,14 +72,13 @@ def pair(tmp_path):
 @pytest.fixture
 def world(pair, monkeypatch):
     """The Variable, the job hook and the planner's inputs of one switch, recorded."""
-    import airflow.sdk
-
-    from airflow_kafka_failover.operators import streaming_job
-    from airflow_kafka_failover.translation import planner
+    from airflow_kafka_failover import version_compat
+    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+    from airflow_kafka_failover.io import planner
 
     variables, hook, planned = Variables(), JobHook(), []
-    monkeypatch.setattr(airflow.sdk, "Variable", variables)
-    monkeypatch.setattr(streaming_job, "streaming_job_hook", lambda options: hook)
+    monkeypatch.setattr(version_compat, "Variable", variables)
+    monkeypatch.setattr(StreamingJobHook, "for_options", classmethod(lambda cls, options: hook))
     monkeypatch.setattr(steps, "_hook_if_reachable", lambda *args, **kwargs: None)
 
     def build_plan(pair, source, target, position, hooks) -> TranslationPlan:
@@ -92,7 +92,7 @@ def world(pair, monkeypatch):
 def job_of(pair, cluster: str, epoch: int, committed_offset: int | None = 5) -> dict[str, Any]:
     """The handle of the run (cluster, epoch), with a checkpoint whose last committed batch ends at
     ``committed_offset`` (None: a checkpoint with no committed batch)."""
-    request = steps.job_request(pair, cluster, epoch, "earliest")
+    request = JobRequest.for_pair(pair, cluster, epoch, "earliest")
     checkpoint = Path(request.layout.checkpoint)
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
     (checkpoint / "commits").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,249 @@
+"""The job's progress records: what Spark's checkpoint does not keep, one object per committed batch.
+
+After Spark commits batch ``b``, the job writes ``<checkpoint>/progress/<b>`` (JSON, replaced whole, so a
+store without appends, S3, holds it as well as a file system)::
+
+    {"epoch": 3, "batch_id": 41, "end_offsets": {"orders": {"0": 1200}}, "records": 150,
+     "records_total": 6150, "max_timestamp_ms": {"orders": {"0": 1764115200123}},
+     "max_offset": {"orders": {"0": 1199}}, "written_at": 1764115201.5}
+
+``records`` counts the batch, ``records_total`` the run's batches up to this one. ``max_timestamp_ms`` and
+``max_offset`` are the newest record timestamp and offset per partition **over the run so far** (each record
+carries forward the partitions earlier batches saw), so the newest record at or below the committed batch is
+the whole answer: a reader reads one object, however old the run. The job keeps the last 100 records and
+the run's first (when it began) and removes the others.
+
+A checkpoint written by an earlier release holds ``progress.jsonl`` instead: one line per batch, each with
+that batch's marks only. It is still read (the newest over its lines up to the committed batch) where no
+per-batch record answers. A job of your own that writes per-batch marks instead of cumulative ones is safe:
+the planner then knows less (older timestamps, fewer known-empty offsets), which re-reads more, never less.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_kafka_failover.core.exceptions import CheckpointError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.core.storage.store import StoreUnavailable, open_store
+from airflow_kafka_failover.core.types import TopicPartition
+from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
+
+PROGRESS_DIR = "progress"
+"""The folder of per-batch progress records in a checkpoint."""
+LEGACY_PROGRESS_FILE = "progress.jsonl"
+"""The one-line-per-batch progress file of checkpoints written by earlier releases."""
+KEEP_RECORDS = 100
+"""How many of the newest progress records the job keeps (each is cumulative: the newest is enough)."""
+_BATCH_NAME = re.compile(r"[0-9]+")
+
+
+def progress_folder(checkpoint: str) -> str:
+    return locations.join(str(checkpoint), PROGRESS_DIR)
+
+
+def progress_location(checkpoint: str, batch_id: int) -> str:
+    """The location of batch ``batch_id``'s progress record."""
+    return locations.join(progress_folder(checkpoint), str(batch_id))
+
+
+@dataclass(frozen=True)
+class ProgressSummary:
+    """What the progress records say of a run up to one batch.
+
+    :param batch_id: the newest batch with a record (at or below the batch asked about).
+    :param records: records written by the run's batches up to it.
+    :param max_timestamps_ms: newest record timestamp per partition over the run.
+    :param last_record_offsets: newest record offset per partition over the run.
+    :param end_offsets: that batch's end offsets (None when the record has none).
+    :param written_at: unix seconds when that record was written (None when unknown).
+    :param source: where it was read (the record, or the legacy file), for messages.
+    """
+
+    batch_id: int
+    records: int
+    max_timestamps_ms: dict[TopicPartition, int] = field(default_factory=dict)
+    last_record_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    end_offsets: dict[TopicPartition, int] | None = None
+    written_at: float | None = None
+    source: str = ""
+
+
+def batch_numbers(folder: str) -> list[int]:
+    """The batch numbers named in a folder (``offsets/``, ``commits/``, ``progress/``), in order."""
+    return sorted(int(name) for name in open_store(folder).names(folder) if _BATCH_NAME.fullmatch(name))
+
+
+def read_progress(checkpoint: str, up_to: int) -> ProgressSummary | None:
+    """The run's progress up to batch ``up_to``: its newest per-batch record, else the legacy file's lines.
+
+    :param checkpoint: the run's checkpoint.
+    :param up_to: the batch asked about (the last committed one); newer records are ignored.
+    :return: None when the run wrote no progress record up to that batch.
+    :raises CheckpointError: a damaged record.
+    """
+    numbers = [batch for batch in batch_numbers(progress_folder(checkpoint)) if batch <= up_to]
+    if numbers:
+        where = progress_location(checkpoint, numbers[-1])
+        return summary_of(_read_record(where), where)
+    return _legacy_summary(locations.join(str(checkpoint), LEGACY_PROGRESS_FILE), up_to)
+
+
+def read_batch_record(checkpoint: str, batch_id: int) -> dict[str, Any] | None:
+    """The progress record of exactly ``batch_id`` as written (None: none, or unreadable)."""
+    where = progress_location(checkpoint, batch_id)
+    try:
+        return _read_record(where)
+    except CheckpointError:
+        return None
+
+
+def _read_record(where: str) -> dict[str, Any]:
+    try:
+        text = open_store(where).read(where).decode("utf-8")
+    except FileNotFoundError:
+        raise CheckpointError(f"{where}: progress record vanished while it was read") from None
+    except StoreUnavailable:
+        raise
+    except (UnicodeDecodeError, OSError) as exc:
+        raise CheckpointError(f"{where}: cannot be read ({exc})") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
+    return value
+
+
+def summary_of(value: dict[str, Any], where: str) -> ProgressSummary:
+    """Validate one per-batch record and return what it says."""
+    batch_id, end_offsets, timestamps, last_records = parse_record(value, where)
+    total = value.get("records_total", value.get("records"))
+    return ProgressSummary(
+        batch_id,
+        _count(total),
+        timestamps,
+        last_records,
+        end_offsets,
+        _seconds(value.get("written_at")),
+        where,
+    )
+
+
+def parse_record(
+    value: Any, where: str
+) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """``(batch_id, end_offsets, max_timestamp_ms, max_offset)`` of a progress record; raises naming
+    ``where``."""
+
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
+    batch_id = value.get("batch_id")
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+        raise CheckpointError(f"{where}: progress record has invalid batch_id {batch_id!r}")
+    epoch = value.get("epoch")
+    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+        raise CheckpointError(f"{where}: progress record has invalid epoch {epoch!r}")
+    end_offsets = None
+    if value.get("end_offsets") is not None:
+        end_offsets = kafka_offsets_from_json(value["end_offsets"], f"{where} end_offsets")
+    timestamps = kafka_offsets_from_json(value.get("max_timestamp_ms") or {}, f"{where} max_timestamp_ms")
+    last_records = kafka_offsets_from_json(value.get("max_offset") or {}, f"{where} max_offset")
+    return batch_id, end_offsets, timestamps, last_records
+
+
+def _legacy_summary(path: str, up_to: int) -> ProgressSummary | None:
+    """The newest marks and the record count over ``progress.jsonl``'s lines up to batch ``up_to``.
+
+    Each line names only the partitions its batch saw, so the marks are the greatest over the lines. A torn
+    last line (the job died while appending) is ignored; a corrupt line elsewhere is an error.
+    """
+    try:
+        text = open_store(path).read(path).decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    newest: dict[TopicPartition, int] = {}
+    last: dict[TopicPartition, int] = {}
+    per_batch: dict[int, dict[str, Any]] = {}
+    end_offsets: dict[int, dict[TopicPartition, int] | None] = {}
+    for where, value in _legacy_lines(path, text):
+        batch_id, ends, timestamps, last_records = parse_record(value, where)
+        if batch_id > up_to:
+            continue
+        per_batch[batch_id] = value
+        end_offsets[batch_id] = ends
+        for into, marks in ((newest, timestamps), (last, last_records)):
+            for tp, mark in marks.items():
+                into[tp] = max(mark, into.get(tp, mark))
+    if not per_batch:
+        return None
+    top = max(per_batch)
+    return ProgressSummary(
+        top,
+        sum(_count(record.get("records")) for record in per_batch.values()),
+        newest,
+        last,
+        end_offsets[top],
+        _seconds(per_batch[top].get("written_at")),
+        path,
+    )
+
+
+def _legacy_lines(path: str, text: str) -> list[tuple[str, Any]]:
+    """The decoded lines of a legacy progress file with where each is (a torn last line is left out)."""
+    lines = text.split("\n")
+    decoded = []
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_number}"
+        try:
+            decoded.append((where, json.loads(line)))
+        except json.JSONDecodeError as err:
+            if line_number == len(lines):
+                continue
+            raise CheckpointError(
+                f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})"
+            ) from None
+    return decoded
+
+
+def check_against(
+    summary: ProgressSummary, committed_batch: int, committed: dict[TopicPartition, int]
+) -> None:
+    """Refuse progress records that do not belong to the checkpoint whose committed position is given.
+
+    The record of the committed batch must end where ``offsets/<batch>`` ends, and no newest-record offset may
+    lie at or beyond the committed position.
+    """
+    if (
+        summary.batch_id == committed_batch
+        and summary.end_offsets is not None
+        and summary.end_offsets != committed
+    ):
+        raise CheckpointError(
+            f"{summary.source}: progress record of batch {committed_batch} has end offsets that differ from "
+            f"offsets/{committed_batch}; are these progress records from another checkpoint directory?"
+        )
+    for tp, offset in summary.last_record_offsets.items():
+        if tp in committed and offset >= committed[tp]:
+            raise CheckpointError(
+                f"{summary.source}: progress record of batch {summary.batch_id} names record offset {offset} "
+                f"of {tp}, "
+                f"at or beyond the committed position {committed[tp]}; are these progress records from "
+                "another checkpoint directory?"
+            )
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

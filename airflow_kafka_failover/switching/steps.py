@@ -1,0 +1,467 @@
+"""The steps of a switch (failover A->B or failback B->A), as plain functions the DAG tasks call.
+
+Every step reads the active record when it acts, never a view handed on from an earlier task: a switch run
+may watch for minutes between its gate and its verdict, and anything can commit meanwhile (the start DAG,
+a keeper's restart, a manual switch). ``fence_and_stop`` re-decides on the record as it is (and ends the
+run when the switch no longer applies); once the fence moved, the record of the old epoch can no longer
+change (every commit at that epoch checks the fence first), and the later steps check that it is still the
+record the fence was moved from.
+
+Every step is safe to run again: the fence advance is idempotent for the same (epoch, cluster), stopping a
+stopped job succeeds, a plan is recomputed from the stopped job's checkpoint, submitting a run that is
+already running adopts it, and the record commit recognises a switch it already stored. A run interrupted
+at any step therefore converges when it is run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import nullcontext
+from typing import Any
+
+from airflow_kafka_failover.core.exceptions import CheckpointError, FailoverError, TranslationError
+from airflow_kafka_failover.domain.active_record import ActiveRecord
+from airflow_kafka_failover.domain.config import PairConfig
+from airflow_kafka_failover.domain.switch_gate import (
+    FAILOVER,
+    NotApplicable,
+    SwitchParams,
+    describe_changes,
+    direction,
+    gate,
+)
+from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.io.lease_file import holding_lease, release_lease, write_lease
+from airflow_kafka_failover.io.record_store import fencing_marker, load_record, same_run
+from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.switching.job_request import JobRequest
+from airflow_kafka_failover.switching.old_run import OldRun, old_run
+
+log = logging.getLogger(__name__)
+
+FORCED_STOP_TIMEOUT_S = 5.0
+"""How long a failover waits for the old job's graceful stop: its cluster is usually gone, and the fence
+already keeps it from committing another batch."""
+
+
+def current_record(pair: PairConfig, kind: str, seen: ActiveRecord | None = None) -> ActiveRecord:
+    """The pair's record as it is now, checked to still call for this switch.
+
+    :param pair: the pair.
+    :param kind: ``failover`` or ``failback``.
+    :param seen: the record the run's gate passed on, to say what changed since (None: nothing to compare).
+    :raises NotApplicable: the record no longer calls for this switch (another switch moved the pair).
+    """
+    record = load_record(pair)
+    changes = describe_changes(seen, record) if seen is not None else []
+    if changes:
+        log.warning(
+            "the record of pair %s changed since the gate read it (%s): this step acts on the record as "
+            "it is now",
+            pair.name,
+            "; ".join(changes),
+        )
+    try:
+        gate(pair, kind, record)
+    except NotApplicable as exc:
+        raise NotApplicable(
+            f"{exc} (the record changed since the gate read it: {'; '.join(changes) or 'see its history'}); "
+            "this run ends here and touches nothing"
+        ) from None
+    return record
+
+
+def fenced_record(
+    pair: PairConfig, kind: str, fence_epoch: int, submitted: dict[str, Any] | None = None
+) -> ActiveRecord:
+    """The record a switch that fenced ``fence_epoch`` acts on, read now: one epoch behind the fence.
+
+    :param pair: the pair.
+    :param kind: ``failover`` or ``failback``.
+    :param fence_epoch: the epoch this switch's ``fence_and_stop`` created.
+    :param submitted: the handle this switch submitted; a record already at ``fence_epoch`` naming it is this
+        switch's own commit (a retried task) and is returned as it is.
+    :raises FencedError: another switch committed since the fence moved; this run must not act.
+    """
+    record = load_record(pair)
+    source, target = direction(pair, kind)
+    if submitted is not None and (record.epoch, record.active) == (fence_epoch, target):
+        if same_run(record.job, submitted):
+            return record
+    if (record.epoch, record.active) != (fence_epoch - 1, source):
+        raise FencedError(
+            f"the record of pair {pair.name!r} is at epoch {record.epoch} with {record.active} active, but "
+            f"this {kind} moved the fence to epoch {fence_epoch} from {source} at epoch {fence_epoch - 1}: "
+            "another switch committed since; this run does nothing more (kafka-failover status shows the "
+            "pair)"
+        )
+    return record
+
+
+def fence_and_stop(pair: PairConfig, kind: str, seen: ActiveRecord | None = None) -> dict[str, Any]:
+    """Re-read the record, advance the fence to ``epoch + 1`` for the target, take the switch lease, then stop
+    the old job (bounded, best effort).
+
+    :param seen: the record the run's gate passed on (only to log what changed since).
+    :raises NotApplicable: the record, read now, no longer calls for this switch.
+    :raises FencedError: the marker moved under us (another switch is in progress or won).
+    """
+    record = current_record(pair, kind, seen)
+    _source, target = direction(pair, kind)
+    new_epoch = record.epoch + 1
+    marker = fencing_marker(pair)
+    current = marker.read()
+    expected = None if current is None and record.epoch == 0 else record.epoch
+    fence = marker.advance(expected, new_epoch, target)
+    fenced_at = time.time()
+    write_lease(marker.path, pair.name, new_epoch, target, kind, pair.keeper.switch_lease_seconds)
+    log.info(
+        "fence of pair %s at epoch %s for %s: a job of an older epoch stops at its next check",
+        pair.name,
+        fence.epoch,
+        fence.cluster,
+    )
+    # A commit at the old epoch that raced the fence's creation (the start DAG's) is in the record now; no
+    # later one can land, since every commit checks the fence first.
+    old = old_run(pair, fenced_record(pair, kind, new_epoch))
+    return {
+        "epoch": new_epoch,
+        "stop": stop_old_job(pair, kind, old, new_epoch),
+        "fenced_at": fenced_at,
+        "old_run": old.identity,
+    }
+
+
+def stop_old_job(pair: PairConfig, kind: str, old: OldRun, fence_epoch: int) -> str:
+    """Stop the old run once the fence moved past it (bounded, best effort); return the outcome.
+
+    :param old: the run of the record's epoch (:func:`~airflow_kafka_failover.switching.old_run.old_run`).
+    :param fence_epoch: the epoch of the fence this switch moved (named in the log).
+    """
+    if old.handle is None:
+        log.info("the record's epoch has no job, in the record or in its run folder: there is none to stop")
+        return "not-running"
+    timeout = (
+        min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S)
+        if kind == FAILOVER
+        else pair.job.stop_timeout_seconds
+    )
+    log.info("stopping %s", old.describe())
+    try:
+        return StreamingJobHook.for_options(pair.job).stop(old.handle, timeout)
+    except Exception as exc:  # best effort: the fence stops it when it can read the marker
+        log.warning(
+            "could not stop the old job (%s); the fence at epoch %s stops it at its next check",
+            exc,
+            fence_epoch,
+        )
+        return f"unreachable: {exc}"
+
+
+def stop_if_changed(
+    pair: PairConfig, kind: str, old: OldRun, stopped: dict[str, Any] | None, epoch: int
+) -> None:
+    """Stop ``old`` when it is not the run ``fence_and_stop`` stopped (a start committed its job in between).
+
+    :param stopped: the identity of the run ``fence_and_stop`` stopped (its XCom's ``old_run``).
+    :param epoch: the fence's epoch.
+    """
+    if old.handle is not None and not old.is_run(stopped):
+        log.warning("%s is not the run the fence step stopped (%s): stopping it now", old.describe(), stopped)
+        stop_old_job(pair, kind, old, epoch)
+
+
+def switch_lease(pair: PairConfig, kind: str, epoch: int, held: bool = True):
+    """Hold the switch lease of ``epoch`` while a step of the switch runs (see ``switch_lease``).
+
+    :param held: False holds nothing (a dry run moved no fence).
+    """
+    if not held:
+        return nullcontext()
+    _source, target = direction(pair, kind)
+    return holding_lease(
+        pair.job.fencing_marker, pair.name, epoch, target, kind, pair.keeper.switch_lease_seconds
+    )
+
+
+def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
+    """A hook on ``cluster`` when it answers within ``timeout`` s, else None.
+
+    Only the check is short: the hook keeps its default timeout for the reads that follow (MirrorMaker 2's
+    topics, watermarks), so a cluster that answers slowly still gives the plan its evidence.
+    """
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+
+    hook = KafkaClusterHook(pair.cluster(cluster).connection)
+    try:
+        hook.describe_cluster(timeout_seconds=timeout)
+    except Exception as exc:  # a dead cluster is expected during a failover
+        log.info("cluster %s does not answer (%s); planning without it", cluster, exc)
+        return None
+    return hook
+
+
+def check_target(pair: PairConfig, kind: str) -> None:
+    """Fail when the target cannot be reached; say so when both clusters are down."""
+    source, target = direction(pair, kind)
+    if _hook_if_reachable(pair, target, timeout=5.0) is not None:
+        return
+    source_up = _hook_if_reachable(pair, source, timeout=5.0) is not None
+    if not source_up:
+        raise FailoverError(
+            f"both clusters of pair {pair.name!r} are down ({source} and {target} do not answer); "
+            "no switch is possible: bring one of them back"
+        )
+    raise FailoverError(
+        f"the {kind} target {target} of pair {pair.name!r} does not answer while {source} does; "
+        "not switching to a dead cluster"
+    )
+
+
+def make_plan(
+    pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool, old: OldRun | None = None
+) -> dict[str, Any]:
+    """Translate the old run's position on the source to start offsets on the target, handling gaps per
+    on_gap.
+
+    :param record: the active record, read when this step acts.
+    :param old: the run the plan starts from (default: the record's, :func:`old_run`).
+    :raises CheckpointError: the record names a job whose checkpoint holds no committed batch: its position
+        is unknown, and no start can be proven safe.
+    """
+    from airflow_kafka_failover.domain.translation.plan import PlanPayload
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.io.planner import build_plan
+    from airflow_kafka_failover.jobs.progress import uncommitted_output_records
+
+    source, target = direction(pair, kind)
+    old = old or old_run(pair, record)
+    position = old_position(pair, record, old)
+    hooks = {
+        source: _hook_if_reachable(pair, source, timeout=1.5),
+        target: KafkaClusterHook(pair.cluster(target).connection),
+    }
+    started = time.monotonic()
+    plan = build_plan(pair, source, target, position, hooks)
+    while plan.has_gaps and pair.switch.on_gap == "wait" and not dry_run:
+        waited = time.monotonic() - started
+        if waited >= pair.switch.gap_wait_seconds:
+            raise TranslationError(
+                f"{target} still lacks {plan.total_gap_records} records of {len(plan.gaps)} partitions after "
+                f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore "
+                "replication, "
+                "raise switch.gap_wait_seconds, or set on_gap: proceed to start without them (records only "
+                "the source holds are read once it returns)"
+            )
+        log.info(
+            "gap: %s records of %s partitions not on %s yet; re-planning in 5 s",
+            plan.total_gap_records,
+            len(plan.gaps),
+            target,
+        )
+        time.sleep(5)
+        plan = build_plan(pair, source, target, position, hooks)
+    gap = plan.total_gap_records
+    if gap:
+        log.warning(
+            "proceeding with a gap (on_gap: %s): %s offsets of %s partitions are missing on %s (see the "
+            "plan's gap column); records the source held beyond them are only on %s until it returns",
+            pair.switch.on_gap,
+            gap,
+            len(plan.gaps),
+            target,
+            source,
+        )
+    log.info("plan %s -> %s:\n%s", source, target, plan.to_table())
+    watermarks = _known_watermarks(pair, source, position, hooks[source])
+    summary = plan.summary()
+    old_job = old.handle or {}
+    uncommitted = (
+        uncommitted_output_records(old.checkpoint, old_job["sink_root"], old_job["epoch"])
+        if old.checkpoint and old_job.get("sink_root")
+        else 0
+    )
+    summary["uncommitted_output_records"] = uncommitted
+    summary["max_duplicates"] = None if plan.max_redelivery is None else plan.max_redelivery + uncommitted
+    if uncommitted:
+        log.info(
+            "the old job wrote %s records in batches it never committed; they are read again", uncommitted
+        )
+    return PlanPayload(
+        plan=plan.to_json(),
+        summary=summary,
+        starting_offsets=plan.to_spark_starting_offsets(),
+        gap_records=gap,
+        source_watermarks=watermarks,
+        dry_run=dry_run,
+        old_run=old.identity,
+    ).model_dump(mode="json")
+
+
+def old_position(pair: PairConfig, record: ActiveRecord, old: OldRun) -> Any:
+    """The old run's committed position; None when it committed nothing (every partition then starts at
+    ``translation.initial_position``, and the plan says what that may re-read).
+
+    :raises CheckpointError: the record names the run but its checkpoint holds no committed batch.
+    """
+    from airflow_kafka_failover.io.planner import load_position
+
+    position = load_position(checkpoint=old.checkpoint) if old.checkpoint else None
+    if position is not None:
+        log.info("planning from the committed position of %s (checkpoint %s)", old.describe(), old.checkpoint)
+        return position
+    if old.named_by_record:
+        raise CheckpointError(
+            f"the record of pair {pair.name!r} names the job of epoch {record.epoch} on {record.active}, but "
+            f"its checkpoint {old.checkpoint} holds no committed batch: where that job stopped is unknown, "
+            "and no start on the other cluster can be proven safe. Restore the checkpoint from a backup; or, "
+            f"to start from translation.initial_position ({pair.translation.initial_position}) and re-read "
+            "or skip records knowingly, set the record's job and checkpoint to null (docs/runbook.md, Undo "
+            "and repair)"
+        )
+    log.info(
+        "%s committed no batch; every partition starts at %s",
+        "the run of the record's epoch" if old.handle is not None else "no run of the record's epoch",
+        pair.translation.initial_position,
+    )
+    return None
+
+
+def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -> dict[str, int]:
+    """What the source is known to hold: the job's position, raised to its high watermarks when reachable."""
+    marks = {
+        f"{tp.topic}-{tp.partition}": offset for tp, offset in (position.offsets.items() if position else [])
+    }
+    if hook is None:
+        return marks
+    try:
+        counts = hook.partition_counts(pair.topics_on(source))
+        from airflow_kafka_failover.core.types import TopicPartition
+
+        partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
+        for tp, wm in hook.watermarks(partitions).items():
+            key = f"{tp.topic}-{tp.partition}"
+            marks[key] = max(wm.high, marks.get(key, 0))
+    except Exception as exc:  # the position alone is still a valid lower bound
+        log.info("could not read the watermarks of %s (%s); recording the job's position only", source, exc)
+    return marks
+
+
+def dry_run_plan(pair: PairConfig, kind: str, seen: ActiveRecord | None) -> dict[str, Any]:
+    """The plan step of a dry run: the plan from the record as it is now; nothing is moved.
+
+    :raises NotApplicable: the record, read now, does not call for this switch.
+    """
+    return make_plan(pair, kind, current_record(pair, kind, seen), dry_run=True)
+
+
+def plan_after_fence(pair: PairConfig, kind: str, fenced: dict[str, Any]) -> dict[str, Any]:
+    """The plan step of a switch that moved the fence: read the record now, stop a run of the old epoch
+    that the fence step did not (one the start DAG committed in between), plan from it.
+
+    :param fenced: ``fence_and_stop``'s result (``epoch``, ``old_run``).
+    :raises FencedError: another switch committed since the fence moved.
+    """
+    with switch_lease(pair, kind, fenced["epoch"]):
+        record = fenced_record(pair, kind, fenced["epoch"])
+        old = old_run(pair, record)
+        stop_if_changed(pair, kind, old, fenced.get("old_run"), fenced["epoch"])
+        return make_plan(pair, kind, record, False, old)
+
+
+def commit_after_first_batch(
+    pair: PairConfig,
+    kind: str,
+    fenced: dict[str, Any],
+    handle: dict[str, Any],
+    plan: dict[str, Any],
+    params: SwitchParams,
+    triggered_by: str,
+) -> ActiveRecord:
+    """The commit step: read the record now and commit the switch on it (see :func:`commit`); a record that
+    already holds this switch's run (a retried task) is returned as it is.
+
+    :param fenced: ``fence_and_stop``'s result.
+    :param handle: the submit step's handle.
+    :param plan: the plan step's payload.
+    """
+    with switch_lease(pair, kind, fenced["epoch"]):
+        before = fenced_record(pair, kind, fenced["epoch"], submitted=handle)
+        if before.epoch == fenced["epoch"]:
+            log.info("the record already holds this switch's run at epoch %s: nothing to write", before.epoch)
+            return before
+        return commit(
+            pair, kind, before, handle, plan, params, triggered_by, fenced_at=fenced.get("fenced_at")
+        )
+
+
+def submit(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) -> dict[str, Any]:
+    """Submit the job on ``cluster`` at ``epoch``; return its handle."""
+    request = JobRequest.for_pair(pair, cluster, epoch, starting_offsets)
+    return request.submit(StreamingJobHook.for_options(pair.job)).to_dict()
+
+
+def commit(
+    pair: PairConfig,
+    kind: str,
+    record: ActiveRecord,
+    handle: dict[str, Any],
+    plan: dict[str, Any],
+    params: SwitchParams,
+    triggered_by: str,
+    fenced_at: float | None = None,
+) -> ActiveRecord:
+    """Write the switched record, then send the switch's metrics.
+
+    The compare-and-set covers what the switch relied on: the record must still be at the epoch the switch
+    started from, and name the run the plan started from (or none, when the plan found that run in its folder
+    before the start DAG committed it).
+
+    :param record: the record the switch moves the pair from, read when this step acts.
+    :param plan: the plan step's payload (its ``old_run`` names the run it planned from).
+    :param fenced_at: unix seconds when ``fence_and_stop`` wrote the fence (the switch's duration starts).
+    """
+    from airflow_kafka_failover.io import metrics
+    from airflow_kafka_failover.io.record_store import commit_record
+
+    source, target = direction(pair, kind)
+    entry = {
+        "kind": kind,
+        "reason": params.reason or ("forced" if params.force else f"automatic {kind}"),
+        "triggered_by": triggered_by,
+        "forced": params.force,
+        "plan": plan["summary"],
+        "gap_records": plan["gap_records"],
+    }
+    new = record.switched(
+        to=target,
+        job=handle,
+        checkpoint=handle["checkpoint"],
+        entry=entry,
+        watermarks={source: plan["source_watermarks"]},
+    )
+    planned_from = plan.get("old_run")
+
+    def planned_run_still_recorded(current: ActiveRecord) -> None:
+        if current.job is not None and not same_run(current.job, planned_from):
+            raise FencedError(
+                f"the record of pair {pair.name!r} at epoch {current.epoch} names the run "
+                f"{(current.job or {}).get('run_dir')}, not the one this {kind} stopped and planned from "
+                f"({(planned_from or {}).get('run_dir', 'none')}); nothing was committed: the keeper "
+                "finishes the switch with a plan from the recorded run"
+            )
+
+    committed = commit_record(pair, record.epoch, new, check=planned_run_still_recorded)
+    release_lease(pair.job.fencing_marker, pair.name, committed.epoch)
+    if committed is not new:  # a retry found its switch already committed: it was counted then
+        return committed
+    metrics.switch_committed(
+        pair.name,
+        kind,
+        params.force,
+        fenced_at,
+        plan["gap_records"],
+        plan["summary"].get("max_duplicates"),
+    )
+    return committed
