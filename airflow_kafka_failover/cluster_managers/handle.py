@@ -7,7 +7,6 @@ permissions.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,7 @@ from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.core.storage.locations import is_remote
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
-
-
-class DeployMode(StrEnum):
-    """Where the driver runs: see :class:`JobHandle`'s ``deploy_mode``."""
-
-    LOCAL = "local"
-    CLIENT = "client"
-    CLUSTER = "cluster"
-
+from airflow_kafka_failover.jobs.options import DeployMode
 
 DEPLOY_MODES = tuple(mode.value for mode in DeployMode)
 _REQUIRED = ("pair", "cluster", "epoch", "deploy_mode", "master", "run_dir", "checkpoint", "sink_root")

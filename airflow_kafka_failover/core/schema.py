@@ -187,13 +187,19 @@ def _storage_location(value: Any) -> str:
     return check_location(_text(value))
 
 
-def choice(enum: type[_E]) -> BeforeValidator:
-    """A check that the value is one of ``enum``'s values, named in the message as the file spells them."""
-    values = [member.value for member in enum]
+def choice(enum: type[_E], allowed: tuple[_E, ...] | None = None) -> BeforeValidator:
+    """A check that the value is one of ``enum``'s values, named in the message as the file spells them.
+
+    :param enum: the enum.
+    :param allowed: the members a file may name, when not all (default: all).
+    """
+    values = [member.value for member in (allowed or tuple(enum))]
 
     def check(value: Any) -> _E:
-        if isinstance(value, enum):
+        if isinstance(value, enum) and value.value in values:
             return value
+        if isinstance(value, enum):
+            value = value.value
         if not isinstance(value, str) or value not in values:
             raise ValueError(f"{value!r} is not one of {values}")
         return enum(value)

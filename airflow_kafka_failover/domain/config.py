@@ -49,6 +49,7 @@ from airflow_kafka_failover.core.schema import (
     problem_of,
 )
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds
+from airflow_kafka_failover.domain.translation.plan import CONFIGURABLE_METHODS, TranslationMethod
 from airflow_kafka_failover.jobs.options import PATH_OPTIONS, JobOptions
 
 __all__ = [
@@ -88,16 +89,6 @@ class OffsetSyncsLocation(StrEnum):
 
     SOURCE = "source"
     TARGET = "target"
-
-
-class TranslationMethod(StrEnum):
-    """A way to translate a position from one cluster to the other."""
-
-    CHECKPOINT = "checkpoint"
-    OFFSET_SYNC = "offset_sync"
-    OFFSET_SYNC_REVERSE = "offset_sync_reverse"
-    TIMESTAMP = "timestamp"
-    IDENTITY = "identity"
 
 
 class StartPosition(StrEnum):
@@ -216,7 +207,7 @@ class ReplicationSpec(Schema):
 def _methods(value: Any) -> Any:
     if value is None:
         return None
-    names = [method.value for method in TranslationMethod]
+    names = [method.value for method in CONFIGURABLE_METHODS]
     if not isinstance(value, list | tuple) or not value:
         raise ValueError(f"must be a non-empty list of {names}, got {value!r}")
     for method in value:
@@ -228,7 +219,13 @@ def _methods(value: Any) -> Any:
 class TranslationSpec(Schema):
     """How positions are translated between the clusters (``translation``)."""
 
-    methods: Annotated[tuple[TranslationMethod, ...], BeforeValidator(_methods)] = Field(
+    methods: Annotated[
+        tuple[TranslationMethod, ...],
+        BeforeValidator(_methods),
+        WithJsonSchema(
+            {"type": "array", "minItems": 1, "items": {"enum": [m.value for m in CONFIGURABLE_METHODS]}}
+        ),
+    ] = Field(
         None,  # type: ignore[arg-type]
         json_schema_extra={"x-default": "see the meaning"},
         description="Methods to try, most preferred first; null: `[identity]` with an offset-preserving "

@@ -1,7 +1,9 @@
-"""How far MirrorMaker 2's replication of a partition lags, from its newest offset sync: pure arithmetic.
+"""How far MirrorMaker 2's replication of a partition lags: pure arithmetic, in one module for both users.
 
-Used by the planner (a position beyond what replication delivered is a gap) and by the recovered
-decision of the health watch (a failback waits until the lag is small).
+From the newest offset sync (:func:`replication_lag`, :func:`records_not_replicated`): the planner (a
+position beyond what replication delivered is a gap) and the recovered decision of the health watch (a
+failback waits until the lag is small). From record timestamps when MirrorMaker 2 left no sync
+(:func:`lag_by_timestamps`): the recovered decision.
 """
 
 from __future__ import annotations
@@ -66,3 +68,19 @@ def records_not_replicated(records_after_sync: int, sync: tuple[int, int], targe
         )
     copied_after_sync = max(0, target_high - sync[1] - 1)
     return max(0, records_after_sync - copied_after_sync)
+
+
+def lag_by_timestamps(source_newest_ms: int | None, replica_newest_ms: int | None) -> int | None:
+    """Replication lag when MirrorMaker 2 left no offset sync to measure it with: 0 or unknown.
+
+    MM2 copies record timestamps, so a replica whose newest record is at least as new as the source's
+    newest record holds everything up to the source's end (0). Otherwise, or when either side has no
+    record, the lag is unknown (None) and the sensor keeps waiting. MM2 can go without emitting syncs for
+    minutes after its target came back (its outstanding syncs to the dead target must time out first).
+
+    :param source_newest_ms: timestamp of the newest record of the source partition.
+    :param replica_newest_ms: timestamp of the newest record of its replica.
+    """
+    if source_newest_ms is None or replica_newest_ms is None:
+        return None
+    return 0 if replica_newest_ms >= source_newest_ms else None

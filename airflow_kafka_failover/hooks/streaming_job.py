@@ -44,7 +44,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_kafka_failover.cluster_managers import kubernetes_submission
-from airflow_kafka_failover.cluster_managers.handle import DeployMode, JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.cluster_managers.kubernetes import INSTALL_HINT
 from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     DEFAULT_KUBERNETES_CONN_ID,
@@ -81,7 +81,7 @@ from airflow_kafka_failover.jobs.layout import (
     request_stop,
     status_file,
 )
-from airflow_kafka_failover.jobs.options import JobOptions
+from airflow_kafka_failover.jobs.options import DeployMode, JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings
 
 log = logging.getLogger(__name__)

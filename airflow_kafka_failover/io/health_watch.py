@@ -19,9 +19,9 @@ from airflow_kafka_failover.domain.health.data_loss import find_data_loss
 from airflow_kafka_failover.domain.health.down_decision import DownDecision, decide_down
 from airflow_kafka_failover.domain.health.evidence import ProbeResult, describe_exception
 from airflow_kafka_failover.domain.health.heartbeats import HeartbeatTrail
-from airflow_kafka_failover.domain.health.lag_by_timestamps import lag_by_timestamps, replication_lag
 from airflow_kafka_failover.domain.health.recovery_decision import RecoveryDecision, decide_recovered
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds, recent_history
+from airflow_kafka_failover.domain.replication_lag import lag_by_timestamps, replication_lag
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.io.probe import probe_cluster
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from airflow_kafka_failover.cluster_managers.handle import DeployMode, JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.cluster_managers.tracking import job_alive
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.types import TopicPartition, partition_key
@@ -32,6 +32,7 @@ from airflow_kafka_failover.io.health_watch import RecoveryWatch
 from airflow_kafka_failover.io.lease_file import read_lease
 from airflow_kafka_failover.io.probe import probe_cluster
 from airflow_kafka_failover.io.record_store import fencing_marker, read_stored_record
+from airflow_kafka_failover.jobs.options import DeployMode
 from airflow_kafka_failover.jobs.progress import read_progress
 
 log = logging.getLogger(__name__)

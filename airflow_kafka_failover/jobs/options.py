@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 
 from airflow_kafka_failover.core.schema import (
     Count,
@@ -36,10 +36,22 @@ STORE_PATH_OPTIONS = ("sink_root", "checkpoint_root", "run_root", "fencing_marke
 
 
 class DeployMode(StrEnum):
-    """Where spark-submit runs the driver."""
+    """Where a run's driver runs (a job handle's ``deploy_mode``).
 
+    The ``deploy_mode`` option chooses between ``client`` and ``cluster``; ``local`` follows from a ``local[*]``
+    master, whose driver is spark-submit itself.
+    """
+
+    LOCAL = "local"
+    """spark-submit in local mode, detached, on the host that submitted it."""
     CLIENT = "client"
+    """The driver runs detached next to Airflow; the executors run on the cluster."""
     CLUSTER = "cluster"
+    """The driver runs on the cluster (YARN, Kubernetes), known by its application id or pod."""
+
+
+CHOSEN_DEPLOY_MODES = (DeployMode.CLIENT, DeployMode.CLUSTER)
+"""The deploy modes the ``deploy_mode`` option names."""
 
 
 class StreamOptions(Schema):
@@ -143,9 +155,14 @@ class JobOptions(StreamOptions):
     driver_memory: Text | None = Field(None, description="`--driver-memory`, e.g. `2g`.")
     executor_memory: Text | None = Field(None, description="`--executor-memory`, e.g. `2g`.")
     total_executor_cores: Count | None = Field(None, description="`--total-executor-cores`.")
-    deploy_mode: Annotated[DeployMode, choice(DeployMode)] | None = Field(
-        None, description="`client` or `cluster`; null: the spark connection's deploy mode."
-    )
+    deploy_mode: (
+        Annotated[
+            DeployMode,
+            choice(DeployMode, CHOSEN_DEPLOY_MODES),
+            WithJsonSchema({"enum": [mode.value for mode in CHOSEN_DEPLOY_MODES], "type": "string"}),
+        ]
+        | None
+    ) = Field(None, description="`client` or `cluster`; null: the spark connection's deploy mode.")
     application: Text | None = Field(
         None,
         description="The job file spark-submit runs: your own, written on the job-side API or to the job "

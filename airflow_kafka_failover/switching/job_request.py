@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_failover.cluster_managers.handle import DeployMode, JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import read_json
@@ -20,7 +20,7 @@ from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE
 from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
 from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
-from airflow_kafka_failover.jobs.options import STORE_PATH_OPTIONS, JobOptions
+from airflow_kafka_failover.jobs.options import STORE_PATH_OPTIONS, DeployMode, JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings, missing_partitions, parse_starting_offsets
 
 log = logging.getLogger(__name__)

@@ -15,13 +15,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_failover.cluster_managers.handle import DeployMode, JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import open_store, read_json
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE
 from airflow_kafka_failover.io.record_store import RUN_IDENTITY, same_run
+from airflow_kafka_failover.jobs.options import DeployMode
 from airflow_kafka_failover.switching.job_request import JobRequest
 
 log = logging.getLogger(__name__)

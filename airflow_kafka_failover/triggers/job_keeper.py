@@ -322,7 +322,7 @@ class JobLooker:
 
     def process_alive(self) -> bool | None:
         """The cheap check between looks: the job's process (None in cluster mode: only a look asks)."""
-        from airflow_kafka_failover.cluster_managers.handle import DeployMode
+        from airflow_kafka_failover.jobs.options import DeployMode
 
         if self.handle.deploy_mode == DeployMode.CLUSTER:
             return None

@@ -26,7 +26,6 @@ from airflow_kafka_failover.domain.translation.rules import (
     translate_by_offset_sync_reverse,
     translate_by_timestamp,
     translate_from_earliest,
-    translate_initial,
     untranslated,
 )
 from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
@@ -186,7 +185,6 @@ class PartitionRequest:
         (for ``offset_sync_reverse``).
     :param checkpoint: latest checkpoint of the bookkeeping group for ``target``.
     :param timestamp_lookup: offsets-for-times result on ``target``.
-    :param initial_offset: the job's initial offset resolved on ``target``.
     :param watermarks: ``target``'s watermarks.
     :param reverse: whether ``target`` is the origin of ``source``'s records (the job read a replica).
     """
@@ -198,7 +196,6 @@ class PartitionRequest:
     reverse_offset_syncs: OffsetSyncHistory | None = None
     checkpoint: Checkpoint | None = None
     timestamp_lookup: TimestampLookup | None = None
-    initial_offset: int | None = None
     watermarks: Watermarks | None = None
     reverse: bool = False
 
@@ -257,22 +254,12 @@ def _timestamp_candidate(request: PartitionRequest) -> PartitionTranslation:
     )
 
 
-def _initial_candidate(request: PartitionRequest) -> PartitionTranslation:
-    if request.initial_offset is None:
-        reason = f"no initial offset resolved for {request.target}"
-        return untranslated(
-            request.source, request.position, request.target, TranslationMethod.INITIAL, reason
-        )
-    return translate_initial(request.source, request.position, request.target, request.initial_offset)
-
-
 _CANDIDATE_BUILDERS: dict[str, Callable[[PartitionRequest], PartitionTranslation]] = {
     TranslationMethod.CHECKPOINT: _checkpoint_candidate,
     TranslationMethod.OFFSET_SYNC: _offset_sync_candidate,
     TranslationMethod.OFFSET_SYNC_REVERSE: _reverse_offset_sync_candidate,
     TranslationMethod.TIMESTAMP: _timestamp_candidate,
     TranslationMethod.IDENTITY: _identity_candidate,
-    TranslationMethod.INITIAL: _initial_candidate,
 }
 
 

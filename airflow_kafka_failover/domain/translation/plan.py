@@ -40,7 +40,6 @@ class TranslationMethod(StrEnum):
     OFFSET_SYNC_REVERSE = "offset_sync_reverse"
     TIMESTAMP = "timestamp"
     IDENTITY = "identity"
-    INITIAL = "initial"
     NOTHING_PROCESSED = "nothing_processed"
     EARLIEST = "earliest"
     """No configured method translated the partition, but the target still holds its offset 0."""
@@ -52,6 +51,9 @@ AUTOMATIC_METHODS = frozenset(
     {TranslationMethod.NOTHING_PROCESSED, TranslationMethod.EARLIEST, TranslationMethod.NONE}
 )
 """Labels the plan sets by itself; they are not methods a pair configures."""
+
+CONFIGURABLE_METHODS = tuple(method for method in TranslationMethod if method not in AUTOMATIC_METHODS)
+"""The methods a pair's ``translation.methods`` may name, in the enum's order."""
 
 
 PROVEN_METHODS = frozenset(

@@ -434,26 +434,6 @@ def translate_by_timestamp(
     return PartitionTranslation(source, position, target, high_watermark, method, warnings=[caveat, note])
 
 
-def translate_initial(
-    source: TopicPartition, position: int | None, target: TopicPartition, target_offset: int
-) -> PartitionTranslation:
-    """Record the job's configured initial offset (already resolved on the target) as the start.
-
-    :param source: partition the job read.
-    :param position: the job's position there, if any.
-    :param target: partition on the other cluster.
-    :param target_offset: the resolved initial offset on the target.
-    """
-    return PartitionTranslation(
-        source,
-        position,
-        target,
-        target_offset,
-        TranslationMethod.INITIAL,
-        warnings=[f"no translation: starting {target} at the configured initial offset {target_offset}"],
-    )
-
-
 def translate_from_earliest(
     source: TopicPartition,
     position: int,

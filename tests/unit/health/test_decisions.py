@@ -21,9 +21,9 @@ from airflow_kafka_failover.domain.health.heartbeats import (
     HeartbeatState,
     HeartbeatTrail,
 )
-from airflow_kafka_failover.domain.health.lag_by_timestamps import lag_by_timestamps, replication_lag
 from airflow_kafka_failover.domain.health.recovery_decision import RecoveryDecision, decide_recovered
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds
+from airflow_kafka_failover.domain.replication_lag import lag_by_timestamps, replication_lag
 from tests.unit.health.probe_histories import (
     BASE,
     DEFAULTS,

@@ -30,7 +30,6 @@ from airflow_kafka_failover.domain.translation.rules import (
     translate_by_offset_sync,
     translate_by_offset_sync_reverse,
     translate_by_timestamp,
-    translate_initial,
 )
 from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
 
@@ -263,7 +262,7 @@ def test_checkpoint_for_other_partition_is_an_error():
         translate_by_checkpoint(SRC, 100, DST, Checkpoint("job", "orders", 0, 50, 40))
 
 
-# ---------------------------------------------------------------- identity, timestamp, initial
+# ---------------------------------------------------------------- identity, timestamp
 
 
 def test_identity():
@@ -290,12 +289,6 @@ def test_timestamp():
     assert "high watermark" in none_after.warnings[-1]
     unknown_high = translate_by_timestamp(SRC, 10, DST, TimestampLookup(5, None), high_watermark=None)
     assert unknown_high.target_offset is None
-
-
-def test_initial():
-    result = translate_initial(SRC, None, DST, 0)
-    assert (result.target_offset, result.method, result.source_offset) == (0, "initial", None)
-    assert not result.is_proven
 
 
 # ---------------------------------------------------------------- choosing
@@ -441,7 +434,6 @@ def test_translate_partition_uses_each_input():
         reverse_offset_syncs=history,
         checkpoint=Checkpoint("job", "A.orders", 0, 140, 95),
         timestamp_lookup=TimestampLookup(1, 120),
-        initial_offset=0,
         watermarks=Watermarks(0, 1000),
     )
     for method, offset in [
@@ -450,7 +442,6 @@ def test_translate_partition_uses_each_input():
         ("offset_sync_reverse", 100),
         ("identity", 150),
         ("timestamp", 120),
-        ("initial", 0),
     ]:
         assert translate_partition(request, [method]).target_offset == offset
 
@@ -467,7 +458,6 @@ def test_translate_partition_missing_inputs_explain_themselves():
         "no checkpoint",
         "no offset syncs",
         "no record timestamp",
-        "no initial offset",
         "earliest: the watermarks of A.orders-0 are unknown",
     ]:
         assert reason in text
