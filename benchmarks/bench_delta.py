@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
+from airflow_kafka_failover.cluster_managers.local import job_environment  # noqa: E402
 from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook  # noqa: E402
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME  # noqa: E402
@@ -210,7 +211,7 @@ class DeltaBench(Bench):
         command += ["--stop-file", str(stop_file)]
         process = ManagedProcess("plain", folder)
         self.processes.append(process)
-        process.start(command, env=StreamingJobHook._child_env(None))
+        process.start(command, env=job_environment(None))
         try:
             timing, cpu = wait_for_records(
                 folder / "checkpoint",
@@ -240,7 +241,7 @@ class DeltaBench(Bench):
         started = time.monotonic()
         process = ManagedProcess(f"prefill-{rows}", self.root / f"prefill-{rows}")
         self.processes.append(process)
-        process.start(command, env=StreamingJobHook._child_env(None))
+        process.start(command, env=job_environment(None))
         while process.is_running():
             time.sleep(0.5)
         if not (table / "_delta_log").is_dir():

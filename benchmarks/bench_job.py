@@ -84,6 +84,7 @@ from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle  # noqa: E402
+from airflow_kafka_failover.cluster_managers.local import job_environment  # noqa: E402
 from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
 from airflow_kafka_failover.core.storage import locations  # noqa: E402
 from airflow_kafka_failover.core.storage.store import open_store  # noqa: E402
@@ -525,7 +526,7 @@ class Bench:
         ]
         process = ManagedProcess("plain", folder)
         self.processes.append(process)
-        process.start(command, env=StreamingJobHook._child_env(None))  # the PATH and Python the job gets
+        process.start(command, env=job_environment(None))  # the PATH and Python the job gets
         say(f"  plain query started (log {process.log_file})")
         try:
             timing, cpu = wait_for_records(

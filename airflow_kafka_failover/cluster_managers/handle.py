@@ -1,41 +1,56 @@
-"""The job handle: what the submit operator returns to XCom, and what stop and progress checks need.
+"""The job handle: plain data naming one submitted run of the job and the cluster manager that runs it.
 
-A handle is a typed model (a pydantic dataclass) whose JSON form travels through XCom and the active
-record; it holds no secret: the settings file it points to does, and stays on disk with owner-only
-permissions.
+What the submit operator returns to XCom and the active record keeps; its JSON form holds no secret (the
+settings file it points to does, and stays owner-only). It names its manager (:attr:`JobHandle.manager`);
+whether the run lives, waiting for it and stopping it are the manager's
+(:mod:`airflow_kafka_failover.cluster_managers`). What the handle answers itself comes from its own fields
+and the run folder every manager shares: the local process locator, ``status.json``, a description.
 """
 
 from __future__ import annotations
 
+import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import StrictInt, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 
-from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
-    DriverPodRef,
-    DriverStateUnknown,
-    is_kubernetes_master,
-)
-from airflow_kafka_failover.cluster_managers.standalone import (
-    DEFAULT_MASTER_WEBUI_PORT,
-    StandaloneApplication,
-    StandaloneMasterClient,
-    StandaloneMasterUnreachable,
-    is_standalone_master,
-)
-from airflow_kafka_failover.cluster_managers.yarn import (
-    APPLICATION_ID,
-    ResourceManagerClient,
-    find_resource_manager,
-    is_yarn_master,
-)
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import DriverPodRef, is_kubernetes_master
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.core.storage.locations import is_remote
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
 from airflow_kafka_failover.jobs.options import DeployMode
+
+APPLICATION_ID = re.compile(r"application_\d+_\d+")
+"""A YARN application id."""
+
+
+class ManagerName(StrEnum):
+    """The cluster manager that runs a handle's driver (see :mod:`airflow_kafka_failover.cluster_managers`)."""
+
+    LOCAL = "local"
+    """A detached driver process on the host that submitted it: local mode, or client mode on YARN or
+    Kubernetes (the executors run there, the driver here)."""
+    STANDALONE = "standalone"
+    """A Spark standalone master: the client-mode driver process here and the master's view of it."""
+    YARN = "yarn"
+    """YARN's ResourceManager (cluster mode)."""
+    KUBERNETES = "kubernetes"
+    """The Kubernetes API server (cluster mode: the driver is a pod)."""
+
+
+def is_yarn_master(master: str) -> bool:
+    """Say whether a Spark master URL is YARN's (``yarn``, or ``yarn-cluster`` of old)."""
+    return master.strip().lower().startswith("yarn")
+
+
+def is_standalone_master(master: str) -> bool:
+    """Say whether a Spark master URL is a standalone master's (``spark://...``)."""
+    return master.strip().lower().startswith("spark://")
+
 
 DEPLOY_MODES = tuple(mode.value for mode in DeployMode)
 _REQUIRED = ("pair", "cluster", "epoch", "deploy_mode", "master", "run_dir", "checkpoint", "sink_root")
@@ -63,7 +78,7 @@ class JobHandle:
     :param master_webui_port: the standalone master's web UI port recorded at submission (standalone only;
         None: Spark's default 8080).
     :param local_dir: the folder, on the host that started spark-submit, of its process file and output
-        (local and client mode; None: ``run_dir``, from handles of earlier releases).
+        (local and client mode; None: the run folder, which must then be local).
     :param kubernetes_conn_id: the Airflow ``kubernetes`` connection the driver pod is read and deleted
         through, recorded at submission (Kubernetes only; None: ``kubernetes_default``).
     """
@@ -139,6 +154,19 @@ class JobHandle:
         return read_status(self.run_dir)
 
     @property
+    def manager(self) -> ManagerName:
+        """The cluster manager that runs the driver (from the deploy mode and the master)."""
+        if self.deploy_mode == DeployMode.CLUSTER:
+            if is_kubernetes_master(self.master):
+                return ManagerName.KUBERNETES
+            if is_yarn_master(self.master):
+                return ManagerName.YARN
+            return ManagerName.STANDALONE  # a driver id spark-submit --kill takes
+        if is_standalone_master(self.master):
+            return ManagerName.STANDALONE
+        return ManagerName.LOCAL
+
+    @property
     def runs_on_kubernetes(self) -> bool:
         """The driver is a pod on Kubernetes (cluster deploy mode on a ``k8s://`` master)."""
         return self.deploy_mode == DeployMode.CLUSTER and is_kubernetes_master(self.master)
@@ -149,59 +177,6 @@ class JobHandle:
         :raises ConfigError: the handle names no pod in the form ``<namespace>:<pod>``.
         """
         return DriverPodRef.parse(self.driver_id)
-
-    def is_alive(self) -> bool | None:
-        """Whether the job runs: True/False, or None where nothing can tell.
-
-        A detached process (local and client mode) is asked through its pid; a client-mode driver on a
-        standalone master also through the master (see :meth:`standalone_application`); a YARN application
-        through the ResourceManager. A cluster manager that does not answer raises (``ResourceManager``- or
-        ``StandaloneMasterUnreachable``) rather than guess; an id it does not know raises too. A Kubernetes
-        driver pod is asked on the Airflow side (``cluster_managers/tracking.py``, through the Kubernetes API):
-        here it raises :class:`DriverStateUnknown`.
-        """
-        self.check_cluster_manager()
-        if self.runs_on_kubernetes:
-            raise DriverStateUnknown(
-                f"{self.describe()} is a Kubernetes driver pod: whether it runs is asked through the "
-                "Kubernetes API on the Airflow side (airflow_kafka_failover.cluster_managers.tracking.job_alive)"
-            )
-        if self.deploy_mode == DeployMode.CLUSTER:
-            if is_yarn_master(self.master) and self.application_id:
-                return ResourceManagerClient(find_resource_manager(self.resource_manager)).is_alive(
-                    self.application_id
-                )
-            return None
-        running_here = self.process.is_running()
-        if not is_standalone_master(self.master):
-            return running_here
-        try:
-            app = self.standalone_application()
-        except StandaloneMasterUnreachable:
-            if running_here:  # the driver is this host's process: alive, whatever the master
-                return True
-            raise
-        # The master's word wins when it knows the application: a driver whose pid file names another
-        # host's process is alive there, and an application the master ended is dead even if a pid lives.
-        return running_here if app is None else app.alive
-
-    def spark_application_id(self) -> str | None:
-        """Spark's application id: the recorded one, else the one the job wrote in ``status.json``."""
-        if self.application_id:
-            return self.application_id
-        reported = self.status().get("application_id")
-        return str(reported) if reported else None
-
-    def standalone_application(self) -> StandaloneApplication | None:
-        """The application as the standalone master lists it (None: no id yet, or the master lists none).
-
-        :raises StandaloneMasterUnreachable: no master answered.
-        """
-        app_id = self.spark_application_id()
-        if app_id is None:
-            return None
-        port = self.master_webui_port or DEFAULT_MASTER_WEBUI_PORT
-        return StandaloneMasterClient(self.master, port).application(app_id)
 
     def check_cluster_manager(self) -> None:
         """Refuse a handle whose ids belong to another cluster manager than its master's.
@@ -236,12 +211,6 @@ class JobHandle:
                 )
             self.driver_pod()
 
-    def log_tail(self, lines: int = 40) -> str:
-        if self.deploy_mode == DeployMode.CLUSTER:
-            where = self.driver_id or self.application_id
-            return f"(the driver runs on the cluster as {where}; see its logs there)"
-        return self.process.log_tail(lines)
-
     def describe(self) -> str:
         """A short sentence naming the job and where it runs (never raises, asks nothing remote)."""
         if self.deploy_mode == DeployMode.CLUSTER:
@@ -250,7 +219,11 @@ class JobHandle:
             pid = self.process.pid()
             where = f"pid {pid}" if pid is not None else "not running"
             if is_standalone_master(self.master):
-                where += f", Spark application {self.spark_application_id() or '(not reported yet)'}"
+                try:
+                    reported = self.application_id or self.status().get("application_id")
+                except Exception:  # a description must not fail on an unreadable run folder
+                    reported = None
+                where += f", Spark application {reported or '(not reported yet)'}"
         return (
             f"job of pair {self.pair!r} on {self.cluster} at epoch {self.epoch} ({self.deploy_mode}, {where})"
         )

@@ -1,7 +1,8 @@
-"""A Spark application's state on a standalone master, through the master's web UI JSON (``/json/``).
+"""A Spark standalone master: the client-mode driver process and the master's view of its application.
 
-A Python driver on a standalone master runs in client mode, next to Airflow; its pid says whether it runs
-only on the host that started it. The master knows the application by Spark's id (``app-...``, which the
+A Python driver on a standalone master runs in client mode, next to Airflow (:class:`Standalone` is the
+local manager's process plus the master's word); its pid says whether it runs only on the host that started
+it. The master knows the application by Spark's id (``app-...``, which the
 job writes in ``status.json`` as ``application_id``), and lists it under ``activeapps`` (``WAITING``,
 ``RUNNING``) or ``completedapps`` (``FINISHED``, ``FAILED``, ``KILLED``). Standard library only, so the job
 handle (which imports no Airflow) can ask it itself.
@@ -12,18 +13,33 @@ recorded in the job handle at submission. With several masters (ZooKeeper recove
 ``ALIVE`` answers; a standby lists no applications. Simple (unauthenticated) HTTP only.
 
 A master that does not answer raises :class:`StandaloneMasterUnreachable`: the application may still run,
-so it is never reported dead.
+so it is never reported dead. A cluster-mode driver (a JVM application's: Python drivers cannot run so on a
+standalone master) is known by its driver id, and killed with ``spark-submit --kill``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_kafka_failover.cluster_managers.handle import JobHandle, ManagerName, is_standalone_master
+from airflow_kafka_failover.cluster_managers.local import LocalDriver, job_environment
+from airflow_kafka_failover.cluster_managers.manager import (
+    JobStartError,
+    Submission,
+    record_kill,
+    stopped_on_request,
+)
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.jobs.layout import RunLayout
+from airflow_kafka_failover.jobs.options import DeployMode
+
+log = logging.getLogger(__name__)
 
 MASTER_WEBUI_PORT_EXTRA = "standalone_master_webui_port"
 """The ``spark`` connection's extra key naming the standalone master's web UI port."""
@@ -54,11 +70,6 @@ class StandaloneApplication:
     def alive(self) -> bool:
         """True while the master lists the application as active (``WAITING`` or ``RUNNING``)."""
         return self.state in ACTIVE_STATES
-
-
-def is_standalone_master(master: str) -> bool:
-    """Say whether a Spark master URL is a standalone master's (``spark://...``)."""
-    return master.strip().lower().startswith("spark://")
 
 
 def check_webui_port(port: Any) -> int:
@@ -150,3 +161,83 @@ class StandaloneMasterClient:
             f"the state of {application_id} is unknown and it may still run: check the master and the "
             f"spark connection's {MASTER_WEBUI_PORT_EXTRA!r} (default {DEFAULT_MASTER_WEBUI_PORT})"
         )
+
+
+class Standalone(LocalDriver):
+    """The cluster manager of a driver on a standalone master (see the module)."""
+
+    name = ManagerName.STANDALONE  # type: ignore[assignment]
+
+    def prepared(self, handle: JobHandle, submission: Submission) -> JobHandle:
+        port = submission.master_webui_port
+        return handle if port is None else replace(handle, master_webui_port=port)
+
+    def live_run(self, handle: JobHandle, layout: RunLayout) -> JobHandle | None:
+        try:
+            return handle if self.alive(handle) else None
+        except (FailoverError, OSError) as exc:
+            raise JobStartError(
+                f"cannot tell whether {handle.describe()} still runs ({exc}); nothing was submitted, so that "
+                "two drivers of one epoch never run: retry once the master answers"
+            ) from exc
+
+    def wait_running(self, handle: JobHandle, timeout: float) -> JobHandle:
+        """Wait as for a local driver, then record Spark's application id the job reported (the master knows
+        the application by it)."""
+        handle = super().wait_running(handle, timeout)
+        reported = handle.status().get("application_id")
+        if not reported or handle.application_id:
+            return handle
+        return replace(handle, application_id=str(reported))
+
+    def alive(self, handle: JobHandle) -> bool | None:
+        """The master's word when it knows the application (a driver whose pid file names another host's
+        process is alive there, and an application the master ended is dead even if a pid lives); this
+        host's process while the master lists none; unknown (raises) when the master is silent and no
+        process of the run lives here. A cluster-mode driver's state is not tracked: None."""
+        handle.check_cluster_manager()
+        if handle.deploy_mode == DeployMode.CLUSTER:
+            return None
+        running_here = handle.process.is_running()
+        try:
+            app = self.application(handle)
+        except StandaloneMasterUnreachable:
+            if running_here:  # the driver is this host's process: alive, whatever the master
+                return True
+            raise
+        return running_here if app is None else app.alive
+
+    def application(self, handle: JobHandle) -> StandaloneApplication | None:
+        """The run's application as the master lists it (None: no id reported yet, or none listed).
+
+        :raises StandaloneMasterUnreachable: no master answered.
+        """
+        app_id = handle.application_id or handle.status().get("application_id")
+        if not app_id:
+            return None
+        port = handle.master_webui_port or DEFAULT_MASTER_WEBUI_PORT
+        return StandaloneMasterClient(handle.master, port).application(str(app_id))
+
+    def stop(self, handle: JobHandle, timeout: float) -> str:
+        if handle.deploy_mode != DeployMode.CLUSTER:
+            return super().stop(handle, timeout)
+        if stopped_on_request(handle, timeout, lambda: False):
+            return "stopped"
+        command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]
+        log.info("killing %s: %s", handle.describe(), " ".join(command))
+        result = subprocess.run(
+            command, capture_output=True, text=True, env=job_environment(), check=False, timeout=120
+        )
+        if result.returncode != 0:
+            raise FailoverError(
+                f"could not kill {handle.describe()}: {' '.join(command)} exited "
+                f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
+            )
+        record_kill(handle, " ".join(command))
+        return "forced"
+
+    def log_tail(self, handle: JobHandle, lines: int = 40) -> str:
+        if handle.deploy_mode == DeployMode.CLUSTER:
+            where = handle.driver_id or handle.application_id
+            return f"(the driver runs on the cluster as {where}; see its logs there)"
+        return super().log_tail(handle, lines)

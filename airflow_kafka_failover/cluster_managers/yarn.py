@@ -2,7 +2,9 @@
 
 Airflow workers have no ``yarn`` command, and the Spark provider (6.3.x) tracks YARN applications through
 this same API only inside ``SparkSubmitHook.submit()``, in private methods. This small client needs nothing
-but the standard library, so the job handle (which imports no Airflow) can answer ``is_alive`` itself.
+but the standard library. :class:`Yarn` is the cluster manager on top of it: a cluster-mode submit waits
+until the application is ``RUNNING``, a retried submit adopts a live application of the run, a stop kills it
+through the ResourceManager when the stop request is not obeyed.
 
 Where the ResourceManager is, first found first: the ``spark`` connection's extra
 ``yarn_resourcemanager_webapp_address`` (the key the Spark provider reads, e.g. ``http://rm:8088`` or
@@ -19,24 +21,37 @@ still run, so it is never reported dead. An id the ResourceManager does not know
 from __future__ import annotations
 
 import json
+import logging
 import os
-import re
 import time
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_failover.cluster_managers.handle import APPLICATION_ID, JobHandle, ManagerName
+from airflow_kafka_failover.cluster_managers.manager import (
+    CLUSTER_HANDLE_FILE,
+    JobStartError,
+    Launch,
+    Submission,
+    record_kill,
+    recorded_submission,
+    stopped_on_request,
+)
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.core.storage import locations
+from airflow_kafka_failover.jobs.layout import RunLayout
+
+log = logging.getLogger(__name__)
 
 RESOURCE_MANAGER_EXTRA = "yarn_resourcemanager_webapp_address"
 """The ``spark`` connection's extra key naming the ResourceManager's web address (as the Spark provider)."""
 DEFAULT_WEBAPP_PORT = 8088
-APPLICATION_ID = re.compile(r"application_\d+_\d+")
 
 
 class YarnApplicationState(StrEnum):
@@ -293,6 +308,125 @@ class ResourceManagerClient:
             ) from None
 
 
-def is_yarn_master(master: str) -> bool:
-    """Say whether a Spark master URL is YARN's (``yarn``, or ``yarn-cluster`` of old)."""
-    return master.strip().lower().startswith("yarn")
+class Yarn:
+    """The cluster manager of a driver in YARN cluster mode (see the module)."""
+
+    name = ManagerName.YARN
+
+    def prepared(self, handle: JobHandle, submission: Submission) -> JobHandle:
+        address = submission.resource_manager or resource_manager_from_hadoop_conf()
+        return replace(handle, resource_manager=address)
+
+    def submission_conf(self, handle: JobHandle) -> dict[str, str]:
+        return {"spark.yarn.submit.waitAppCompletion": "false"}
+
+    def live_run(self, handle: JobHandle, layout: RunLayout) -> JobHandle | None:
+        recorded = recorded_submission(layout)
+        if recorded is None or recorded.manager != ManagerName.YARN or not recorded.application_id:
+            return None
+        try:
+            alive = self.alive(recorded)
+        except UnknownYarnApplication as exc:
+            recorded_file = locations.join(layout.run_dir, CLUSTER_HANDLE_FILE)
+            raise JobStartError(
+                f"{exc}. The run's last submission ({recorded_file}) names it; nothing was submitted: once "
+                "you checked that it no longer runs, remove that file and submit again"
+            ) from None
+        except (ResourceManagerUnreachable, ConfigError) as exc:
+            raise JobStartError(
+                f"{exc}. Nothing was submitted, so that two drivers of epoch {handle.epoch} never run; retry "
+                "once the ResourceManager answers"
+            ) from None
+        return recorded if alive else None
+
+    def start(self, handle: JobHandle, launch: Launch) -> JobHandle:
+        driver, app_id = launch.submit_to_cluster()
+        if not app_id:
+            raise JobStartError(
+                f"spark-submit to {handle.master} returned without a YARN application id; the job's state is "
+                "unknown: check the cluster before retrying"
+            )
+        handle = replace(handle, driver_id=driver, application_id=app_id)
+        log.info("submitted %s", handle.describe())
+        return handle
+
+    def client(self, handle: JobHandle) -> ResourceManagerClient:
+        """The ResourceManager the handle's application lives on."""
+        return ResourceManagerClient(find_resource_manager(handle.resource_manager))
+
+    def wait_running(self, handle: JobHandle, timeout: float) -> JobHandle:
+        """Wait until the ResourceManager says ``RUNNING`` (``ACCEPTED``, waiting for a container, is not);
+        an application that ends during start-up, or is not running after ``timeout`` (it is then killed),
+        raises."""
+        app_id = str(handle.application_id)
+        client = self.client(handle)
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while True:
+            try:
+                report = client.application(app_id)
+            except ResourceManagerUnreachable as exc:  # passing: the deadline decides
+                last = str(exc)
+            else:
+                last = f"state {report.state}"
+                if report.state == YarnApplicationState.RUNNING:
+                    log.info("%s is running (YARN application %s)", handle.describe(), app_id)
+                    return handle
+                if report.state.is_final:
+                    raise JobStartError(
+                        f"YARN application {app_id} ({handle.describe()}) ended {report.state} "
+                        f"({report.final_status}) during start-up: {report.diagnostics or 'no diagnostics'}; "
+                        f"its driver's log is in the ResourceManager's UI at {client.url}"
+                    )
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        try:
+            killed = client.kill(app_id)
+        except ResourceManagerUnreachable as exc:
+            raise JobStartError(
+                f"YARN application {app_id} ({handle.describe()}) was not RUNNING within {timeout:.0f} s "
+                f"({last}), and could not be killed: {exc}"
+            ) from None
+        raise JobStartError(
+            f"YARN application {app_id} ({handle.describe()}) was not RUNNING within {timeout:.0f} s "
+            f"({last}); it was killed through the ResourceManager ({killed.state}). Check the cluster's free "
+            "capacity, or raise startup_timeout_seconds"
+        )
+
+    def alive(self, handle: JobHandle) -> bool | None:
+        handle.check_cluster_manager()
+        return self.client(handle).is_alive(str(handle.application_id))
+
+    def _state(self, handle: JobHandle) -> YarnApplicationState | None:
+        """The application's state; None when the ResourceManager does not answer."""
+        try:
+            return self.client(handle).application(str(handle.application_id)).state
+        except ResourceManagerUnreachable as exc:
+            log.warning("%s", exc)
+            return None
+
+    def stop(self, handle: JobHandle, timeout: float) -> str:
+        handle.check_cluster_manager()
+        state = self._state(handle)
+        if state is not None and state.is_final:
+            log.info("%s is not running (YARN says %s); nothing to stop", handle.describe(), state)
+            return "not-running"
+
+        def ended() -> bool:
+            state = self._state(handle)
+            return state is not None and state.is_final
+
+        if stopped_on_request(handle, timeout, ended):
+            return "stopped"
+        client = self.client(handle)
+        log.info("killing %s through the YARN ResourceManager at %s", handle.describe(), client.url)
+        report = client.kill(str(handle.application_id))
+        record_kill(
+            handle,
+            f"YARN application {handle.application_id} is {report.state} (ResourceManager {client.url})",
+        )
+        return "forced"
+
+    def log_tail(self, handle: JobHandle, lines: int = 40) -> str:
+        return f"(the driver runs on the cluster as {handle.application_id}; see its logs there)"

@@ -1,8 +1,9 @@
-"""Submit the streaming job detached, stop it, and check on it, on top of the Spark provider's hook.
+"""Submit the streaming job detached and stop it, on top of the Spark provider's hook and the cluster managers.
 
 ``SparkSubmitHook`` builds the spark-submit command from a ``spark`` connection (master, deploy mode,
-binary) and the usual options. It waits for the application to end, which a streaming job never does,
-so this hook uses it differently per deploy mode:
+binary) and the usual options. It waits for the application to end, which a streaming job never does, so
+this hook builds the command and the run's settings, and leaves the rest to the run's cluster manager
+(:mod:`airflow_kafka_failover.cluster_managers`: starting, adopting, waiting until it runs, stopping):
 
 - **local** (``local[*]`` master) and **client** (a cluster master, driver next to Airflow): the command
   runs as a detached process in its own process group, output to ``<local_dir>/logs/job.log`` (the run's
@@ -14,7 +15,7 @@ so this hook uses it differently per deploy mode:
   in ``<run_dir>/cluster_handle.json`` so that a retried submit of the same run adopts a live application
   instead of submitting a second one. On Kubernetes the provider names and labels the driver pod, waits
   until the API server reports it ``Running``, adopts a live driver of the run found by its label, and
-  deletes the pod when a stop request is not obeyed (``cluster_managers/kubernetes_submission.py``).
+  deletes the pod when a stop request is not obeyed (``cluster_managers/kubernetes.py``).
 
 The run folder, checkpoint and fencing folder may be on a store (``hdfs://``, ``s3a://``): the settings,
 status, stop request and cluster handle go through :mod:`airflow_kafka_failover.core.storage`. What the driver
@@ -32,57 +33,45 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_kafka_failover.cluster_managers import kubernetes_submission
-from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle, is_standalone_master
 from airflow_kafka_failover.cluster_managers.kubernetes import INSTALL_HINT
 from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     DEFAULT_KUBERNETES_CONN_ID,
     KUBERNETES_CONN_EXTRA,
-    is_kubernetes_master,
 )
-from airflow_kafka_failover.cluster_managers.standalone import (
-    MASTER_WEBUI_PORT_EXTRA,
-    check_webui_port,
-    is_standalone_master,
+from airflow_kafka_failover.cluster_managers.local import job_environment
+from airflow_kafka_failover.cluster_managers.manager import (
+    CLUSTER_HANDLE_FILE,
+    ClusterManager,
+    JobStartError,
+    Launch,
+    Submission,
+    record_submission,
 )
-from airflow_kafka_failover.cluster_managers.tracking import JobTracker
+from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
+from airflow_kafka_failover.cluster_managers.standalone import MASTER_WEBUI_PORT_EXTRA, check_webui_port
 from airflow_kafka_failover.cluster_managers.yarn import (
     RESOURCE_MANAGER_EXTRA,
-    ResourceManagerClient,
-    ResourceManagerUnreachable,
-    UnknownYarnApplication,
-    YarnApplicationState,
-    find_resource_manager,
-    is_yarn_master,
     normalize_resource_manager_url,
-    resource_manager_from_hadoop_conf,
 )
 from airflow_kafka_failover.core.atomic_file import OWNER_ONLY, write_atomically
-from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
-from airflow_kafka_failover.core.storage.store import StoreUnavailable, read_json, replace_json
 from airflow_kafka_failover.hooks import spark_submit_compat
-from airflow_kafka_failover.jobs.layout import (
-    RunLayout,
-    clear_run_state,
-    mark_killed,
-    read_status,
-    request_stop,
-    status_file,
-)
+from airflow_kafka_failover.jobs.layout import RunLayout, clear_run_state
 from airflow_kafka_failover.jobs.options import DeployMode, JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings
+
+__all__ = ["CLUSTER_HANDLE_FILE", "JOB_APPLICATION", "JobStartError", "StreamingJobHook"]
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +81,6 @@ names neither ``jars`` nor ``packages``; ``make setup`` fills it for the reposit
 JOB_APPLICATION = Path(__file__).resolve().parents[1] / "jobs" / "stream_job.py"
 """The packaged PySpark job."""
 LOG4J_CONFIG = Path(__file__).resolve().parents[1] / "jobs" / "log4j2.properties"
-AIRFLOW_ONLY_ENV = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__")
-"""Environment variables the job never inherits: Airflow's connections, variables and configuration hold
-every connection's secrets, the metadata database's password and the Fernet key; the job needs none of them
-(it gets its own cluster's settings through the owner-only settings file)."""
-WAIT_APP_COMPLETION = {
-    "yarn": "spark.yarn.submit.waitAppCompletion",
-    "k8s": "spark.kubernetes.submission.waitAppCompletion",
-    "spark": "spark.standalone.submit.waitAppCompletion",
-}
-CLUSTER_HANDLE_FILE = "cluster_handle.json"
-"""In the run folder: the handle of the run's cluster-mode application (a retried submit adopts it)."""
 STORE_PROPERTIES_FILE = "store.properties"
 """In the run's local folder (owner-only): the ``spark.hadoop.*`` settings of the stores, for spark-submit."""
 
@@ -119,10 +97,6 @@ def _submit_lock(local_dir: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-class JobStartError(FailoverError):
-    """The job died or did not report running during start-up."""
 
 
 class StreamingJobHook(BaseHook):
@@ -282,33 +256,25 @@ class StreamingJobHook(BaseHook):
         write_atomically(where, lines, OWNER_ONLY)
         return str(where)
 
-    def _conf_for(self, master: str, deploy_mode: str) -> dict[str, Any]:
+    def _conf_for(self, handle: JobHandle, manager: ClusterManager) -> dict[str, Any]:
+        """The run's Spark settings: the hook's, the provider's log4j2 setup for a driver here, and what the
+        manager adds (a detached submit, the driver pod's name)."""
         conf = dict(self.conf)
         if (
             LOG4J_CONFIG.is_file()
             and "spark.driver.extraJavaOptions" not in conf
-            and deploy_mode != "cluster"
+            and handle.deploy_mode != DeployMode.CLUSTER
         ):
             conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
-        if deploy_mode == "cluster":
-            scheme = master.split("://", 1)[0]
-            if scheme in WAIT_APP_COMPLETION:
-                conf.setdefault(WAIT_APP_COMPLETION[scheme], "false")
-            if deploy_mode == "cluster" and scheme == "spark":
-                raise ConfigError(
-                    f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone "
-                    "master "
-                    f"({master}); Spark standalone does not run Python drivers in cluster mode: use "
-                    "deploy-mode "
-                    "client (the driver then runs detached next to Airflow)"
-                )
+        for key, value in manager.submission_conf(handle).items():
+            conf.setdefault(key, value)
         return conf
 
     @staticmethod
-    def deploy_mode_of(master: str, deploy_mode: str | None) -> str:
+    def deploy_mode_of(master: str, deploy_mode: str | None) -> DeployMode:
         if master.startswith("local"):
-            return "local"
-        return "cluster" if deploy_mode == "cluster" else "client"
+            return DeployMode.LOCAL
+        return DeployMode.CLUSTER if deploy_mode == "cluster" else DeployMode.CLIENT
 
     # ---- submit --------------------------------------------------------------------------------------
 
@@ -322,11 +288,11 @@ class StreamingJobHook(BaseHook):
     ) -> JobHandle:
         """Start one run and wait until it runs; return its handle.
 
-        Local and client mode wait for the job's ``status.json`` to say ``running``; cluster mode on YARN for
-        the ResourceManager to say ``RUNNING``. A run of the same (pair, cluster, epoch) that is already
-        running (its process, its application on the standalone master, or its YARN application) is
-        adopted, not started twice, so a retried task converges; when that cannot be told (a cluster
-        manager that does not answer) nothing is started and :class:`JobStartError` says why.
+        The run's cluster manager (:mod:`airflow_kafka_failover.cluster_managers`) says when it runs: the
+        job's ``status.json`` saying ``running`` for a driver here, the ResourceManager saying ``RUNNING`` on
+        YARN, the driver pod ``Running`` on Kubernetes. A run of the same (pair, cluster, epoch) that is
+        already running is adopted, not started twice, so a retried task converges; when that cannot be told
+        (a cluster manager that does not answer) nothing is started and :class:`JobStartError` says why.
 
         :param settings: the run's settings (written owner-only to the run folder).
         :param layout: the run's folders.
@@ -344,12 +310,11 @@ class StreamingJobHook(BaseHook):
             )
         probe = self.spark_submit_hook("probe", [], self.conf)
         master, deploy_mode = spark_submit_compat.master_and_deploy_mode(probe)
-        mode = self.deploy_mode_of(master, deploy_mode)
         handle = JobHandle(
             pair=settings.pair,
             cluster=settings.cluster,
             epoch=settings.epoch,
-            deploy_mode=DeployMode(mode),
+            deploy_mode=self.deploy_mode_of(master, deploy_mode),
             master=master,
             run_dir=layout.run_dir,
             checkpoint=settings.checkpoint,
@@ -358,255 +323,94 @@ class StreamingJobHook(BaseHook):
             submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
             local_dir=layout.local_dir,
         )
-        if mode == "cluster":
-            if is_kubernetes_master(master):
-                handle = kubernetes_submission.prepare(
-                    handle,
-                    spark_submit_compat.kubernetes_namespace(probe),
-                    self.kubernetes_conn_id(),
-                    self.conf,
-                )
-            with _submit_lock(layout.local_dir):
-                adopted = self._live_cluster_run(handle, layout)
-                if adopted is not None:
-                    log.info("%s is on the cluster; adopting it, not submitting another", adopted.describe())
-                    handle = adopted
-                else:
-                    # A Kubernetes driver pod is named before spark-submit: on_kill can delete it meanwhile.
-                    if handle.runs_on_kubernetes:
-                        replace_json(locations.join(layout.run_dir, CLUSTER_HANDLE_FILE), handle.to_dict())
-                    handle = self._start(settings, layout, application, handle, env)
-                    replace_json(locations.join(layout.run_dir, CLUSTER_HANDLE_FILE), handle.to_dict())
-            self.wait_cluster_running(handle, startup_timeout)
-            return handle
-        if is_standalone_master(master):
-            port = self.standalone_master_webui_port()
-            handle = JobHandle(**{**handle.to_dict(), "master_webui_port": port})
+        if handle.deploy_mode == DeployMode.CLUSTER and is_standalone_master(master):
+            raise ConfigError(
+                f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone master "
+                f"({master}); Spark standalone does not run Python drivers in cluster mode: use deploy-mode "
+                "client (the driver then runs detached next to Airflow)"
+            )
+        manager = self.managers.of(handle)
+        handle = manager.prepared(handle, self._submission(probe))
         with _submit_lock(layout.local_dir):  # a keeper and a switch submitting the same run start one job
-            if self._alive_or_refuse(handle):
-                log.info("%s is already running; adopting it instead of starting another", handle.describe())
+            adopted = manager.live_run(handle, layout)
+            if adopted is not None:
+                log.info("%s is already running; adopting it instead of starting another", adopted.describe())
+                handle = adopted
             else:
-                handle = self._start(settings, layout, application, handle, env)
-        self.wait_running(handle, startup_timeout)
-        return self._with_reported_application(handle)
+                handle = manager.start(
+                    handle, self._launch(settings, layout, application, handle, manager, env)
+                )
+                if handle.deploy_mode == DeployMode.CLUSTER:
+                    record_submission(layout, handle)
+        return manager.wait_running(handle, startup_timeout)
 
-    @staticmethod
-    def _alive_or_refuse(handle: JobHandle) -> bool:
-        """Whether the run is alive (its process, or its application on a standalone master); raise
-        JobStartError when that cannot be told, so that no second driver of the run starts."""
+    def _submission(self, probe: Any) -> Submission:
+        """What the cluster managers need of this hook's connection before a submission."""
+        return Submission(
+            spark_conf=dict(self.conf),
+            kubernetes_namespace=spark_submit_compat.kubernetes_namespace(probe),
+            kubernetes_conn_id=self.kubernetes_conn_id(),
+            resource_manager=self.yarn_resource_manager(),
+            master_webui_port=self.standalone_master_webui_port(),
+        )
+
+    def _connection_extra(self) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
         try:
-            return bool(handle.is_alive())
-        except (FailoverError, OSError) as exc:
-            raise JobStartError(
-                f"cannot tell whether {handle.describe()} still runs ({exc}); nothing was submitted, so that "
-                "two drivers of one epoch never run: retry once the cluster manager answers"
-            ) from exc
+            return dict(self.get_connection(self.spark_conn_id).extra_dejson)
+        except AirflowNotFoundException:
+            return {}
 
-    @staticmethod
-    def _with_reported_application(handle: JobHandle) -> JobHandle:
-        """The handle with Spark's application id the job reported, on a standalone master (where the
-        master knows the application by it)."""
-        reported = handle.status().get("application_id")
-        if not is_standalone_master(handle.master) or not reported or handle.application_id:
-            return handle
-        return JobHandle(**{**handle.to_dict(), "application_id": str(reported)})
+    def yarn_resource_manager(self) -> str | None:
+        """The ``spark`` connection's extra ``yarn_resourcemanager_webapp_address`` (None: YARN's manager then
+        reads ``yarn-site.xml`` of ``YARN_CONF_DIR`` / ``HADOOP_CONF_DIR``)."""
+        address = self._connection_extra().get(RESOURCE_MANAGER_EXTRA)
+        return normalize_resource_manager_url(str(address)) if address else None
 
-    def _live_cluster_run(self, handle: JobHandle, layout: RunLayout) -> JobHandle | None:
-        """The handle of this run's live application (None: submit a new one): its YARN application, or on
-        Kubernetes its driver pod found by the run's label.
+    def kubernetes_conn_id(self) -> str:
+        """The ``spark`` connection's extra ``kubernetes_conn_id``: the ``kubernetes`` connection driver pods
+        are read and deleted through (default ``kubernetes_default``)."""
+        return str(self._connection_extra().get(KUBERNETES_CONN_EXTRA) or DEFAULT_KUBERNETES_CONN_ID)
 
-        :raises JobStartError: whether one is alive cannot be told (the cluster manager does not answer, or
-            does not know the recorded id): nothing is submitted, so that two drivers never run one epoch.
+    def standalone_master_webui_port(self) -> int | None:
+        """The ``spark`` connection's extra ``standalone_master_webui_port`` (None: Spark's default 8080).
+
+        :raises ConfigError: a value that is not a port.
         """
-        recorded_file = locations.join(layout.run_dir, CLUSTER_HANDLE_FILE)
-        try:
-            recorded: JobHandle | None = JobHandle.from_dict(read_json(recorded_file))
-        except FileNotFoundError:
-            recorded = None
-        except StoreUnavailable:
-            raise
-        except (OSError, ValueError, ConfigError) as exc:
-            raise JobStartError(
-                f"cannot read {recorded_file}, the handle of the run's last cluster-mode submission ({exc}); "
-                "check on the cluster whether that application still runs, then remove the file"
-            ) from None
-        if handle.runs_on_kubernetes:
-            client = JobTracker().pods(handle)
-            try:
-                return kubernetes_submission.live_driver(client, handle, recorded)
-            except kubernetes_submission.DriverStartError as exc:
-                raise JobStartError(str(exc)) from None
-        if recorded is None or not (is_yarn_master(recorded.master) and recorded.application_id):
-            return None
-        try:
-            alive = recorded.is_alive()
-        except UnknownYarnApplication as exc:
-            raise JobStartError(
-                f"{exc}. The run's last submission ({recorded_file}) names it; nothing was submitted: once "
-                "you checked that it no longer runs, remove that file and submit again"
-            ) from None
-        except (ResourceManagerUnreachable, ConfigError) as exc:
-            raise JobStartError(
-                f"{exc}. Nothing was submitted, so that two drivers of epoch {handle.epoch} never run; retry "
-                "once the ResourceManager answers"
-            ) from None
-        return recorded if alive else None
+        port = self._connection_extra().get(MASTER_WEBUI_PORT_EXTRA)
+        return None if port in (None, "") else check_webui_port(port)
 
-    def _start(
+    def _launch(
         self,
         settings: JobSettings,
         layout: RunLayout,
         application: Path,
         handle: JobHandle,
+        manager: ClusterManager,
         env: dict[str, str] | None,
-    ) -> JobHandle:
-        """Write the settings and start spark-submit (detached, or to the cluster manager)."""
-        master, mode = handle.master, handle.deploy_mode
+    ) -> Launch:
+        """Write the settings, clear the run's last stop request and status, and build spark-submit."""
         settings_path = settings.write(layout.settings_file)
         clear_run_state(layout.run_dir)
         name = f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
-        conf = self._conf_for(master, mode)
-        if handle.runs_on_kubernetes:
-            conf.update(kubernetes_submission.submission_conf(handle))
         submit_hook = self.spark_submit_hook(
             name,
             ["--settings", settings_path],
-            conf,
+            self._conf_for(handle, manager),
             properties_file=self._store_properties_file(settings, layout),
         )
+        child_env = job_environment(env)
+
+        def submit_to_cluster() -> tuple[str | None, str | None]:
+            try:
+                driver = submit_hook.submit(str(application), env=child_env)
+            except Exception as exc:
+                raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
+            return driver, spark_submit_compat.yarn_application_id(submit_hook)
+
         command = spark_submit_compat.spark_submit_command(submit_hook, str(application))
-        child_env = self._child_env(env)
-        if mode == "cluster":
-            return self._submit_to_cluster(submit_hook, application, handle, child_env)
-        pid = handle.process.start(command, env=child_env, inherit_env=False)
-        log.info("submitted %s: pid %s, log %s", handle.describe(), pid, handle.log_file)
-        return handle
-
-    @staticmethod
-    def _child_env(env: dict[str, str] | None) -> dict[str, str]:
-        """The job's whole environment: this one without Airflow's (``AIRFLOW_ONLY_ENV``), PATH with this
-        interpreter's bin (spark-submit of the pyspark install), the same Python for the driver."""
-        bin_dir = str(Path(sys.executable).parent)
-        path = os.environ.get("PATH", "")
-        inherited = {
-            name: value for name, value in os.environ.items() if not name.startswith(AIRFLOW_ONLY_ENV)
-        }
-        child = {
-            "PATH": bin_dir + (os.pathsep + path if path else ""),
-            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-            "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
-        }
-        return {**inherited, **child, **(env or {})}
-
-    def _submit_to_cluster(
-        self, submit_hook: Any, application: Path, handle: JobHandle, env: dict[str, str]
-    ) -> JobHandle:
-        try:
-            returned_driver_id = submit_hook.submit(str(application), env=env)
-        except Exception as exc:
-            raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
-        if handle.runs_on_kubernetes:  # named by the provider before spark-submit (kubernetes_submission)
-            log.info("submitted %s", handle.describe())
-            return handle
-        driver, app_id = returned_driver_id, spark_submit_compat.yarn_application_id(submit_hook)
-        if not driver and not app_id:
-            raise JobStartError(
-                f"spark-submit to {handle.master} returned without an application id or driver; "
-                "the job's state is unknown: check the cluster before retrying"
-            )
-        resource_manager = self.yarn_resource_manager() if is_yarn_master(handle.master) else None
-        handle = JobHandle(
-            **{
-                **handle.to_dict(),
-                "driver_id": driver,
-                "application_id": app_id,
-                "resource_manager": resource_manager,
-            }
-        )
-        log.info("submitted %s", handle.describe())
-        return handle
-
-    def wait_running(self, handle: JobHandle, timeout: float) -> None:
-        """Wait until the job reports running; raise with its log tail if it dies or stays silent."""
-        deadline = time.monotonic() + timeout
-        while True:
-            status = read_status(handle.run_dir)
-            state = status.get("state")
-            if state == "running":
-                log.info(
-                    "%s is running (Spark application %s)", handle.describe(), status.get("application_id")
-                )
-                return
-            if state in ("refused", "failed") or not handle.process.is_running():
-                reason = status.get("reason") or f"the process exited during start-up (state {state!r})"
-                raise JobStartError(
-                    f"{handle.describe()} did not start: {reason}\n--- log tail ---\n{handle.log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                tail = handle.log_tail()
-                handle.process.stop(timeout=10)
-                raise JobStartError(
-                    f"{handle.describe()} did not report running in {status_file(handle.run_dir)} within "
-                    f"{timeout:.0f} s (last state {state!r}); it was stopped. A job of your own must write "
-                    "it (the job-side API does: docs/jobs.md); on a slow machine raise "
-                    f"startup_timeout_seconds.\n--- log tail ---\n{tail}"
-                )
-            time.sleep(0.5)
-
-    def wait_cluster_running(self, handle: JobHandle, timeout: float) -> None:
-        """Wait until the ResourceManager reports the YARN application ``RUNNING`` (its driver started).
-
-        ``ACCEPTED`` (waiting for a container) is not running. An application that ends during start-up, or
-        is not running after ``timeout`` (it is then killed through the ResourceManager), raises. On
-        Kubernetes: until the driver pod is ``Running`` (see ``kubernetes_submission.wait_running``).
-        """
-        if handle.runs_on_kubernetes:
-            try:
-                kubernetes_submission.wait_running(JobTracker().pods(handle), handle, timeout)
-            except kubernetes_submission.DriverStartError as exc:
-                raise JobStartError(str(exc)) from None
-            return
-        if not (is_yarn_master(handle.master) and handle.application_id):
-            log.info("%s: not waiting for it to run (not tracked on this master)", handle.describe())
-            return
-        self._wait_yarn_running(handle, handle.application_id, timeout)
-
-    @staticmethod
-    def _wait_yarn_running(handle: JobHandle, app_id: str, timeout: float) -> None:
-        client = ResourceManagerClient(find_resource_manager(handle.resource_manager))
-        deadline = time.monotonic() + timeout
-        last = "no answer yet"
-        while True:
-            try:
-                report = client.application(app_id)
-            except ResourceManagerUnreachable as exc:  # passing: the deadline decides
-                last = str(exc)
-            else:
-                last = f"state {report.state}"
-                if report.state == YarnApplicationState.RUNNING:
-                    log.info("%s is running (YARN application %s)", handle.describe(), app_id)
-                    return
-                if report.state.is_final:
-                    raise JobStartError(
-                        f"YARN application {app_id} ({handle.describe()}) ended {report.state} "
-                        f"({report.final_status}) during start-up: {report.diagnostics or 'no diagnostics'}; "
-                        f"its driver's log is in the ResourceManager's UI at {client.url}"
-                    )
-            if time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        try:
-            killed = client.kill(app_id)
-        except ResourceManagerUnreachable as exc:
-            raise JobStartError(
-                f"YARN application {app_id} ({handle.describe()}) was not RUNNING within {timeout:.0f} s "
-                f"({last}), and could not be killed: {exc}"
-            ) from None
-        raise JobStartError(
-            f"YARN application {app_id} ({handle.describe()}) was not RUNNING within {timeout:.0f} s "
-            f"({last}); it was killed through the ResourceManager ({killed.state}). Check the cluster's free "
-            "capacity, or raise startup_timeout_seconds"
-        )
+        return Launch(command, child_env, submit_to_cluster, layout)
 
     # ---- stop ----------------------------------------------------------------------------------------
 
@@ -620,179 +424,12 @@ class StreamingJobHook(BaseHook):
             return "not-running"
         handle = JobHandle.from_dict(handle)
         self.use_storage_of(handle)
-        if handle.deploy_mode == "cluster":
-            return self._stop_on_cluster(handle, timeout)
-        if not handle.process.is_running():
-            log.info(
-                "%s is not running (last state %r); nothing to stop",
-                handle.describe(),
-                handle.status().get("state"),
-            )
-            return "not-running"
-        request_stop(handle.run_dir)
-        log.info("asked %s to finish its batch and stop (waiting up to %.0f s)", handle.describe(), timeout)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not handle.process.is_running():
-                log.info("%s stopped on request: %s", handle.describe(), handle.status().get("reason"))
-                return "stopped"
-            time.sleep(0.25)
-        log.warning(
-            "%s did not stop within %.0f s; terminating its process group", handle.describe(), timeout
-        )
-        handle.process.stop(timeout=10)
-        mark_killed(
-            handle.run_dir,
-            f"did not stop within {timeout:.0f} s of the stop request; its process group was terminated",
-        )
-        return "forced"
+        return self.managers.of(handle).stop(handle, timeout)
 
-    def yarn_resource_manager(self) -> str | None:
-        """The ``spark`` connection's extra ``yarn_resourcemanager_webapp_address``, else the one in
-        ``yarn-site.xml`` of ``YARN_CONF_DIR`` / ``HADOOP_CONF_DIR`` (None when neither names one)."""
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
-        try:
-            extra = self.get_connection(self.spark_conn_id).extra_dejson
-        except AirflowNotFoundException:
-            extra = {}
-        recorded = extra.get(RESOURCE_MANAGER_EXTRA)
-        if recorded:
-            return normalize_resource_manager_url(str(recorded))
-        return resource_manager_from_hadoop_conf()
-
-    def kubernetes_conn_id(self) -> str:
-        """The ``spark`` connection's extra ``kubernetes_conn_id``: the ``kubernetes`` connection driver pods
-        are read and deleted through (default ``kubernetes_default``)."""
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
-        try:
-            extra = self.get_connection(self.spark_conn_id).extra_dejson
-        except AirflowNotFoundException:
-            extra = {}
-        return str(extra.get(KUBERNETES_CONN_EXTRA) or DEFAULT_KUBERNETES_CONN_ID)
-
-    def standalone_master_webui_port(self) -> int | None:
-        """The ``spark`` connection's extra ``standalone_master_webui_port`` (None: Spark's default 8080).
-
-        :raises ConfigError: a value that is not a port.
-        """
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
-        try:
-            extra = self.get_connection(self.spark_conn_id).extra_dejson
-        except AirflowNotFoundException:
-            return None
-        port = extra.get(MASTER_WEBUI_PORT_EXTRA)
-        return None if port in (None, "") else check_webui_port(port)
-
-    def _kill_on_yarn(self, handle: JobHandle, application_id: str) -> str:
-        """Kill the YARN application through the ResourceManager's REST API; return what was done."""
-        client = ResourceManagerClient(
-            find_resource_manager(handle.resource_manager or self.yarn_resource_manager())
-        )
-        log.info("killing %s through the YARN ResourceManager at %s", handle.describe(), client.url)
-        report = client.kill(application_id)
-        return f"YARN application {application_id} is {report.state} (ResourceManager {client.url})"
-
-    def _yarn_state(self, handle: JobHandle) -> YarnApplicationState | None:
-        """The application's state on YARN; None when the ResourceManager does not answer.
-
-        :raises UnknownYarnApplication: the ResourceManager does not know the application.
-        """
-        client = ResourceManagerClient(
-            find_resource_manager(handle.resource_manager or self.yarn_resource_manager())
-        )
-        try:
-            return client.application(str(handle.application_id)).state
-        except ResourceManagerUnreachable as exc:
-            log.warning("%s", exc)
-            return None
-
-    def _stop_on_cluster(self, handle: JobHandle, timeout: float) -> str:
-        handle.check_cluster_manager()
-        if handle.runs_on_kubernetes:
-            return kubernetes_submission.stop_driver(
-                JobTracker().pods(handle),
-                handle,
-                lambda ended: self._stopped_on_request(handle, timeout, ended),
-                lambda how: self._record_kill(handle, how),
-            )
-        on_yarn = bool(handle.application_id and is_yarn_master(handle.master))
-        if on_yarn:
-            state = self._yarn_state(handle)
-            if state is not None and state.is_final:
-                log.info("%s is not running (YARN says %s); nothing to stop", handle.describe(), state)
-                return "not-running"
-
-        def yarn_ended() -> bool:
-            state = self._yarn_state(handle) if on_yarn else None
-            if state is not None and state.is_final:
-                log.info("%s ended on the stop request (YARN says %s)", handle.describe(), state)
-                return True
-            return False
-
-        if self._stopped_on_request(handle, timeout, yarn_ended):
-            return "stopped"
-        if on_yarn:
-            how = self._kill_on_yarn(handle, str(handle.application_id))
-        else:
-            command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]
-            log.info("killing %s: %s", handle.describe(), " ".join(command))
-            result = subprocess.run(
-                command, capture_output=True, text=True, env=self._child_env(None), check=False, timeout=120
-            )
-            if result.returncode != 0:
-                raise FailoverError(
-                    f"could not kill {handle.describe()}: {' '.join(command)} exited "
-                    f"{result.returncode}: {(result.stderr or result.stdout)[-1000:]}"
-                )
-            how = " ".join(command)
-        self._record_kill(handle, how)
-        return "forced"
-
-    @staticmethod
-    def _record_kill(handle: JobHandle, how: str) -> None:
-        try:
-            mark_killed(handle.run_dir, f"killed through the cluster manager: {how}")
-        except OSError as exc:  # the run folder may be out of reach, which is why the kill went this way
-            log.info("could not record the kill in %s: %s", handle.run_dir, exc)
-
-    def _stopped_on_request(self, handle: JobHandle, timeout: float, ended: Callable[[], bool]) -> bool:
-        """Write the stop request and wait up to ``timeout`` for the cluster-mode job to end on it (its
-        ``status.json``, or ``ended()``: the cluster manager's word); False when it did not (the caller
-        kills it)."""
-        try:
-            request = request_stop(handle.run_dir)
-        except OSError as exc:
-            log.warning(
-                "cannot write the stop request of %s (%s); killing through the cluster manager",
-                handle.run_dir,
-                exc,
-            )
-            return False
-        log.info(
-            "asked %s to finish its batch and stop (waiting up to %.0f s; a driver that does not share "
-            "%s is then killed through the cluster manager)",
-            handle.describe(),
-            timeout,
-            request,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if handle.status().get("state") in ("stopped", "fenced", "failed"):
-                return True
-            if ended():
-                return True
-            time.sleep(1)
-        log.warning(
-            "%s did not stop within %.0f s of the stop request (a cluster-mode driver may not see %s); "
-            "killing it through the cluster manager",
-            handle.describe(),
-            timeout,
-            request,
-        )
-        return False
+    @cached_property
+    def managers(self) -> ClusterManagers:
+        """The cluster managers this hook submits to and stops through."""
+        return ClusterManagers()
 
 
 def _escape_property(value: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
-from airflow_kafka_failover.cluster_managers.tracking import job_alive
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.types import TopicPartition, partition_key
 from airflow_kafka_failover.domain.active_record import ActiveRecord

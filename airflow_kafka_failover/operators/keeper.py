@@ -214,7 +214,7 @@ class KeepStreamingJobOperator(BaseOperator):
             return self._sleep(state, IDLE_RECHECK_S)
         if memory.gave_up and _same_run(memory.gave_up.get("job"), record.job):
             from airflow_kafka_failover.cluster_managers.handle import JobHandle
-            from airflow_kafka_failover.cluster_managers.tracking import job_alive
+            from airflow_kafka_failover.cluster_managers.registry import job_alive
 
             if job_alive(JobHandle.from_dict(record.job)):
                 self.log.info("the job given up on runs again; the keeper restarts it again when it dies")
@@ -277,7 +277,7 @@ class KeepStreamingJobOperator(BaseOperator):
 
     def _restart(self, pair: PairConfig, state: dict[str, Any], event: dict[str, Any]) -> Any:
         from airflow_kafka_failover.cluster_managers.handle import JobHandle
-        from airflow_kafka_failover.cluster_managers.tracking import job_alive
+        from airflow_kafka_failover.cluster_managers.registry import job_alive
         from airflow_kafka_failover.io.record_store import fencing_marker, load_record
 
         record = load_record(pair)
@@ -335,7 +335,7 @@ class KeepStreamingJobOperator(BaseOperator):
         return None
 
     def _restart_now(self, pair: PairConfig, record: ActiveRecord, handle: Any, state: dict[str, Any]) -> Any:
-        from airflow_kafka_failover.cluster_managers.tracking import job_log_tail
+        from airflow_kafka_failover.cluster_managers.registry import job_log_tail
         from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError, FailoverError
         from airflow_kafka_failover.io import metrics
         from airflow_kafka_failover.io.record_store import commit_record
@@ -381,7 +381,7 @@ class KeepStreamingJobOperator(BaseOperator):
     ) -> Any:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_kafka_failover.cluster_managers.tracking import job_log_tail
+        from airflow_kafka_failover.cluster_managers.registry import job_log_tail
         from airflow_kafka_failover.io import metrics
 
         memory = KeeperMemory.load(pair.name)

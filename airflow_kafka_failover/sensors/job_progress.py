@@ -9,7 +9,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
-from airflow_kafka_failover.cluster_managers.tracking import JobTracker
+from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
@@ -84,7 +84,7 @@ class StreamingJobProgressSensor(BaseSensorOperator):
                 f"wrote no progress record to {handle.checkpoint}/progress/: the job does not follow "
                 "the job contract (the job-side API writes them: docs/jobs.md)"
             )
-        status, tracker = handle.status(), JobTracker()
+        status, tracker = handle.status(), ClusterManagers()
         if tracker.alive_or_unknown(handle) is False or status.get("state") in (
             "failed",
             "refused",

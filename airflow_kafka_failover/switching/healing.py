@@ -62,10 +62,10 @@ def _unix(iso: str) -> float | None:
 def wait_first_batch(pair: PairConfig, handle: dict[str, Any], on_wait: Any = None) -> None:
     """Wait until the new job commits its first batch; raise with its log tail if it dies or times out."""
     from airflow_kafka_failover.cluster_managers.handle import JobHandle
-    from airflow_kafka_failover.cluster_managers.tracking import JobTracker
+    from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
     from airflow_kafka_failover.jobs.progress import read_progress
 
-    job, tracker = JobHandle.from_dict(handle), JobTracker()
+    job, tracker = JobHandle.from_dict(handle), ClusterManagers()
     deadline = time.monotonic() + pair.job.first_batch_timeout_seconds
     while read_progress(job.checkpoint).batch_id is None:
         if tracker.alive_or_unknown(job) is False:

@@ -43,7 +43,7 @@ def _recorded_job_runs(handle: JobHandle) -> bool:
     person restarts a job whose pod was deleted).
     """
     from airflow_kafka_failover.cluster_managers.kubernetes_pods import UnknownDriverPod
-    from airflow_kafka_failover.cluster_managers.tracking import job_alive
+    from airflow_kafka_failover.cluster_managers.registry import job_alive
 
     try:
         return bool(job_alive(handle))

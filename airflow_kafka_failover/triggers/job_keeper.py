@@ -285,10 +285,10 @@ class JobLooker:
         self, pair: str, job: dict[str, Any], fencing_marker: str, kafka_config_id: str, topics: list[str]
     ) -> None:
         from airflow_kafka_failover.cluster_managers.handle import JobHandle
-        from airflow_kafka_failover.cluster_managers.tracking import JobTracker
+        from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 
         self.pair, self.handle = pair, JobHandle.from_dict(job)
-        self.tracker = JobTracker()  # one Kubernetes client for the trigger's life
+        self.tracker = ClusterManagers()  # one Kubernetes client for the trigger's life
         self.fencing_marker, self.kafka_config_id, self.topics = fencing_marker, kafka_config_id, topics
         self._hook: Any = None
         self._admin: Any = None

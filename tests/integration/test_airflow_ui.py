@@ -36,6 +36,7 @@ from akf_devtools.local_airflow import COMPONENTS, PAIR, LocalAirflow
 from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from tests.integration.conftest import REPO, RUN_ROOT
 from tests.integration.job_support import fence_text
 from tests.integration.waiting import wait_for
@@ -258,7 +259,7 @@ def test_dry_run_from_the_trigger_form_shows_the_plan(launcher: Launcher, browse
 
     assert launcher.record() == record_before, "a dry run changed the active record"
     assert fence_text(fence, launcher.ready["pair"]) == fence_before, "a dry run moved the fencing marker"
-    assert JobHandle.from_dict(record["job"]).is_alive(), "a dry run stopped the job"
+    assert job_alive(JobHandle.from_dict(record["job"])), "a dry run stopped the job"
 
 
 def test_sigterm_stops_airflow_the_job_and_the_sandbox(launcher: Launcher) -> None:
@@ -273,7 +274,7 @@ def test_sigterm_stops_airflow_the_job_and_the_sandbox(launcher: Launcher) -> No
     assert "stopped Airflow, the jobs and the sandbox" in launcher.output()
     running = [name for name in COMPONENTS if launcher.airflow.component(name).is_running()]
     assert not running, f"Airflow components still running: {running}"
-    assert job is None or not JobHandle.from_dict(job).is_alive(), "the streaming job still runs"
+    assert job is None or not job_alive(JobHandle.from_dict(job)), "the streaming job still runs"
     sandbox = launcher.airflow.sandbox
     left = [name for name, broker in sandbox.brokers.items() if broker.process.is_running()]
     assert not left and not sandbox.mirrormaker.process.is_running(), f"sandbox processes still run: {left}"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.cluster_managers.kubernetes_pods import run_label
-from airflow_kafka_failover.cluster_managers.tracking import JobTracker
+from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status
 from airflow_kafka_failover.jobs.settings import JobSettings
@@ -102,7 +102,7 @@ def test_the_real_spark_submit_creates_the_named_labelled_pod_and_the_provider_t
         assert said in logged
         assert hooks[-1]._kubernetes_driver_pod is None
 
-        tracker = JobTracker()
+        tracker = ClusterManagers()
         assert tracker.alive(handle) is True
         # A retried submit adopts the running driver: no second spark-submit, no second pod.
         again = hook.submit(settings, layout, JOB_APPLICATION, startup_timeout=30, env=env)

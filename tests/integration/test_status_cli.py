@@ -16,6 +16,7 @@ import time
 import pytest
 from akf_devtools.sandbox.airflow_env import airflow_env
 
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from tests.integration.switch_story import new_pair_story
 
@@ -109,7 +110,7 @@ def test_a_fence_ahead_of_the_record_is_an_interrupted_switch(story):
     job = story.job()
     FencingMarker(str(story.root / "fence"), story.pair).advance(None, 1, "B")
     deadline = time.monotonic() + 60
-    while job.status().get("state") != "fenced" or job.is_alive():
+    while job.status().get("state") != "fenced" or job_alive(job):
         assert time.monotonic() < deadline, f"the job did not stop on the fence: {job.status()}"
         time.sleep(1)
     result = kafka_failover(story, "status", "--pair", story.pair)

@@ -16,6 +16,7 @@ import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
@@ -120,7 +121,7 @@ def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
     # 4. Fencing: epoch 2 stops the run on B within about one trigger interval (1 s) plus a poll.
     FencingMarker(world.fence, world.pair).advance(1, 2, "A")
     fenced_at = time.monotonic()
-    wait_for(lambda: not JobHandle.from_dict(on_b).is_alive(), 30, "the fenced job to exit", interval=0.2)
+    wait_for(lambda: not job_alive(JobHandle.from_dict(on_b)), 30, "the fenced job to exit", interval=0.2)
     took = time.monotonic() - fenced_at
     assert JobHandle.from_dict(on_b).status()["state"] == "fenced"
     print(f"fenced run exited {took:.1f} s after the marker moved")
@@ -135,7 +136,7 @@ def test_killed_job_fails_the_progress_sensor(world, sandbox, unique_topic):
     handle = world.submit("A", 0, [topic], "earliest")
     pid = JobHandle.from_dict(handle).process.pid()
     os.killpg(pid, signal.SIGKILL)
-    wait_for(lambda: not JobHandle.from_dict(handle).is_alive(), 15, "the killed job to be gone")
+    wait_for(lambda: not job_alive(JobHandle.from_dict(handle)), 15, "the killed job to be gone")
     with pytest.raises(AirflowFailException, match="is not running") as failure:
         progress_sensor(handle, min_records=1).poke({})
     assert "log tail" in str(failure.value)
@@ -150,7 +151,7 @@ def test_replayed_batch_writes_nothing_new(world, sandbox, unique_topic, monkeyp
     data.produce_ids(a, topic, ids, PARTITIONS)
     monkeypatch.setenv("AKF_JOB_FAULT", "exit-after-sink:0")
     handle = world.submit("A", 0, [topic], "earliest")
-    wait_for(lambda: not JobHandle.from_dict(handle).is_alive(), 120, "the job to die after writing batch 0")
+    wait_for(lambda: not job_alive(JobHandle.from_dict(handle)), 120, "the job to die after writing batch 0")
     assert read_sink(world.sink).rows == 120
     assert read_progress(handle["checkpoint"]).batch_id is None  # batch 0 was never committed
 
@@ -181,7 +182,7 @@ def test_user_job_on_the_api_replays_a_crashed_batch_into_delta_once(
     job = {"application": str(EXAMPLES / "orders_to_delta" / "job.py"), "sink_root": str(table)}
     monkeypatch.setenv("AKF_JOB_FAULT", "exit-after-sink:0")
     handle = world.submit("A", 0, [topic], "earliest", **job)
-    wait_for(lambda: not JobHandle.from_dict(handle).is_alive(), 180, "the job to die after writing batch 0")
+    wait_for(lambda: not job_alive(JobHandle.from_dict(handle)), 180, "the job to die after writing batch 0")
     assert read_delta_orders(table).rows == 150
     assert read_progress(handle["checkpoint"]).batch_id is None  # batch 0 was never committed
 

@@ -17,6 +17,7 @@ from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.spark_standalone import SparkStandalone
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.cluster_managers.standalone import StandaloneMasterUnreachable
 from airflow_kafka_failover.domain.keeper_findings import Finding, KeeperLimits, assess
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
@@ -71,7 +72,7 @@ def test_job_runs_on_a_standalone_cluster_in_client_mode(sandbox, standalone, tm
             standalone.master_ui_port,
         )
         job = JobHandle.from_dict(handle)
-        assert job.is_alive() is True
+        assert job_alive(job) is True
         running = job.standalone_application()
         assert running is not None and running.state == "RUNNING"
         assert f"Spark application {apps[0]['id']}" in job.describe()
@@ -96,14 +97,14 @@ def test_job_runs_on_a_standalone_cluster_in_client_mode(sandbox, standalone, tm
     job.process.start(["sleep", "60"])
     try:
         assert job.process.is_running()
-        assert job.is_alive() is False
+        assert job_alive(job) is False
     finally:
         job.process.stop(timeout=5)
 
     # A master that does not answer: whether the job runs is unknown, never "dead"; the keeper waits.
     standalone.master.stop(timeout=10)
     with pytest.raises(StandaloneMasterUnreachable) as err:
-        job.is_alive()
+        job_alive(job)
     assert f"the state of {handle['application_id']} is unknown and it may still run" in str(err.value)
     look = JobLooker("standalone", handle, str(tmp_path / "fence"), conns["A"], [topic]).look()
     assert look.alive is None

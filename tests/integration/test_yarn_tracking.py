@@ -21,6 +21,7 @@ import pytest
 from akf_devtools.sandbox.hadoop import HadoopMiniCluster
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.cluster_managers.yarn import (
     ResourceManagerClient,
     ResourceManagerUnreachable,
@@ -78,7 +79,7 @@ def test_a_running_application_is_alive_and_the_hook_kills_it(hadoop, tmp_path, 
     app = hadoop.submit_sleeping_application("akf-sleep-kill", seconds=600)
     wait_for(lambda: state(client, app) == YarnApplicationState.RUNNING, 90, f"{app} RUNNING")
     handle = yarn_handle(tmp_path, app, hadoop.resource_manager_url)
-    assert handle.is_alive() is True
+    assert job_alive(handle) is True
     # The master's container is a real JVM working inside the cluster's folder.
     assert hadoop.container_pids(app)
 
@@ -90,7 +91,7 @@ def test_a_running_application_is_alive_and_the_hook_kills_it(hadoop, tmp_path, 
     assert StreamingJobHook("spark_yarn_it").stop(handle.to_dict(), timeout=1) == "forced"
     report = client.application(app)
     assert (report.state, report.final_status) == (YarnApplicationState.KILLED, "KILLED")
-    assert handle.is_alive() is False
+    assert job_alive(handle) is False
     status = read_status(tmp_path)
     assert status["state"] == "killed" and f"YARN application {app} is KILLED" in status["reason"]
     wait_for(lambda: not hadoop.container_pids(app), 60, "the killed master's container to be gone")
@@ -107,10 +108,10 @@ def test_a_handle_without_an_address_finds_the_resource_manager_in_hadoop_conf_d
     monkeypatch.setenv("HADOOP_CONF_DIR", str(hadoop.conf_dir))
     handle = yarn_handle(tmp_path, app, None)
     # Queued (ACCEPTED) counts as alive: a second submit then would start a second driver.
-    assert handle.is_alive() is True
+    assert job_alive(handle) is True
     wait_for(lambda: state(client, app) == YarnApplicationState.RUNNING, 90, f"{app} RUNNING")
     assert client.kill(app, wait_seconds=30).state == YarnApplicationState.KILLED
-    assert handle.is_alive() is False
+    assert job_alive(handle) is False
 
 
 def test_an_application_id_the_resource_manager_does_not_know_is_a_clear_error(hadoop, tmp_path):
@@ -119,7 +120,7 @@ def test_an_application_id_the_resource_manager_does_not_know_is_a_clear_error(h
     )["clusterInfo"]["id"]
     missing = f"application_{cluster_timestamp}_9999"
     with pytest.raises(UnknownYarnApplication) as err:
-        yarn_handle(tmp_path, missing, hadoop.resource_manager_url).is_alive()
+        job_alive(yarn_handle(tmp_path, missing, hadoop.resource_manager_url))
     assert f"does not know application {missing}" in str(err.value)
     assert "not found" in str(err.value)
     with pytest.raises(ConfigError, match="'app-20240101000000-0001' is not a YARN application id"):
@@ -253,11 +254,11 @@ def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeyp
     print(f"PySpark driver on YARN reported running {time.monotonic() - submitted:.0f} s after submission")
     status = read_status(layout.run_dir)
     assert (status["rows"], status["application_id"]) == (1000, handle.application_id)
-    assert handle.is_alive() is True
+    assert job_alive(handle) is True
     # The tiny job ignores the stop request: the hook kills it through the ResourceManager.
     assert hook.stop(handle.to_dict(), timeout=3) == "forced"
     assert client.application(handle.application_id).state == YarnApplicationState.KILLED
-    assert handle.is_alive() is False
+    assert job_alive(handle) is False
     assert read_status(layout.run_dir)["state"] == "killed"
     # Stopping again finds nothing to stop and kills nothing.
     assert hook.stop(handle.to_dict(), timeout=3) == "not-running"
@@ -266,10 +267,10 @@ def test_pyspark_in_yarn_cluster_mode_through_the_hook(hadoop, tmp_path, monkeyp
 def test_a_stopped_resource_manager_is_unreachable_not_dead(hadoop, tmp_path):
     app = hadoop.submit_sleeping_application("akf-sleep-orphan", seconds=600)
     handle = yarn_handle(tmp_path, app, hadoop.resource_manager_url)
-    assert handle.is_alive() is True
+    assert job_alive(handle) is True
     hadoop.down()
     with pytest.raises(ResourceManagerUnreachable) as err:
-        handle.is_alive()
+        job_alive(handle)
     assert str(err.value).startswith(
         f"cannot reach the YARN ResourceManager at {hadoop.resource_manager_url}"
     )

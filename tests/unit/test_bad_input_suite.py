@@ -39,6 +39,7 @@ import pytest
 import yaml
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.core.exceptions import FailoverError
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig, load_pair
@@ -322,7 +323,7 @@ def assert_untouched(world: World, before: dict[str, Any]) -> None:
     }, "the fencing folder changed"
     assert not stop_requested(world.handle.run_dir), "the running job was asked to stop"
     assert not world.signals.exists(), f"the running job got signals {world.signals.read_text().split()}"
-    assert after["job_pid"] == world.pid and world.handle.is_alive(), "the running job is gone"
+    assert after["job_pid"] == world.pid and job_alive(world.handle), "the running job is gone"
     assert after["files"] == before["files"], (
         "files of the job (checkpoint, run folder, sink, marker) changed"
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+from airflow_kafka_failover.cluster_managers.local import job_environment
 from airflow_kafka_failover.core.process_group import ManagedProcess
-from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 
 
 def test_the_job_environment_has_no_airflow_secrets(monkeypatch):
@@ -18,7 +18,7 @@ def test_the_job_environment_has_no_airflow_secrets(monkeypatch):
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "fernet-123")
     monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_failover_orders_start")
     monkeypatch.setenv("JAVA_HOME", "/opt/java")
-    env = StreamingJobHook._child_env({"AKF_JOB_FAULT": "exit-after-sink:1"})
+    env = job_environment({"AKF_JOB_FAULT": "exit-after-sink:1"})
     assert not [name for name in env if name.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__"))]
     assert not any("123" in value for value in env.values())
     assert env["AIRFLOW_CTX_DAG_ID"] == "kafka_failover_orders_start" and env["JAVA_HOME"] == "/opt/java"

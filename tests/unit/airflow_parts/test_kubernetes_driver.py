@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
-from airflow_kafka_failover.cluster_managers.kubernetes import DriverPodClient
+from airflow_kafka_failover.cluster_managers.kubernetes import DriverPodClient, deleted_by_us
 from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     DriverPodRef,
     DriverStateUnknown,
@@ -19,7 +19,7 @@ from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     PodPhase,
     UnknownDriverPod,
 )
-from airflow_kafka_failover.cluster_managers.tracking import JobTracker, deleted_by_us
+from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.layout import mark_killed
 from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
@@ -72,14 +72,14 @@ def test_the_client_reads_a_pod_through_the_connection_with_its_credentials(api)
 
 
 def test_the_tracker_follows_the_pod_through_its_life(api, tmp_path):
-    job, tracker = handle(tmp_path), JobTracker()
+    job, tracker = handle(tmp_path), ClusterManagers()
     api.add_pod("spark-jobs", POD, "Pending")
     assert tracker.alive(job) is True
     api.set_phase("spark-jobs", POD, "Running")
     assert tracker.alive(job) is True
     api.set_phase("spark-jobs", POD, "Failed", terminated=(1, "Error", "Traceback: boom"))
     assert tracker.alive(job) is False
-    assert tracker.driver_pod(job).describe() == (
+    assert tracker.kubernetes.report(job).describe() == (
         "Failed (container spark-kubernetes-driver terminated with exit code 1: Error: Traceback: boom)"
     )
     api.set_phase("spark-jobs", POD, "Succeeded")
@@ -88,16 +88,16 @@ def test_the_tracker_follows_the_pod_through_its_life(api, tmp_path):
 
 def test_a_pod_the_api_server_does_not_have_is_an_error_never_dead(api, tmp_path):
     with pytest.raises(UnknownDriverPod) as err:
-        JobTracker().alive(handle(tmp_path))
+        ClusterManagers().alive(handle(tmp_path))
     assert str(err.value) == (
         f"cannot read driver pod {REF}: the Kubernetes API at {api.url} (connection 'kube_fake') has no pod "
         f"'{POD}' in namespace 'spark-jobs' (pods \"{POD}\" not found). It was deleted (kubectl delete, a "
         "node drain), or the handle names another namespace or cluster than the driver runs in; whether the "
         "driver runs is not guessed"
     )
-    assert JobTracker().alive_or_unknown is not None  # the waiting callers still get the error:
+    assert ClusterManagers().alive_or_unknown is not None  # the waiting callers still get the error:
     with pytest.raises(UnknownDriverPod):
-        JobTracker().alive_or_unknown(handle(tmp_path))
+        ClusterManagers().alive_or_unknown(handle(tmp_path))
 
 
 def test_a_pod_the_provider_deleted_itself_is_dead(api, tmp_path):
@@ -105,7 +105,7 @@ def test_a_pod_the_provider_deleted_itself_is_dead(api, tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "status.json").write_text('{"state": "running"}')
     mark_killed(job.run_dir, f"killed through the cluster manager: deleted driver pod {REF} through ...")
-    assert deleted_by_us(job) and JobTracker().alive(job) is False
+    assert deleted_by_us(job) and ClusterManagers().alive(job) is False
     other = handle(tmp_path, driver_id=f"spark-jobs:{POD[:-7]}-x-driver")
     assert not deleted_by_us(other)
 
@@ -119,30 +119,30 @@ def test_a_silent_api_server_is_unknown_never_dead(monkeypatch, tmp_path):
     kubernetes_connection(monkeypatch, tmp_path, "kube_silent", kubeconfig(silent))
     job = handle(tmp_path, kubernetes_conn_id="kube_silent")
     with pytest.raises(KubernetesApiUnreachable) as err:
-        JobTracker().alive(job)
+        ClusterManagers().alive(job)
     assert f"cannot read driver pod {REF}: the Kubernetes API at http://127.0.0.1:{port} (connection " in str(
         err.value
     )
     assert "does not answer (MaxRetryError" in str(err.value) and "it may still run" in str(err.value)
-    assert JobTracker().alive_or_unknown(job) is None
+    assert ClusterManagers().alive_or_unknown(job) is None
 
 
 def test_a_server_error_is_unknown(api, tmp_path):
     api.status_override = 503
     with pytest.raises(KubernetesApiUnreachable, match="answered HTTP 503 \\(fake API server answers 503\\)"):
-        JobTracker().alive(handle(tmp_path))
+        ClusterManagers().alive(handle(tmp_path))
 
 
 def test_a_pod_whose_node_does_not_report_is_unknown(api, tmp_path):
     api.add_pod("spark-jobs", POD, "Unknown")
     with pytest.raises(DriverStateUnknown, match="its node does not report"):
-        JobTracker().alive(handle(tmp_path))
+        ClusterManagers().alive(handle(tmp_path))
 
 
 def test_wrong_credentials_are_a_config_error(monkeypatch, tmp_path, api):
     kubernetes_connection(monkeypatch, tmp_path, "kube_anonymous", kubeconfig(api))
     with pytest.raises(ConfigError, match="refuses it with HTTP 401 \\(Unauthorized\\)"):
-        JobTracker().alive(handle(tmp_path, kubernetes_conn_id="kube_anonymous"))
+        ClusterManagers().alive(handle(tmp_path, kubernetes_conn_id="kube_anonymous"))
 
 
 def test_a_namespace_the_connection_may_not_read_names_both_namespaces(monkeypatch, tmp_path, api):
@@ -151,7 +151,7 @@ def test_a_namespace_the_connection_may_not_read_names_both_namespaces(monkeypat
         monkeypatch, tmp_path, "kube_team", kubeconfig(api, token="s3cret"), namespace="team-a"
     )
     with pytest.raises(ConfigError) as err:
-        JobTracker().alive(handle(tmp_path, kubernetes_conn_id="kube_team"))
+        ClusterManagers().alive(handle(tmp_path, kubernetes_conn_id="kube_team"))
     assert "refuses it with HTTP 403 (pods" in str(err.value)
     assert (
         "give the connection the right to get, list and delete pods in namespace 'spark-jobs' (the "
@@ -165,7 +165,7 @@ def test_a_connection_that_gives_no_client_is_named(monkeypatch, tmp_path):
         json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(tmp_path / "missing")}}),
     )
     with pytest.raises(ConfigError) as err:
-        JobTracker().alive(handle(tmp_path, kubernetes_conn_id="kube_broken"))
+        ClusterManagers().alive(handle(tmp_path, kubernetes_conn_id="kube_broken"))
     assert str(err.value).startswith("kubernetes connection 'kube_broken' gives no Kubernetes client (")
     assert "name another connection in the spark connection's extra 'kubernetes_conn_id'" in str(err.value)
 
@@ -175,7 +175,7 @@ def test_without_the_cncf_kubernetes_provider_the_error_names_the_extra(monkeypa
 
     monkeypatch.setitem(sys.modules, "airflow.providers.cncf.kubernetes.hooks.kubernetes", None)
     with pytest.raises(ConfigError) as err:
-        JobTracker().alive(handle(tmp_path))
+        ClusterManagers().alive(handle(tmp_path))
     assert (
         "pip install 'airflow-kafka-failover[kubernetes]' (apache-airflow-providers-cncf-kubernetes)"
         in str(err.value)
@@ -184,7 +184,7 @@ def test_without_the_cncf_kubernetes_provider_the_error_names_the_extra(monkeypa
 
 def test_a_handle_with_a_pod_on_yarn_is_refused_before_asking(api, tmp_path):
     with pytest.raises(ConfigError, match="but its master is YARN"):
-        JobTracker().alive(handle(tmp_path, master="yarn", deploy_mode="cluster"))
+        ClusterManagers().alive(handle(tmp_path, master="yarn", deploy_mode="cluster"))
     assert api.requests == []
 
 
@@ -207,7 +207,7 @@ def test_delete_and_wait_until_gone(api):
 
 
 def test_the_log_tail_never_raises(api, tmp_path):
-    tail = JobTracker().log_tail(handle(tmp_path), 5)
+    tail = ClusterManagers().log_tail(handle(tmp_path), 5)
     assert tail.startswith(f"(no log of driver pod {REF}: NotFoundException")
 
 
@@ -231,11 +231,11 @@ for kind in ("hooks", "sensors", "operators", "triggers"):
     for entry in info[kind]:
         for module in entry["python-modules"]:
             importlib.import_module(module)
-for module in ("airflow_kafka_failover.workflows.factory", "airflow_kafka_failover.cluster_managers.tracking",
+for module in ("airflow_kafka_failover.workflows.factory", "airflow_kafka_failover.cluster_managers.registry",
                "airflow_kafka_failover.io.status_readers", "airflow_kafka_failover.cli"):
     importlib.import_module(module)
 from airflow_kafka_failover.core.exceptions import ConfigError
-from airflow_kafka_failover.cluster_managers.tracking import job_alive
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 
@@ -282,17 +282,19 @@ def test_the_provider_works_without_the_kubernetes_extra_until_a_kubernetes_mast
     )
 
 
-def test_the_airflow_side_asks_whether_a_job_runs_through_the_tracker():
-    """JobHandle.is_alive cannot see a Kubernetes driver pod (jobs/ imports no Airflow): outside jobs/, only
-    the tracker and the submit's own local/client and YARN paths may call it."""
+def test_every_caller_asks_a_job_through_the_cluster_managers():
+    """The handle is plain data: whether a job runs, waiting for it and stopping it are its manager's, and
+    outside cluster_managers/ every caller reaches a manager through ClusterManagers, never by its class."""
     import re
     from pathlib import Path
 
+    for behaviour in ("is_alive", "stop", "wait_running", "log_tail", "standalone_application"):
+        assert not hasattr(JobHandle, behaviour), behaviour
     package = Path(__file__).resolve().parents[3] / "airflow_kafka_failover"
-    allowed = {"cluster_managers/tracking.py": 1, "hooks/streaming_job.py": 2}  # local/client and YARN only
-    calls = {
-        str(path.relative_to(package)): len(re.findall(r"\.is_alive\(\)", path.read_text()))
+    direct = {
+        str(path.relative_to(package))
         for path in package.rglob("*.py")
-        if "jobs" not in path.relative_to(package).parts
+        if "cluster_managers" not in path.relative_to(package).parts
+        and re.search(r"\b(LocalDriver|Standalone|Yarn|Kubernetes)\(\)", path.read_text())
     }
-    assert {name: n for name, n in calls.items() if n} == allowed
+    assert direct == set()

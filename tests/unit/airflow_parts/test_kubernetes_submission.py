@@ -224,7 +224,7 @@ def test_stop_deletes_a_driver_that_ignores_the_stop_request(tmp_path, k8s):
         f"API at {k8s.url} (it is gone)"
     )
     # The keeper, the start DAG and the status view now see a job the provider stopped, not an unknown pod.
-    from airflow_kafka_failover.cluster_managers.tracking import job_alive
+    from airflow_kafka_failover.cluster_managers.registry import job_alive
 
     assert job_alive(handle) is False
     assert hook.stop(handle.to_dict(), timeout=0.5) == "not-running"

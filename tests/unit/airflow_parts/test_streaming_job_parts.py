@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from airflow_kafka_failover.get_provider_info import get_provider_info
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
@@ -93,10 +94,10 @@ def test_cluster_mode_submits_without_waiting_and_kills_through_the_resource_man
     assert "spark.yarn.submit.waitAppCompletion=false" in submitted
     assert f"--settings {layout.settings_file}" in submitted
     assert stat.S_IMODE(Path(layout.settings_file).stat().st_mode) == 0o600
-    assert handle.is_alive() is True
+    assert job_alive(handle) is True
     assert hook.stop(handle.to_dict(), timeout=0.1) == "forced"
     assert ("PUT", "/ws/v1/cluster/apps/application_1700000000000_0042/state") in rm.requests
-    assert rm.apps["application_1700000000000_0042"] == "KILLED" and handle.is_alive() is False
+    assert rm.apps["application_1700000000000_0042"] == "KILLED" and job_alive(handle) is False
     status = read_status(layout.run_dir)
     assert status["state"] == "killed"
     assert status["reason"] == (

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.cluster_managers.handle import DEPLOY_MODES, JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive, job_log_tail
 from airflow_kafka_failover.core.exceptions import ConfigError
 
 REQUIRED = {
@@ -89,21 +90,21 @@ def test_from_dict_ignores_unknown_keys_and_passes_handles_through():
 
 
 def test_is_alive_is_unknown_in_cluster_mode(tmp_path):
-    assert handle(tmp_path, deploy_mode="cluster", driver_id="d-1").is_alive() is None
+    assert job_alive(handle(tmp_path, deploy_mode="cluster", driver_id="d-1")) is None
 
 
 @pytest.mark.parametrize("mode", ["local", "client"])
 def test_is_alive_is_false_without_pid_file(tmp_path, mode):
     job = handle(tmp_path, deploy_mode=mode)
     assert not job.process.pid_file.exists()
-    assert job.is_alive() is False
+    assert job_alive(job) is False
 
 
 def test_is_alive_is_false_for_a_corrupt_pid_file(tmp_path):
     job = handle(tmp_path)
     job.process.pid_file.parent.mkdir(parents=True)
     job.process.pid_file.write_text("{half")
-    assert job.is_alive() is False
+    assert job_alive(job) is False
 
 
 def test_log_file_and_status(tmp_path):
@@ -116,17 +117,17 @@ def test_log_file_and_status(tmp_path):
 
 def test_log_tail_in_cluster_mode_names_the_driver(tmp_path):
     job = handle(tmp_path, deploy_mode="cluster", driver_id="driver-20240101-0007", application_id="app-9")
-    assert job.log_tail() == "(the driver runs on the cluster as driver-20240101-0007; see its logs there)"
+    assert job_log_tail(job) == "(the driver runs on the cluster as driver-20240101-0007; see its logs there)"
     yarn = handle(tmp_path, deploy_mode="cluster", application_id="application_1_0002")
-    assert yarn.log_tail() == "(the driver runs on the cluster as application_1_0002; see its logs there)"
+    assert job_log_tail(yarn) == "(the driver runs on the cluster as application_1_0002; see its logs there)"
 
 
 def test_log_tail_in_local_mode_reads_the_log(tmp_path):
     job = handle(tmp_path)
-    assert job.log_tail() == f"(no log at {tmp_path / 'logs' / 'job.log'})"
+    assert job_log_tail(job) == f"(no log at {tmp_path / 'logs' / 'job.log'})"
     job.log_file.parent.mkdir(parents=True)
     job.log_file.write_text("".join(f"line {n}\n" for n in range(10)))
-    assert job.log_tail(3) == "line 7\nline 8\nline 9"
+    assert job_log_tail(job, 3) == "line 7\nline 8\nline 9"
 
 
 def test_describe(tmp_path):

@@ -187,11 +187,6 @@ def test_a_kubernetes_handle_names_its_pod_and_connection(tmp_path):
     assert not k8s_handle(tmp_path, deploy_mode="client", driver_id=None).runs_on_kubernetes
 
 
-def test_the_driver_side_handle_does_not_guess_a_pod(tmp_path):
-    with pytest.raises(DriverStateUnknown, match="asked through the Kubernetes API on the Airflow side"):
-        k8s_handle(tmp_path).is_alive()
-
-
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

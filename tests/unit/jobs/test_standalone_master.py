@@ -7,7 +7,9 @@ import socket
 import pytest
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.cluster_managers.standalone import (
+    Standalone,
     StandaloneMasterClient,
     StandaloneMasterUnreachable,
     check_webui_port,
@@ -136,40 +138,41 @@ def test_an_application_the_master_ended_is_dead_even_with_a_live_pid(tmp_path, 
     with serving(FakeStandaloneMaster(apps={APP: "KILLED"})) as master:
         handle = standalone_handle(tmp_path, master.port, application_id=APP)
         assert handle.process.is_running()
-        assert handle.is_alive() is False
+        assert job_alive(handle) is False
 
 
 def test_an_application_the_master_runs_is_alive_without_a_pid_here(tmp_path):
     with serving(FakeStandaloneMaster(apps={APP: "RUNNING"})) as master:
         handle = standalone_handle(tmp_path, master.port, application_id=APP)
         assert not handle.process.is_running()
-        assert handle.is_alive() is True
+        assert job_alive(handle) is True
 
 
 def test_the_id_the_job_reported_in_its_status_is_asked_about(tmp_path):
     (tmp_path / "status.json").write_text(f'{{"state": "running", "application_id": "{APP}"}}')
     with serving(FakeStandaloneMaster(apps={APP: "FINISHED"})) as master:
         handle = standalone_handle(tmp_path, master.port)
-        assert handle.spark_application_id() == APP
-        assert handle.is_alive() is False
+        asked = Standalone().application(handle)  # the id comes from status.json: the handle names none
+        assert asked is not None and (asked.application_id, asked.state) == (APP, "FINISHED")
+        assert job_alive(handle) is False
     assert "Spark application app-20261123213000-0003" in handle.describe()
 
 
 def test_without_an_id_or_a_listing_the_pid_decides(tmp_path, local_driver):
     with serving(FakeStandaloneMaster(apps={})) as master:
-        assert standalone_handle(tmp_path, master.port).is_alive() is True
-        assert standalone_handle(tmp_path, master.port, application_id=APP).is_alive() is True
+        assert job_alive(standalone_handle(tmp_path, master.port)) is True
+        assert job_alive(standalone_handle(tmp_path, master.port, application_id=APP)) is True
     assert "(not reported yet)" in standalone_handle(tmp_path, master.port).describe()
 
 
 def test_a_silent_master_and_no_pid_here_is_unknown_never_dead(tmp_path):
     handle = standalone_handle(tmp_path, closed_port(), application_id=APP)
     with pytest.raises(StandaloneMasterUnreachable, match=f"the state of {APP} is unknown"):
-        handle.is_alive()
+        job_alive(handle)
 
 
 def test_a_silent_master_and_a_live_pid_here_is_alive(tmp_path, local_driver):
-    assert standalone_handle(tmp_path, closed_port(), application_id=APP).is_alive() is True
+    assert job_alive(standalone_handle(tmp_path, closed_port(), application_id=APP)) is True
 
 
 @pytest.mark.parametrize(
@@ -202,5 +205,5 @@ def test_a_silent_master_and_a_live_pid_here_is_alive(tmp_path, local_driver):
 def test_ids_of_another_cluster_manager_are_refused(tmp_path, overrides, message):
     handle = standalone_handle(tmp_path, 8080, **overrides)
     with pytest.raises(ConfigError, match="job handle of pair 'orders' ") as err:
-        handle.is_alive()
+        job_alive(handle)
     assert message in str(err.value)

@@ -4,7 +4,8 @@ import socket
 
 import pytest
 
-from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.handle import JobHandle, is_yarn_master
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.cluster_managers.yarn import (
     ResourceManagerClient,
     ResourceManagerUnreachable,
@@ -12,7 +13,6 @@ from airflow_kafka_failover.cluster_managers.yarn import (
     YarnApplicationState,
     check_application_id,
     find_resource_manager,
-    is_yarn_master,
     normalize_resource_manager_url,
     parse_application_report,
     resource_manager_from_hadoop_conf,
@@ -230,9 +230,9 @@ def _yarn_handle(tmp_path, **overrides) -> JobHandle:
 def test_a_yarn_handle_asks_the_recorded_resource_manager(tmp_path):
     with running(FakeResourceManager(apps={APP: "ACCEPTED"})) as rm:
         job = _yarn_handle(tmp_path, resource_manager=rm.url)
-        assert job.is_alive() is True
+        assert job_alive(job) is True
         rm.apps[APP] = "FAILED"
-        assert job.is_alive() is False
+        assert job_alive(job) is False
         assert JobHandle.from_dict(job.to_dict()).resource_manager == rm.url
 
 
@@ -241,7 +241,7 @@ def test_a_yarn_handle_without_an_address_uses_the_hadoop_conf(tmp_path, monkeyp
         _site(tmp_path / "conf", **{"yarn.resourcemanager.webapp.address": rm.url.removeprefix("http://")})
         monkeypatch.delenv("YARN_CONF_DIR", raising=False)
         monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path / "conf"))
-        assert _yarn_handle(tmp_path).is_alive() is True
+        assert job_alive(_yarn_handle(tmp_path)) is True
 
 
 def test_a_yarn_handle_whose_resource_manager_is_down_raises_instead_of_saying_dead(tmp_path):
@@ -249,12 +249,4 @@ def test_a_yarn_handle_whose_resource_manager_is_down_raises_instead_of_saying_d
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(ResourceManagerUnreachable):
-        _yarn_handle(tmp_path, resource_manager=f"127.0.0.1:{port}").is_alive()
-
-
-def test_a_kubernetes_handle_is_asked_on_the_airflow_side_not_here(tmp_path):
-    from airflow_kafka_failover.cluster_managers.kubernetes_pods import DriverStateUnknown
-
-    k8s = _yarn_handle(tmp_path, master="k8s://https://k8s:6443", application_id=None, driver_id="ns:pod")
-    with pytest.raises(DriverStateUnknown, match="hooks.job_tracking.job_alive"):
-        k8s.is_alive()
+        job_alive(_yarn_handle(tmp_path, resource_manager=f"127.0.0.1:{port}"))

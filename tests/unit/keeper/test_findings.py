@@ -107,7 +107,7 @@ def test_every_finding_is_described_with_its_figures(finding):
 
 
 def test_a_cluster_manager_that_does_not_answer_is_unknown_never_dead(tmp_path, monkeypatch):
-    from airflow_kafka_failover.cluster_managers.handle import JobHandle
+    from airflow_kafka_failover.cluster_managers.yarn import Yarn
     from airflow_kafka_failover.triggers.job_keeper import JobLooker
 
     handle = {
@@ -122,10 +122,10 @@ def test_a_cluster_manager_that_does_not_answer_is_unknown_never_dead(tmp_path, 
         "application_id": "application_1_0001",
     }
 
-    def unreachable(self):
+    def unreachable(self, handle):
         raise ConnectionError("ResourceManager at rm:8088 refused the connection")
 
-    monkeypatch.setattr(JobHandle, "is_alive", unreachable)
+    monkeypatch.setattr(Yarn, "alive", unreachable)
     looker = JobLooker("orders", handle, str(tmp_path / "fence"), "unit_a", ["orders"])
     monkeypatch.setattr(looker, "_behind", lambda committed: None)
     seen = looker.look()

@@ -198,14 +198,14 @@ def test_a_fence_two_epochs_ahead_fails_for_a_person(world):
 
 
 def test_a_cluster_manager_that_does_not_answer_at_restart_time_is_never_a_second_job(world, monkeypatch):
-    from airflow_kafka_failover.cluster_managers.handle import JobHandle
+    from airflow_kafka_failover.cluster_managers.yarn import Yarn
 
     operator, _, _ = world
 
-    def unreachable(self):
+    def unreachable(self, handle):
         raise ConnectionError("ResourceManager at http://rm:8088 does not answer")
 
-    monkeypatch.setattr(JobHandle, "is_alive", unreachable)
+    monkeypatch.setattr(Yarn, "alive", unreachable)
     monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_restart_now", _must_not_restart)
     with pytest.raises(TaskDeferred) as deferred:
         operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
