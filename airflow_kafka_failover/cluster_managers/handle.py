@@ -29,7 +29,7 @@ APPLICATION_ID = re.compile(r"application_\d+_\d+")
 
 
 class ManagerName(StrEnum):
-    """The cluster manager that runs a handle's driver (see :mod:`airflow_kafka_failover.cluster_managers`)."""
+    """The cluster manager that runs a handle's driver (one module each in ``cluster_managers/``)."""
 
     LOCAL = "local"
     """A detached driver process on the host that submitted it: local mode, or client mode on YARN or

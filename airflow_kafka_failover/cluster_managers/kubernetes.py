@@ -3,13 +3,13 @@
 **Submission.** ``StreamingJobHook`` submits through the Spark provider's ``SparkSubmitHook`` with
 ``track_driver_via_k8s_api=True`` (its public switch for releasing spark-submit once the driver pod exists
 and not asking spark-submit for an exit code the driver has not produced yet); :class:`Kubernetes` adds two
-settings: ``spark.kubernetes.driver.pod.name``, a new name per submission (``kubernetes_pods.driver_pod_name``),
-so that the pod is known before spark-submit returns (Spark 4.0 prints it only as ``submission ID
-<namespace>:<pod>``, which the Spark provider 6.3's parser reads only in a namespace called ``spark``), and
-``spark.kubernetes.driver.label.akf-run`` (``kubernetes_pods.run_label``), so that a retried submit, the keeper
-and the start DAG find a live driver of the run through the API server, without any shared file. Then it
-waits until the pod is ``Running``, adopts a live driver instead of submitting twice, and deletes the pod
-when a stop request is not obeyed.
+settings: ``spark.kubernetes.driver.pod.name``, a new name per submission (``driver_pod_name`` of
+``kubernetes_pods.py``), so that the pod is known before spark-submit returns (Spark 4.0 prints it only as
+``submission ID <namespace>:<pod>``, which the Spark provider 6.3's parser reads only in a namespace called
+``spark``), and ``spark.kubernetes.driver.label.akf-run`` (``run_label``), so that a retried submit, the
+keeper and the start DAG find a live driver of the run through the API server, without any shared file.
+Then it waits until the pod is ``Running``, adopts a live driver instead of submitting twice, and deletes
+the pod when a stop request is not obeyed.
 
 **The client.**
 
@@ -24,11 +24,11 @@ that does not exist, the hook uses the in-cluster service account, else the defa
 spark-submit itself does), and every request has a timeout.
 
 Errors are named, never guessed: an API server that does not answer (or answers 5xx, 429) raises
-:class:`~airflow_kafka_failover.cluster_managers.kubernetes_pods.KubernetesApiUnreachable` (the driver may still run);
-a pod the server does not have raises :class:`~airflow_kafka_failover.cluster_managers.kubernetes_pods.UnknownDriverPod`
-(naming the namespace and the server, since a wrong namespace or cluster looks the same); 401 and 403 are a
-``ConfigError`` naming the connection and the namespace. The cncf-kubernetes provider is an optional
-dependency (extra ``kubernetes``): without it, only a Kubernetes master fails, with the extra to install.
+``KubernetesApiUnreachable`` (the driver may still run); a pod the server does not have raises
+``UnknownDriverPod`` (naming the namespace and the server, since a wrong namespace or cluster looks the
+same); 401 and 403 are a ``ConfigError`` naming the connection and the namespace. The cncf-kubernetes
+provider is an optional dependency (extra ``kubernetes``): without it, only a Kubernetes master fails, with
+the extra to install.
 """
 
 from __future__ import annotations

@@ -72,8 +72,8 @@ class LocalDriver:
         return handle
 
     def wait_running(self, handle: JobHandle, timeout: float) -> JobHandle:
-        """Wait until the job writes ``running`` in its ``status.json``; raise with its log tail if its process
-        ends first or it stays silent (it is then stopped)."""
+        """Wait until the job writes ``running`` in its ``status.json``; raise with its log tail if its
+        process ends first or it stays silent (it is then stopped)."""
         deadline = time.monotonic() + timeout
         while True:
             status = read_status(handle.run_dir)

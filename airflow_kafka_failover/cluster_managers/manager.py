@@ -94,8 +94,8 @@ def recorded_submission(layout: RunLayout) -> JobHandle | None:
         raise
     except (OSError, ValueError, ConfigError) as exc:
         raise JobStartError(
-            f"cannot read {where}, the handle of the run's last cluster-mode submission ({exc}); check on the "
-            "cluster whether that application still runs, then remove the file"
+            f"cannot read {where}, the handle of the run's last cluster-mode submission ({exc}); check on "
+            "the cluster whether that application still runs, then remove the file"
         ) from None
 
 

@@ -1,4 +1,4 @@
-"""Submit the streaming job detached and stop it, on top of the Spark provider's hook and the cluster managers.
+"""Submit the streaming job detached and stop it, on the Spark provider's hook and the cluster managers.
 
 ``SparkSubmitHook`` builds the spark-submit command from a ``spark`` connection (master, deploy mode,
 binary) and the usual options. It waits for the application to end, which a streaming job never does, so
@@ -325,9 +325,9 @@ class StreamingJobHook(BaseHook):
         )
         if handle.deploy_mode == DeployMode.CLUSTER and is_standalone_master(master):
             raise ConfigError(
-                f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone master "
-                f"({master}); Spark standalone does not run Python drivers in cluster mode: use deploy-mode "
-                "client (the driver then runs detached next to Airflow)"
+                f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone "
+                f"master ({master}); Spark standalone does not run Python drivers in cluster mode: use "
+                "deploy-mode client (the driver then runs detached next to Airflow)"
             )
         manager = self.managers.of(handle)
         handle = manager.prepared(handle, self._submission(probe))

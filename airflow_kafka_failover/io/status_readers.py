@@ -1,9 +1,9 @@
 """Reading a pair for ``kafka-failover status``: the active record, the fence, the job, both clusters.
 
 Read-only, and never raises for what it cannot read: every part that fails is kept with its error in the
-:class:`~airflow_kafka_failover.domain.status.model.PairReadings`, so the command still shows everything else. The
-health checks are the sensors' own: a probe per cluster (a refused connection is known at once), the
-recovered watch's replication lag from MirrorMaker 2's offset syncs, and the replicated heartbeats.
+``PairReadings`` (``domain/status/model.py``), so the command still shows everything else. The health
+checks are the sensors' own: a probe per cluster (a refused connection is known at once), the recovered
+watch's replication lag from MirrorMaker 2's offset syncs, and the replicated heartbeats.
 """
 
 from __future__ import annotations

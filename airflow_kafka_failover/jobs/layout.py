@@ -16,8 +16,8 @@ both the operator and the job refuse a checkpoint owned by another cluster or ep
                                  .../pids/job.json       its process, on the host that started it
 
 Every root may be a local path or a store URI (``hdfs://``, ``s3a://``): these files are read and written
-through :mod:`airflow_kafka_failover.core.storage`, never with ``open``. The local root holds what only the host
-that runs spark-submit needs (its process and its output); it is the run root itself when that is local.
+through ``core/storage``, never with ``open``. The local root holds what only the host that runs
+spark-submit needs (its process and its output); it is the run root itself when that is local.
 """
 
 from __future__ import annotations

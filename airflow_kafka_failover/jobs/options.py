@@ -38,8 +38,8 @@ STORE_PATH_OPTIONS = ("sink_root", "checkpoint_root", "run_root", "fencing_marke
 class DeployMode(StrEnum):
     """Where a run's driver runs (a job handle's ``deploy_mode``).
 
-    The ``deploy_mode`` option chooses between ``client`` and ``cluster``; ``local`` follows from a ``local[*]``
-    master, whose driver is spark-submit itself.
+    The ``deploy_mode`` option chooses between ``client`` and ``cluster``; ``local`` follows from a
+    ``local[*]`` master, whose driver is spark-submit itself.
     """
 
     LOCAL = "local"

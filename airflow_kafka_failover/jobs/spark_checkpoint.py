@@ -15,8 +15,7 @@ offset after the batch, which may lie past transaction markers; the newest recor
 that the offsets between it and the position held no record.
 
 The checkpoint may be a local folder or a store URI (``hdfs://``, ``s3a://``): it is read through
-:mod:`airflow_kafka_failover.core.storage`. On an object store a "folder" is a prefix: one that holds no object
-does not exist.
+``core/storage``. On an object store a "folder" is a prefix: one that holds no object does not exist.
 """
 
 from __future__ import annotations

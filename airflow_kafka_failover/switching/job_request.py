@@ -64,7 +64,8 @@ class JobRequest:
 
     @classmethod
     def for_pair(cls, pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) -> JobRequest:
-        """The run of ``pair``'s job on ``cluster`` at ``epoch`` (the switch steps', the start's, the keeper's).
+        """The run of ``pair``'s job on ``cluster`` at ``epoch``, as the switches, the start and the keeper
+        submit it.
 
         :param pair: the pair.
         :param cluster: the cluster the run reads.

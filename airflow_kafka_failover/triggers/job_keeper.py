@@ -5,8 +5,8 @@ Each look reads the fencing marker and the switch lease, the job's process (or i
 Kubernetes driver pod through the Kubernetes API) and ``status.json``, its committed
 progress and the end offsets of the active cluster (one client, kept for the trigger's life), and sends the
 job's lag and the age of its last batch as metrics. The trigger yields one event and ends when a look finds
-an action (:data:`~airflow_kafka_failover.domain.keeper_findings.ACTIONS`), a new alert, an alert that cleared, or
-when the keeper run's window ends; waiting (a switch at work, a job a person stopped, a cluster manager that
+an action (``ACTIONS`` of ``domain/keeper_findings.py``), a new alert, an alert that cleared, or when the
+keeper run's window ends; waiting (a switch at work, a job a person stopped, a cluster manager that
 does not answer) is only logged, once per change. Nothing live crosses ``serialize()``.
 """
 

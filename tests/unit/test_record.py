@@ -12,7 +12,7 @@ from airflow_kafka_failover.domain.active_record import ActiveRecord, SwitchEntr
 
 WHERE = "Variable kafka_failover.orders.active_record"
 
-# Written by the release before the typed models (domain/active_record.py's hand-written to_dict), copied verbatim.
+# Written by the release before the typed models (active_record.py's hand-written to_dict), copied verbatim.
 STORED = """{"schema_version": 1, "pair": "orders", "active": "B", "epoch": 1, "job": {"pair": "orders",
 "cluster": "B", "epoch": 1, "deploy_mode": "local", "master": "local[2]", "run_dir": "/runs/orders/B/epoch-1",
 "checkpoint": "/ckpt/orders/B/epoch-1", "sink_root": "/sink/orders", "spark_conn_id": "spark_default",

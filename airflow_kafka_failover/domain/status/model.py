@@ -1,8 +1,8 @@
 """The operator's view of a pair, typed: what the readers gathered, and what ``status``/``history`` show.
 
 Pure data. The readers (:mod:`airflow_kafka_failover.io.status_readers`) fill a :class:`PairReadings`, each
-part with the error that kept it from being read; :mod:`~airflow_kafka_failover.domain.status.assembly` turns it
-into a :class:`PairStatus`; :mod:`~airflow_kafka_failover.domain.status.text` prints it. A pair's status has:
+part with the error that kept it from being read; ``domain/status/assembly.py`` turns it into a
+:class:`PairStatus`; ``domain/status/text.py`` prints it. A pair's status has:
 
 - ``problems``: the pair needs a person (an interrupted switch, a fence that disagrees with the record,
   no running job);

@@ -7,7 +7,7 @@
 - :func:`sync_histories_by_partition` groups decoded offset-sync records into one history per
   upstream partition; :func:`latest_checkpoints` keeps the last checkpoint per target partition.
 
-The translation rules that use them are in :mod:`airflow_kafka_failover.domain.translation.rules` (one per method).
+The translation rules that use them are in ``domain/translation/rules.py`` (one per method).
 """
 
 from __future__ import annotations
