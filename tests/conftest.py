@@ -1,4 +1,4 @@
-"""Test-wide settings: an isolated Airflow home, and the sandbox marker for tests that need Kafka."""
+"""Test-wide settings: an isolated Airflow home, and the markers of the tests that need Kafka or Airflow."""
 
 from __future__ import annotations
 
@@ -13,21 +13,6 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("AIRFLOW_HOME", str(REPO / ".airflow" / "test"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
-
-
-def _use_job_jars() -> None:
-    """The jobs the tests submit get the jars ``make setup`` resolved (the provider's ``job_jars`` option)."""
-    from akf_devtools.errors import SandboxError
-    from akf_devtools.sandbox.jars import use_job_jars
-
-    try:
-        use_job_jars()
-    except SandboxError as exc:  # the pure tests do not need them; the Spark tests then fail naming the jars
-        print(f"conftest: no job jars: {exc}")
-
-
-_use_job_jars()
-
 
 # The longest files, longest first (seconds on the 2-core CI machine, from --durations). `make test` gives
 # whole files to two workers in collection order, so starting these first keeps one worker from running a
@@ -45,13 +30,28 @@ LONGEST_FIRST = (
     "test_stores.py",  # ~150 s
 )
 
+AIRFLOW_SIDE = (
+    "cluster_managers",
+    "hooks",
+    "io",
+    "switching",
+    "triggers",
+    "operators",
+    "sensors",
+    "workflows",
+)
+"""The packages of the provider's Airflow side: their unit tests are marked ``airflow``."""
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark everything under tests/integration as needing the sandbox, so `-m "not sandbox"` skips it; put
-    the :data:`LONGEST_FIRST` files first (a file's tests keep their order)."""
+    """Mark everything under tests/integration as needing the sandbox, so `-m "not sandbox"` skips it, and the
+    unit tests of the Airflow side's packages ``airflow`` (``-m "not airflow"`` keeps the pure and driver-side
+    ones); put the :data:`LONGEST_FIRST` files first (a file's tests keep their order)."""
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.sandbox)
+        elif "unit" in item.path.parts and set(item.path.parts) & set(AIRFLOW_SIDE):
+            item.add_marker(pytest.mark.airflow)
 
     def rank(item: pytest.Item) -> int:
         name = item.path.name

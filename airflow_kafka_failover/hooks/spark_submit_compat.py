@@ -10,7 +10,7 @@ and a Kubernetes driver pod is named by the provider itself (``spark.kubernetes.
 through the cncf-kubernetes provider (``cluster_managers/kubernetes.py``), so ``_driver_id`` and
 ``_kubernetes_driver_pod`` are no longer read.
 
-``tests/unit/airflow_parts/test_spark_submit_compat.py`` checks every name in :data:`PRIVATE_ATTRIBUTES`
+``tests/unit/hooks/test_spark_submit_compat.py`` checks every name in :data:`PRIVATE_ATTRIBUTES`
 and :data:`CONNECTION_KEYS` on the installed provider, which ``pyproject.toml`` pins to a range of
 versions (``apache-airflow-providers-apache-spark>=6.3,<7``); raise that bound only once the test passes
 on the new major.

@@ -25,7 +25,8 @@ from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status
 from airflow_kafka_failover.jobs.settings import JobSettings
-from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
+from tests.builders import run_of
+from tests.unit.cluster_managers.test_kubernetes import kubernetes_connection
 from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
 
 pytestmark = pytest.mark.spark
@@ -34,20 +35,7 @@ NAMESPACE = "spark-jobs"
 
 
 def settings_and_layout(tmp_path: Path) -> tuple[JobSettings, RunLayout]:
-    layout = RunLayout("orders", "B", 1, str(tmp_path / "ckpt"), str(tmp_path / "runs"))
-    settings = JobSettings(
-        pair="orders",
-        cluster="B",
-        epoch=1,
-        bootstrap_servers="kafka-b:9092",
-        checkpoint=str(layout.checkpoint),
-        sink_root=str(tmp_path / "sink"),
-        bookkeeping_group="g",
-        fencing_marker=str(tmp_path / "fence"),
-        run_dir=str(layout.run_dir),
-        topics=("orders",),
-    )
-    return settings, layout
+    return run_of(tmp_path, bootstrap="kafka-b:9092")
 
 
 def test_the_real_spark_submit_creates_the_named_labelled_pod_and_the_provider_tracks_it(

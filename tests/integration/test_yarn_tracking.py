@@ -34,6 +34,7 @@ from airflow_kafka_failover.hooks.streaming_job import JobStartError, StreamingJ
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.triggers.job_keeper import JobLooker
+from tests.builders import run_of
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.waiting import wait_for
 
@@ -179,20 +180,7 @@ def yarn_hook(hadoop, monkeypatch) -> StreamingJobHook:
 
 
 def yarn_run(tmp_path: Path, epoch: int) -> tuple[JobSettings, RunLayout]:
-    layout = RunLayout("orders", "B", epoch, str(tmp_path / "ckpt"), str(tmp_path / "runs"))
-    settings = JobSettings(
-        pair="orders",
-        cluster="B",
-        epoch=epoch,
-        bootstrap_servers="127.0.0.1:9",
-        checkpoint=str(layout.checkpoint),
-        sink_root=str(tmp_path / "sink"),
-        bookkeeping_group="g",
-        fencing_marker=str(tmp_path / "fence"),
-        run_dir=str(layout.run_dir),
-        topics=("orders",),
-    )
-    return settings, layout
+    return run_of(tmp_path, epoch, bootstrap="127.0.0.1:9")
 
 
 def applications_named(hadoop, name: str) -> list[dict]:

@@ -4,7 +4,7 @@ leaves the active record, the fencing marker, the running job and all data uncha
 Each case is (name, the bad input, the call that consumes it, the fragments its message must hold). The
 consumers are the ones production uses: the switch DAGs' ``gate`` task, the ``plan`` and ``submit`` steps,
 and the ``kafka-failover`` command (a subprocess). The narrower tests of each check live next to their
-module (tests/unit/test_config.py, tests/unit/jobs/, tests/unit/translation/, tests/unit/airflow_parts/);
+module (tests/unit/<package>/test_<module>.py, as the package is laid out);
 this suite is the one place that checks the whole promise for every case.
 
 The world every case runs in: pair ``orders`` with A active at epoch 2; its active record in the Variable

@@ -15,7 +15,7 @@ from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from airflow_kafka_failover.hooks.kafka_cluster import ClusterMetadata, PartitionInfo
 from airflow_kafka_failover.io.health_watch import DownWatch
 from airflow_kafka_failover.io.probe import judge_partitions, probe_cluster
-from tests.unit.health.probe_histories import BASE, DEFAULTS, advancing_heartbeats, every
+from tests.unit.domain.health.probe_histories import BASE, DEFAULTS, advancing_heartbeats, every
 
 
 def part(partition: int, leader: int, isrs: tuple[int, ...], topic: str = "orders") -> PartitionInfo:

@@ -263,7 +263,7 @@ def test_a_cluster_manager_that_cannot_say_never_gets_a_second_job(world, manage
 def k8s_world(world, monkeypatch):
     """The record's job is a Kubernetes driver pod, read through connection ``kube_keeper`` from a fake API
     server over HTTP (the real KubernetesHook and client)."""
-    from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
+    from tests.unit.cluster_managers.test_kubernetes import kubernetes_connection
     from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
 
     operator, variables, tmp_path = world
@@ -317,7 +317,7 @@ def test_a_kubernetes_driver_that_cannot_be_seen_never_gets_a_second_job(
     """The API server does not answer, does not have the pod, refuses the connection, or the pod's node
     does not report: the trigger's look says unknown, and the keeper waits and says why."""
     from airflow_kafka_failover.triggers.job_keeper import JobLooker
-    from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
+    from tests.unit.cluster_managers.test_kubernetes import kubernetes_connection
     from tests.unit.fake_kubernetes_api import kubeconfig
 
     operator, variables, api, record = k8s_world

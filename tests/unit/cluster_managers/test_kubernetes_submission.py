@@ -25,13 +25,13 @@ from airflow_kafka_failover.hooks.streaming_job import (
     StreamingJobHook,
 )
 from airflow_kafka_failover.jobs.layout import read_status, stop_request_file
-from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
-from tests.unit.airflow_parts.test_streaming_job_parts import (  # noqa: F401 - a fixture
+from tests.unit.cluster_managers.test_kubernetes import kubernetes_connection
+from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
+from tests.unit.hooks.test_streaming_job import (  # noqa: F401 - a fixture
     _settings,
     _submit_operator,
     checked_without_kafka,
 )
-from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
 
 NAMESPACE = "spark-jobs"
 LABEL = run_label("orders", "B", 1)

@@ -299,7 +299,7 @@ def test_a_kubernetes_driver_is_shown_as_the_api_server_reports_its_pod(
 ):
     """Through the kubernetes connection's API server (a fake one over HTTP): Running, Failed, or a pod it
     does not have (unknown, never dead)."""
-    from tests.unit.airflow_parts.test_kubernetes_driver import kubernetes_connection
+    from tests.unit.cluster_managers.test_kubernetes import kubernetes_connection
     from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
 
     pod = "akf-orders-a-e1-0a1b2c3d-driver"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_kafka_failover.domain.health.heartbeats import HeartbeatState, HeartbeatTrail
-from tests.unit.health.probe_histories import BASE, DEFAULTS
+from tests.unit.domain.health.probe_histories import BASE, DEFAULTS
 
 
 def test_heartbeat_trail_states() -> None:

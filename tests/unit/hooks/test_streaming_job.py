@@ -19,6 +19,7 @@ from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.jobs.layout import RunLayout, read_status, status_file
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.operators.streaming_job import StopStreamingJobOperator
+from tests.builders import run_of
 from tests.unit.fake_resource_manager import FakeResourceManager, running
 
 
@@ -62,20 +63,7 @@ def fake_yarn(tmp_path, monkeypatch):
 
 
 def _settings(tmp_path) -> tuple[JobSettings, RunLayout]:
-    layout = RunLayout("orders", "B", 1, str(tmp_path / "ckpt"), str(tmp_path / "runs"))
-    settings = JobSettings(
-        pair="orders",
-        cluster="B",
-        epoch=1,
-        bootstrap_servers="b:9092",
-        checkpoint=str(layout.checkpoint),
-        sink_root=str(tmp_path / "sink"),
-        bookkeeping_group="g",
-        fencing_marker=str(tmp_path / "fence"),
-        run_dir=str(layout.run_dir),
-        topics=("orders",),
-    )
-    return settings, layout
+    return run_of(tmp_path)
 
 
 def test_cluster_mode_submits_without_waiting_and_kills_through_the_resource_manager(tmp_path, fake_yarn):

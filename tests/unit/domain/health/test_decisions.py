@@ -24,7 +24,7 @@ from airflow_kafka_failover.domain.health.heartbeats import (
 from airflow_kafka_failover.domain.health.recovery_decision import RecoveryDecision, decide_recovered
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from airflow_kafka_failover.domain.replication_lag import lag_by_timestamps, replication_lag
-from tests.unit.health.probe_histories import (
+from tests.unit.domain.health.probe_histories import (
     BASE,
     DEFAULTS,
     SLOW_PROBES,

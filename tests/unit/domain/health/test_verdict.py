@@ -21,7 +21,7 @@ from airflow_kafka_failover.domain.health.verdict import (
     judge,
     recent_history,
 )
-from tests.unit.health.probe_histories import (
+from tests.unit.domain.health.probe_histories import (
     BASE,
     DEFAULTS,
     advancing_trails,

@@ -10,7 +10,7 @@ from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.domain.config import load_pair, load_pairs, parse_pair
 from airflow_kafka_failover.io.planner import route_topics
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _pair(**overrides) -> dict:
