@@ -9,7 +9,7 @@ from ``earliest`` with a fresh checkpoint and a fresh table:
    streaming sink), columns ``record_id`` (``get_json_object(value, '$.id')``), key, value, topic,
    partition, offset, timestamp;
 2. **append**: the same columns through ``FailoverStream.write_delta(mode="append")``: fence check, Delta
-   transaction ids, progress line and bookkeeping-group commit per batch;
+   transaction ids, progress entry and bookkeeping-group commit per batch;
 3. **merge**: the same through ``write_delta(mode="merge", merge_on="record_id")`` into an empty table.
 
 Then the MERGE's growth: for each size of ``--table-sizes`` (1M and 5M rows by default) a table of that

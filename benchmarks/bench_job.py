@@ -24,7 +24,7 @@ batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` a
 processing-time trigger of the same interval. The plain query writes the Kafka columns (key, value, topic,
 partition, offset, timestamp) with Spark's Parquet file sink; the job (on the job-side API) writes its own
 sink (record id, epoch, batch; a batch folder complete once its ``_SUCCESS`` is written), observes its
-Kafka source for the progress record's statistics, and after each batch writes ``progress/<batch>`` and
+Kafka source for the progress entry's statistics, and after each batch writes ``progress/<batch>`` and
 commits the bookkeeping group (from a query listener); the difference is the job's cost.
 
 How throughput is measured, identically for both, from the Spark checkpoint each query writes: Spark
@@ -33,7 +33,7 @@ it has finished (sink written; for the job, after its batch function returned). 
 the modification time of ``offsets/0`` to that of ``commits/<b>``, where ``b`` is the first batch whose end
 offsets cover ``--records`` records; throughput = records / interval. JVM start-up, SparkSession creation
 and query start-up are excluded for both; the first batch's one-off costs (Kafka consumers, code
-generation) are included for both. For the job the result is cross-checked against its progress records
+generation) are included for both. For the job the result is cross-checked against its progress entries
 (``written_at`` of the last batch) and its log's per-batch seconds (the batch's time as Spark measured it,
 and of that the time in the batch function), and the records each query wrote are counted in its Parquet
 output.
@@ -641,7 +641,7 @@ def report_round(round_no: int, job: dict, plain: dict) -> None:
         )
     lag = job["timing"].finished - job["last_written_at"]
     say(
-        f"  job cross-check: progress records count {job['progress_records']} records; last written_at is "
+        f"  job cross-check: progress entries count {job['progress_records']} records; last written_at is "
         f"{lag:.2f} s before the commit; records/s up to written_at "
         f"{job['timing'].records / (job['last_written_at'] - job['timing'].started):.0f}"
     )

@@ -6,7 +6,7 @@ at once). The start DAG runs the job on A; a keeper run (``dag.test()`` of the k
 process, as the scheduler would run it) watches it. Then:
 
 1. **restart**: ``--rounds`` times, the driver is killed with SIGKILL; the figure is the time from the kill to
-   the first batch the restarted job commits (its progress records). Target: <= 30 s.
+   the first batch the restarted job commits (its progress entries). Target: <= 30 s.
 2. **CPU cost**: the keeper's trigger loop (``JobKeeperTrigger.run``: fence, lease, process, status,
    progress and the active cluster's end offsets every ``interval_seconds``, plus its metrics) runs in this
    process for ``--cpu-seconds`` against the live job; the figure is the CPU seconds it used per minute

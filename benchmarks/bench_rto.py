@@ -14,7 +14,7 @@ then each round is:
 
 Rounds continue the same pair (epochs 1, 2, 3, ...), as a pair lives through repeated outages. Per switch:
 detection = fault to the verdict sensor's success (from the run's log), RTO = fault to the first batch
-the new run committed (its progress records). For failback the clock starts when A is restarted, so
+the new run committed (its progress entries). For failback the clock starts when A is restarted, so
 both figures include the start-up of A's broker and of MirrorMaker 2. Median, min and max over the
 rounds; at the end the sink is checked against every acknowledged id (lost, duplicates).
 

@@ -1,7 +1,7 @@
 """Run your own PySpark streaming job under the failover DAGs.
 
 The DAGs submit your application with ``--settings <file>``; :class:`FailoverStream` reads that file and
-does the rest of the contract (status, stop requests, the fence, progress lines, bookkeeping-group commits)
+does the rest of the contract (status, stop requests, the fence, progress entries, bookkeeping-group commits)
 around every micro-batch, so that your code is only your transformation and your sink::
 
     from airflow_kafka_failover.jobs.api import FailoverStream
@@ -174,7 +174,7 @@ class FailoverStream:
         return record_id_column(self.settings.record_id_field, self._record_id_reader)
 
     def with_record_id_count(self, df: Any, column: str = "record_id") -> Any:
-        """``df`` observed for the progress lines' ``without_id`` count (rows whose ``column`` is null)."""
+        """``df`` observed for the progress entries' ``without_id`` count (rows whose ``column`` is null)."""
         from pyspark.sql import functions as F
 
         return df.observe(

@@ -2,7 +2,7 @@
 
 The driver reaches a remote location the way Spark itself does, with the same connectors (``hdfs://`` in
 Spark's Hadoop client, ``s3a://`` from ``hadoop-aws``) and the same Hadoop configuration (``spark.hadoop.*``:
-endpoint, credentials, timeouts), so a location the job's checkpoint can use, its status and progress records
+endpoint, credentials, timeouts), so a location the job's checkpoint can use, its status and progress entries
 can use too.
 
 - ``read``: ``FileSystem.open``, the whole object.

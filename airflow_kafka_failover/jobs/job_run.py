@@ -10,7 +10,7 @@ runs it through :class:`JobRun`:
   before writing, so the batch is not committed in the checkpoint and the next run reads it again; between
   batches it waits for the batch in flight and stops the query. The check before a batch is timed in the
   batch's log line (``fence check``), the checks between batches in one line when the query ends;
-- **progress**: after Spark commits batch ``b``, its progress record ``<checkpoint>/progress/<b>`` (epoch,
+- **progress**: after Spark commits batch ``b``, its progress entry ``<checkpoint>/progress/<b>`` (epoch,
   batch id, the end offsets of ``offsets/<b>``, records, and per partition the newest record's timestamp and
   offset over the run, observed on the Kafka source itself so that any transformation of the user's keeps
   them; see :mod:`~airflow_kafka_failover.jobs.progress_log`);
@@ -19,7 +19,7 @@ runs it through :class:`JobRun`:
 
 Progress and group commit run after Spark's commit, in a streaming query listener: a run that dies between
 the two leaves a committed batch without them, which makes the next switch plan from older marks (more
-re-read records, never fewer). When the query ends, batches committed without a progress record get one from
+re-read records, never fewer). When the query ends, batches committed without a progress entry get one from
 the checkpoint (without new marks).
 
 Every file is read and written through :mod:`airflow_kafka_failover.core.storage`, so the checkpoint, the run
@@ -76,7 +76,7 @@ SOURCE_METRICS = "akf_source"
 RECORD_ID_METRICS = "akf_record_ids"
 """An optional observation of a job's output: ``rows`` and ``with_id`` (rows that carry a record id)."""
 PROGRESS_WAIT_SECONDS = 10.0
-"""How long a stopping run waits for the progress record of its last committed batch."""
+"""How long a stopping run waits for the progress entry of its last committed batch."""
 FENCE_BLIND_SECONDS = 30.0
 """How long a run goes on while it cannot read the fencing folder (a store that does not answer) before it
 stops: longer than a store's usual hiccup, shorter than a switch (which stops the old job, then plans)."""
@@ -138,7 +138,7 @@ def write_refusal(run_dir: str, reason: str) -> None:
 
 
 class JobRun:
-    """One run of a job: its status file, stop and fence checks, progress lines and group commits.
+    """One run of a job: its status file, stop and fence checks, progress entries and group commits.
 
     :param settings: the run's settings (the file the operator wrote).
     :param spark: the run's SparkSession.
@@ -257,7 +257,7 @@ class JobRun:
     # ---- the Kafka source -----------------------------------------------------------------------------
 
     def source(self) -> Any:
-        """The Kafka source DataFrame of the active cluster, observed for the progress lines."""
+        """The Kafka source DataFrame of the active cluster, observed for the progress entries."""
         from pyspark.sql import functions as F
 
         settings = self.settings
@@ -307,7 +307,7 @@ class JobRun:
             for info in described.get(name).partitions()
         )
 
-    # ---- after each batch: progress line and group commit ---------------------------------------------
+    # ---- after each batch: progress entry and group commit ---------------------------------------------
 
     def listener(self) -> Any:
         """A streaming query listener that records each committed batch of this run's query."""
@@ -340,7 +340,7 @@ class JobRun:
     def record_batch(
         self, batch_id: int, metrics: dict[str, dict[str, Any]], durations: dict[str, int] | None = None
     ) -> None:
-        """Write the progress record of committed batch ``batch_id`` and commit it to the bookkeeping group.
+        """Write the progress entry of committed batch ``batch_id`` and commit it to the bookkeeping group.
 
         Called once per batch (a batch recorded already, or one Spark did not commit, is skipped).
 
@@ -421,7 +421,7 @@ class JobRun:
         return stats
 
     def _carried(self) -> dict[str, Any]:
-        """The run's record count and marks so far: from its newest progress record when it resumes (whose
+        """The run's record count and marks so far: from its newest progress entry when it resumes (whose
         batches are then not recorded again)."""
         if self.carried is None:
             last = last_committed_offsets(self.settings.checkpoint)
@@ -438,7 +438,7 @@ class JobRun:
     def _write_progress(
         self, batch_id: int, end_offsets: dict[TopicPartition, int], stats: dict[str, Any]
     ) -> None:
-        """Write batch ``batch_id``'s progress record, carrying the run's marks forward; keep the newest."""
+        """Write batch ``batch_id``'s progress entry, carrying the run's marks forward; keep the newest."""
         carried = self._carried()
         for key in ("max_timestamp_ms", "max_offset"):
             for topic, partitions in (stats.get(key) or {}).items():

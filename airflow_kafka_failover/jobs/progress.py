@@ -1,7 +1,7 @@
 """How far a run of the job got: its committed position and the records it processed.
 
 The position is the last batch Spark committed in the checkpoint (``offsets/`` + ``commits/``); the record
-count and the time of the commit come from the job's progress record of that batch
+count and the time of the commit come from the job's progress entry of that batch
 (:mod:`~airflow_kafka_failover.jobs.progress_log`). The checkpoint may be a local folder or a store
 URI.
 """
@@ -25,10 +25,10 @@ class JobProgress:
     :param batch_id: the last committed batch; None before the first.
     :param offsets: the committed position (next offset per partition).
     :param records: records written by the committed batches.
-    :param committed_at: unix seconds when the job wrote the progress record of ``batch_id`` (its
+    :param committed_at: unix seconds when the job wrote the progress entry of ``batch_id`` (its
         ``written_at``); while that record is still being written (the job writes it after Spark's commit),
         the newest earlier record's, so that the age is never understated; None before the first record.
-    :param written_any: whether the job wrote any progress record (a job that never does breaks the contract).
+    :param written_any: whether the job wrote any progress entry (a job that never does breaks the contract).
     """
 
     batch_id: int | None
@@ -75,7 +75,7 @@ class LastCommit:
 
     :param batch_id: the last committed batch; None before the first.
     :param offsets: its position (next offset per partition).
-    :param committed_at: unix seconds of its progress record (of the newest earlier one while the job
+    :param committed_at: unix seconds of its progress entry (of the newest earlier one while the job
         writes it), None before the first record.
     """
 

@@ -1,4 +1,4 @@
-"""The job's progress records: what Spark's checkpoint does not keep, one object per committed batch.
+"""The job's progress entries: what Spark's checkpoint does not keep, one object per committed batch.
 
 After Spark commits batch ``b``, the job writes ``<checkpoint>/progress/<b>`` (JSON, replaced whole, so a
 store without appends, S3, holds it as well as a file system)::
@@ -33,11 +33,11 @@ from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
 
 PROGRESS_DIR = "progress"
-"""The folder of per-batch progress records in a checkpoint."""
+"""The folder of per-batch progress entries in a checkpoint."""
 LEGACY_PROGRESS_FILE = "progress.jsonl"
 """The one-line-per-batch progress file of checkpoints written by earlier releases."""
 KEEP_RECORDS = 100
-"""How many of the newest progress records the job keeps (each is cumulative: the newest is enough)."""
+"""How many of the newest progress entries the job keeps (each is cumulative: the newest is enough)."""
 _BATCH_NAME = re.compile(r"[0-9]+")
 
 
@@ -46,13 +46,13 @@ def progress_folder(checkpoint: str) -> str:
 
 
 def progress_location(checkpoint: str, batch_id: int) -> str:
-    """The location of batch ``batch_id``'s progress record."""
+    """The location of batch ``batch_id``'s progress entry."""
     return locations.join(progress_folder(checkpoint), str(batch_id))
 
 
 @dataclass(frozen=True)
 class ProgressSummary:
-    """What the progress records say of a run up to one batch.
+    """What the progress entries say of a run up to one batch.
 
     :param batch_id: the newest batch with a record (at or below the batch asked about).
     :param records: records written by the run's batches up to it.
@@ -82,7 +82,7 @@ def read_progress(checkpoint: str, up_to: int) -> ProgressSummary | None:
 
     :param checkpoint: the run's checkpoint.
     :param up_to: the batch asked about (the last committed one); newer records are ignored.
-    :return: None when the run wrote no progress record up to that batch.
+    :return: None when the run wrote no progress entry up to that batch.
     :raises CheckpointError: a damaged record.
     """
     numbers = [batch for batch in batch_numbers(progress_folder(checkpoint)) if batch <= up_to]
@@ -93,7 +93,7 @@ def read_progress(checkpoint: str, up_to: int) -> ProgressSummary | None:
 
 
 def read_batch_record(checkpoint: str, batch_id: int) -> dict[str, Any] | None:
-    """The progress record of exactly ``batch_id`` as written (None: none, or unreadable)."""
+    """The progress entry of exactly ``batch_id`` as written (None: none, or unreadable)."""
     where = progress_location(checkpoint, batch_id)
     try:
         return _read_record(where)
@@ -105,7 +105,7 @@ def _read_record(where: str) -> dict[str, Any]:
     try:
         text = open_store(where).read(where).decode("utf-8")
     except FileNotFoundError:
-        raise CheckpointError(f"{where}: progress record vanished while it was read") from None
+        raise CheckpointError(f"{where}: progress entry vanished while it was read") from None
     except StoreUnavailable:
         raise
     except (UnicodeDecodeError, OSError) as exc:
@@ -115,7 +115,7 @@ def _read_record(where: str) -> dict[str, Any]:
     except json.JSONDecodeError as err:
         raise CheckpointError(f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})") from None
     if not isinstance(value, dict):
-        raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
+        raise CheckpointError(f"{where}: progress entry must be a JSON object, got {value!r}")
     return value
 
 
@@ -137,17 +137,17 @@ def summary_of(value: dict[str, Any], where: str) -> ProgressSummary:
 def parse_record(
     value: Any, where: str
 ) -> tuple[int, dict[TopicPartition, int] | None, dict[TopicPartition, int], dict[TopicPartition, int]]:
-    """``(batch_id, end_offsets, max_timestamp_ms, max_offset)`` of a progress record; raises naming
+    """``(batch_id, end_offsets, max_timestamp_ms, max_offset)`` of a progress entry; raises naming
     ``where``."""
 
     if not isinstance(value, dict):
-        raise CheckpointError(f"{where}: progress record must be a JSON object, got {value!r}")
+        raise CheckpointError(f"{where}: progress entry must be a JSON object, got {value!r}")
     batch_id = value.get("batch_id")
     if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
-        raise CheckpointError(f"{where}: progress record has invalid batch_id {batch_id!r}")
+        raise CheckpointError(f"{where}: progress entry has invalid batch_id {batch_id!r}")
     epoch = value.get("epoch")
     if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-        raise CheckpointError(f"{where}: progress record has invalid epoch {epoch!r}")
+        raise CheckpointError(f"{where}: progress entry has invalid epoch {epoch!r}")
     end_offsets = None
     if value.get("end_offsets") is not None:
         end_offsets = kafka_offsets_from_json(value["end_offsets"], f"{where} end_offsets")
@@ -217,7 +217,7 @@ def _legacy_lines(path: str, text: str) -> list[tuple[str, Any]]:
 def check_against(
     summary: ProgressSummary, committed_batch: int, committed: dict[TopicPartition, int]
 ) -> None:
-    """Refuse progress records that do not belong to the checkpoint whose committed position is given.
+    """Refuse progress entries that do not belong to the checkpoint whose committed position is given.
 
     The record of the committed batch must end where ``offsets/<batch>`` ends, and no newest-record offset may
     lie at or beyond the committed position.
@@ -228,15 +228,15 @@ def check_against(
         and summary.end_offsets != committed
     ):
         raise CheckpointError(
-            f"{summary.source}: progress record of batch {committed_batch} has end offsets that differ from "
-            f"offsets/{committed_batch}; are these progress records from another checkpoint directory?"
+            f"{summary.source}: progress entry of batch {committed_batch} has end offsets that differ from "
+            f"offsets/{committed_batch}; are these progress entries from another checkpoint directory?"
         )
     for tp, offset in summary.last_record_offsets.items():
         if tp in committed and offset >= committed[tp]:
             raise CheckpointError(
-                f"{summary.source}: progress record of batch {summary.batch_id} names record offset {offset} "
+                f"{summary.source}: progress entry of batch {summary.batch_id} names record offset {offset} "
                 f"of {tp}, "
-                f"at or beyond the committed position {committed[tp]}; are these progress records from "
+                f"at or beyond the committed position {committed[tp]}; are these progress entries from "
                 "another checkpoint directory?"
             )
 

@@ -24,7 +24,7 @@ __all__ = ["RECORD_ID_FROM_KEY", "SETTINGS_SCHEMA_VERSION", "JobSettings", "chec
 SETTINGS_SCHEMA_VERSION = "3.0"
 """The settings file's schema, ``MAJOR.MINOR``: a new minor only adds optional settings (an older job
 ignores them); a new major changes their meaning, and a job refuses a file of another major. 3.0: the fence
-is a folder of epoch markers, progress records are one file per batch, and every path may be a store URI."""
+is a folder of epoch markers, progress entries are one file per batch, and every path may be a store URI."""
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 _PARTITION = re.compile(r"[0-9]+")

@@ -119,7 +119,7 @@ class ParquetBatchSink:
         """Write ``batch_df`` (plus a ``batch_id`` column) unless the batch's directory is already there.
 
         :return: for a replayed batch (nothing read from Kafka), its statistics from the Parquet footers of
-            the output already there, for its progress line; None after a write (the source's observation
+            the output already there, for its progress entry; None after a write (the source's observation
             counts it).
         """
         from pyspark.sql import functions as F

@@ -1,6 +1,6 @@
 """The Kafka source's offsets as Spark writes them: ``{"<topic>": {"<partition>": <offset>}}``.
 
-Spark's checkpoint (``offsets/<batch>``), the job's progress records and a position given by hand all use this
+Spark's checkpoint (``offsets/<batch>``), the job's progress entries and a position given by hand all use this
 shape; this module validates it once for all of them.
 """
 

@@ -8,7 +8,7 @@ both files; a newer ``offsets`` file is a batch that was planned but not finishe
 are not plain batch numbers (``.3.crc`` checksums, ``.3.<uuid>.tmp`` temporaries) are ignored,
 as Spark ignores them.
 
-The job also writes a progress record per committed batch
+The job also writes a progress entry per committed batch
 (:mod:`~airflow_kafka_failover.jobs.progress_log`), which carries what Spark's checkpoint does not
 keep: the newest record timestamp and the newest record offset per partition. The position is the next
 offset after the batch, which may lie past transaction markers; the newest record offset tells the planner
@@ -99,7 +99,7 @@ class CheckpointReading:
 
 
 def last_committed_offsets(path: str) -> tuple[int, dict[TopicPartition, int]] | None:
-    """The last committed batch of a checkpoint and its offsets, reading nothing else (no progress record).
+    """The last committed batch of a checkpoint and its offsets, reading nothing else (no progress entry).
 
     The light read for a caller that looks often (the keeper): two listings and one offsets file.
 
@@ -229,7 +229,7 @@ def read_checkpoint(path: str) -> CheckpointReading:
 def _progress_marks(
     root: str, batch_id: int, offsets: dict[TopicPartition, int]
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-    """Newest record timestamp and offset per partition from the progress records up to ``batch_id``."""
+    """Newest record timestamp and offset per partition from the progress entries up to ``batch_id``."""
     summary = read_progress(root, batch_id)
     if summary is None:
         return {}, {}

@@ -7,7 +7,7 @@ Run by spark-submit with one argument, the settings file the operator wrote::
 It reads the pair's topics with :class:`~airflow_kafka_failover.jobs.api.FailoverStream`, adds the record
 id, and writes each micro-batch with :class:`~airflow_kafka_failover.jobs.sink.ParquetBatchSink` (one
 directory per epoch and batch, complete once its ``_SUCCESS`` is written; a replayed batch writes nothing).
-Status, stop requests, the fence, progress records and bookkeeping-group commits are the API's (see
+Status, stop requests, the fence, progress entries and bookkeeping-group commits are the API's (see
 :mod:`airflow_kafka_failover.jobs.job_run`), as for any job of a user's.
 
 Exit codes: 0 stopped on request or fenced, 2 bad settings or checkpoint, 1 anything else.

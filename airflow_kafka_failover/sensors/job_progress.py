@@ -15,7 +15,7 @@ from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
 
 SILENT_BATCHES = 3
-"""Committed batches without a single progress line after which a job is taken to break the contract
+"""Committed batches without a single progress entry after which a job is taken to break the contract
 (the lines follow each commit within moments; a few batches leave room for a slow listener)."""
 
 
@@ -81,7 +81,7 @@ class StreamingJobProgressSensor(BaseSensorOperator):
         if progress.batch_id is not None and progress.batch_id >= SILENT_BATCHES and not progress.written_any:
             raise AirflowFailException(
                 f"{handle.describe()} committed batches 0 to {progress.batch_id} in its checkpoint but "
-                f"wrote no progress record to {handle.checkpoint}/progress/: the job does not follow "
+                f"wrote no progress entry to {handle.checkpoint}/progress/: the job does not follow "
                 "the job contract (the job-side API writes them: docs/jobs.md)"
             )
         status, tracker = handle.status(), ClusterManagers()

@@ -18,7 +18,7 @@ TEST_SPARK_CONF = LOCAL_SPARK_CONF  # small and quiet: two local cores, no UI, a
 
 
 def progress_records(checkpoint: str) -> list[dict[str, Any]]:
-    """A run's progress records (``<checkpoint>/progress/<batch>``), in batch order."""
+    """A run's progress entries (``<checkpoint>/progress/<batch>``), in batch order."""
     import json
 
     folder = Path(checkpoint) / "progress"

@@ -9,7 +9,7 @@ story cover both mechanisms. Tests run in file order: auth and mTLS are on and M
 start DAG, a forced failover A -> B and a forced failback B -> A move the job without loss while every
 process's command line (and the job's and the sandbox's environments) are scanned for the secrets; then
 the secrets are looked for everywhere the provider writes: task logs, job logs, XCom, rendered template
-fields, the active record (history, job handle), progress records, the trigger's serialized kwargs.
+fields, the active record (history, job handle), progress entries, the trigger's serialized kwargs.
 Last, the TLS bad inputs on the real clusters: each is a configuration error naming the file and the
 problem, never a probe that calls the healthy cluster down.
 
@@ -19,7 +19,7 @@ File modes the provider must use (the narrowest that works):
   ``ssl.key.password``; key files travel by path, never their content); only
   the job's driver, running as the submitting user (local and client mode) or reading it before start,
   needs it.
-- fencing markers, ``status.json``, progress records, the checkpoint's ``_owner.json``: at most 0644. They
+- fencing markers, ``status.json``, progress entries, the checkpoint's ``_owner.json``: at most 0644. They
   hold no secret (epochs, offsets, timestamps, bootstrap addresses), and in cluster deploy mode they are
   written by a driver that may run as another user and read by Airflow (or the other way round, for the
   marker), so owner-only would break that; group/other never get write access.

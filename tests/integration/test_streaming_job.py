@@ -170,7 +170,7 @@ def test_user_job_on_the_api_replays_a_crashed_batch_into_delta_once(
     world, sandbox, unique_topic, monkeypatch
 ):
     """The Delta MERGE example, killed after writing batch 0 and before Spark's commit, then run again: the
-    table holds every id once; the progress lines and the group commits are the API's."""
+    table holds every id once; the progress entries and the group commits are the API's."""
     from akf_devtools.demo.user_sinks import read_delta_orders
 
     a = sandbox.bootstrap("A")

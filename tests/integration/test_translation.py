@@ -133,7 +133,7 @@ def test_failback_translation_both_routes_loses_nothing(world, own_sandbox):
     local_offsets, local_done, local_newest = data.position_at(local, 0.5)
     offsets = {TopicPartition(f"A.{TOPIC}", p): o for p, o in replica_offsets.items()}
     offsets.update({TopicPartition(TOPIC, p): o for p, o in local_offsets.items()})
-    # Newest processed timestamps, as the job's progress records provide them: the fallback method.
+    # Newest processed timestamps, as the job's progress entries provide them: the fallback method.
     newest = {TopicPartition(f"A.{TOPIC}", p): ts for p, ts in replica_newest.items()}
     newest.update({TopicPartition(TOPIC, p): ts for p, ts in local_newest.items()})
     position = StreamPosition(offsets=offsets, max_timestamps_ms=newest)

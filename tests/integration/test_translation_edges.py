@@ -171,7 +171,7 @@ def test_trailing_markers_no_gap_with_the_source_down(clusters, markers):
 def test_trailing_markers_switch_plans_without_waiting(own_sandbox, clusters, markers, tmp_path):
     """Item 1 (c): the failover's plan step, A down, a caught-up job: no wait, gap 0.
 
-    The job's checkpoint is written by hand (one committed batch at A's high watermarks, its progress record
+    The job's checkpoint is written by hand (one committed batch at A's high watermarks, its progress entry
     naming the newest record offsets). On today's code the step re-plans for ``gap_wait_seconds`` and fails.
     """
     topic, pair = markers["topic"], markers["pair"]

@@ -229,9 +229,9 @@ def delete_records_before(bootstrap: str, topic: str, partition: int, offset: in
 def write_spark_checkpoint(
     path: Path, topic: str, offsets: dict[int, int], last_records: dict[int, int], batch_id: int = 0
 ) -> Path:
-    """Write a Spark checkpoint by hand: one committed batch at ``offsets`` and its progress record.
+    """Write a Spark checkpoint by hand: one committed batch at ``offsets`` and its progress entry.
 
-    The progress record names the newest record offset per partition (``max_offset``), as the job writes it.
+    The progress entry names the newest record offset per partition (``max_offset``), as the job writes it.
     """
     (path / "offsets").mkdir(parents=True)
     (path / "commits").mkdir()

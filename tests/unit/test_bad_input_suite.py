@@ -835,7 +835,7 @@ CASES = [
             ),
         ),
         (
-            "progress.jsonl: progress record of batch 0 has end offsets that differ",
+            "progress.jsonl: progress entry of batch 0 has end offsets that differ",
             "restore the checkpoint",
         ),
     ),

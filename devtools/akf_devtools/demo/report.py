@@ -43,7 +43,7 @@ def consumption_series(
 ) -> dict[str, tuple[list[float], list[float]]]:
     """Records per second consumed from each cluster, per ``bin_seconds`` bin since ``started_at``.
 
-    :param progress: the job's progress records (``written_at``, ``records``, ``cluster``), any order.
+    :param progress: the job's progress entries (``written_at``, ``records``, ``cluster``), any order.
     :return: cluster -> (bin start times in seconds since ``started_at``, records per second in that bin),
         with every bin from 0 to the last batch present (0 where nothing was consumed).
     """

@@ -137,7 +137,7 @@ class Story:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     runs: int = 0
     seen_progress: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)
-    """Every progress record read so far: the job keeps only its newest, so a story that reads often sees
+    """Every progress entry read so far: the job keeps only its newest, so a story that reads often sees
     them all."""
 
     def __post_init__(self) -> None:
@@ -288,7 +288,7 @@ class Story:
         return folders
 
     def progress_lines(self) -> list[dict[str, Any]]:
-        """Every progress record of every run seen so far, with ``cluster`` and ``epoch`` added, in (cluster,
+        """Every progress entry of every run seen so far, with ``cluster`` and ``epoch`` added, in (cluster,
         epoch, batch) order. The job keeps its newest 100 and its first: records it removed before this was
         called are missing (the live view and the tests call it every few seconds)."""
         from airflow_kafka_failover.core.storage import locations

@@ -60,7 +60,7 @@ def dead_clusters(monkeypatch):
 
 
 def write_checkpoint(root: Path, offsets: dict, written_at: float = WRITTEN_AT) -> None:
-    """A checkpoint with batch 0 committed at ``offsets`` and its progress record."""
+    """A checkpoint with batch 0 committed at ``offsets`` and its progress entry."""
     (root / "offsets").mkdir(parents=True)
     (root / "commits").mkdir()
     (root / "offsets" / "0").write_text(

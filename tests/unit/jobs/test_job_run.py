@@ -1,4 +1,5 @@
-"""The job protocol without Spark: the fence before a batch, progress lines from observations, group commits.
+"""The job protocol without Spark: the fence before a batch, progress entries from observations, group
+commits.
 
 Spark and the JVM are stood in for by small fakes; the write itself (a real Spark job) is covered by the
 integration tests that run the job under spark-submit.
@@ -137,7 +138,7 @@ def committed_batch(run: JobRun, batch_id: int, end: dict[str, dict[str, int]]) 
 
 
 def progress_lines(run: JobRun) -> list[dict]:
-    """The run's progress records, in batch order."""
+    """The run's progress entries, in batch order."""
     folder = Path(run.settings.checkpoint) / "progress"
     return [json.loads((folder / name).read_text()) for name in sorted(os.listdir(folder), key=int)]
 

@@ -299,7 +299,7 @@ def test_progress_of_another_checkpoint_is_detected(checkpoint):
     write_offsets(checkpoint, 1, '{"orders":{"0":10}}')
     write_commit(checkpoint, 1)
     path = write_progress(checkpoint, {"epoch": 1, "batch_id": 1, "end_offsets": {"orders": {"0": 999}}})
-    expected = f"{path}: progress record of batch 1 has end offsets that differ"
+    expected = f"{path}: progress entry of batch 1 has end offsets that differ"
     with pytest.raises(CheckpointError, match=expected):
         read_checkpoint(checkpoint)
 
@@ -357,7 +357,7 @@ def test_a_record_offset_at_the_position_is_refused(checkpoint):
         read_checkpoint(checkpoint)
 
 
-# ---------------------------------------------------------------- per-batch progress records
+# ---------------------------------------------------------------- per-batch progress entries
 
 
 def write_record(root: Path, record: dict) -> Path:
@@ -404,7 +404,7 @@ def test_a_record_of_another_checkpoint_is_refused_naming_it(checkpoint):
     write_commit(checkpoint, 3)
     path = write_record(checkpoint, {"batch_id": 3, "end_offsets": {"orders": {"0": 999}}})
     with pytest.raises(
-        CheckpointError, match=f"{path}: progress record of batch 3 has end offsets that differ"
+        CheckpointError, match=f"{path}: progress entry of batch 3 has end offsets that differ"
     ):
         read_checkpoint(checkpoint)
 
