@@ -1,13 +1,13 @@
 """The planner's gap measure: transaction markers never count as records missing on the target.
 
 The real-sandbox reproduction is tests/integration/test_translation_edges.py; these cover each path of
-``planner._mark_replication_gaps`` with a stand-in for the source cluster's hook.
+``gap_measure.mark_replication_gaps`` with a stand-in for the source cluster's hook.
 """
 
 from __future__ import annotations
 
 from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partitions
-from airflow_kafka_failover.translation.planner import _mark_replication_gaps
+from airflow_kafka_failover.translation.gap_measure import mark_replication_gaps
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
 from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
 from airflow_kafka_failover.types import TopicPartition, Watermarks
@@ -38,7 +38,7 @@ class SourceHook:
 
 def plan_gap(position: StreamPosition, hook: SourceHook | None) -> tuple[int, list[str]]:
     translations = translate_partitions([REQUEST], ["offset_sync"])
-    _mark_replication_gaps(translations, [REQUEST], position, hook)
+    mark_replication_gaps(translations, [REQUEST], position, hook)
     return translations[0].gap_records, translations[0].warnings
 
 
