@@ -9,9 +9,11 @@ here; where the source cluster answers, the committed records of the ranges in q
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import replace
 
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.translation.choosing import PartitionRequest
+from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partition
 from airflow_kafka_failover.translation.plan import PartitionTranslation
 from airflow_kafka_failover.translation.replication_lag import records_not_replicated, replication_lag
 from airflow_kafka_failover.translation.spark_checkpoint import StreamPosition
@@ -78,17 +80,128 @@ def _records_after_syncs(
     hook: KafkaClusterHook | None, spans: list[tuple[TopicPartition, tuple[int, int], int]]
 ) -> dict[TopicPartition, int]:
     """Committed records in ``[u + 1, end)`` per partition on the source; empty when it cannot be read."""
-    if hook is None or not spans:
-        return {}
     ranges = {tp: (sync[0] + 1, end) for tp, sync, end in spans}
+    return _count_source_records(hook, ranges, "after the newest offset syncs")
+
+
+def count_gaps_before_oldest_syncs(
+    translations: list[PartitionTranslation],
+    requests: list[PartitionRequest],
+    method_order: Sequence[str],
+    source_hook: KafkaClusterHook | None,
+) -> None:
+    """Measure in records, on the source, the gaps of ``earliest`` starts before MM2's oldest offset sync.
+
+    The rule counts the offsets in ``[position, u0)`` against the ``d0`` records the target holds below the
+    oldest sync ``(u0, d0)``: an upper bound, since transaction markers and aborted records take offsets (see
+    :func:`~airflow_kafka_failover.translation.rules.gap_before_oldest_sync`). Where the source answers and
+    still holds that range, its committed records are counted and the partition is translated again with the
+    count; elsewhere the upper bound stands, and says so.
+
+    :param translations: the plan's translations, replaced in place where a count was made.
+    :param requests: the requests they were made from, in the same order.
+    :param method_order: the configured methods, most preferred first.
+    :param source_hook: the source cluster's hook; None when it is down.
+    """
+    spans: dict[int, tuple[int, int]] = {}
+    for index, (translation, request) in enumerate(zip(translations, requests, strict=True)):
+        history = request.offset_syncs
+        if translation.gap_upper_bound and history is not None and history.upstream and not request.reverse:
+            spans[index] = (request.position, history.copies[0].upstream[0])
+    by_partition = {requests[index].source: span for index, span in spans.items()}
+    counted = _count_source_records(source_hook, by_partition, "before the oldest offset syncs")
+    for index in spans:
+        records = counted.get(requests[index].source)
+        if records is not None:
+            recount = replace(requests[index], records_before_oldest_sync=records)
+            translations[index] = translate_partition(recount, method_order)
+
+
+def show_replication_complete(
+    translations: list[PartitionTranslation],
+    requests: list[PartitionRequest],
+    target_hook: KafkaClusterHook,
+    heartbeats_topic: str,
+) -> None:
+    """Mark the gaps that are an upper bound where the heartbeats show replication past the replica's end.
+
+    For each translation with a ``gap_upper_bound``, two timestamps are read on the target: the replica's end
+    (its newest record, whose timestamp MirrorMaker 2 copied from the source) and the newest of the source's
+    heartbeats replicated there (``heartbeats_topic``; MM2 writes one on the source every second and copies it
+    like a record). A heartbeat no older than the replica's end shows that MM2 went on copying from the source
+    after that record had been written there; this compares MM2's clock with the producers'.
+
+    Such a translation is marked ``replication_complete``: a switch with ``on_gap: wait`` does not wait for
+    its gap (:attr:`~airflow_kafka_failover.translation.plan.TranslationPlan.blocking_gaps`), which lies
+    before MM2's oldest offset sync, where MM2 copies nothing more. Otherwise its warnings say why not.
+
+    :param translations: the plan's translations, marked in place.
+    :param requests: the requests they were made from, in the same order.
+    :param target_hook: the target cluster's hook.
+    :param heartbeats_topic: the source's replicated heartbeats topic on the target, e.g. ``A.heartbeats``.
+    """
+    bounded = [
+        (translation, request)
+        for translation, request in zip(translations, requests, strict=True)
+        if translation.gap_upper_bound
+    ]
+    if not bounded:
+        return
+    heartbeat = _newest_timestamp(target_hook, heartbeats_topic, 0)
+    for translation, request in bounded:
+        end = _newest_timestamp(target_hook, request.target.topic, request.target.partition)
+        if heartbeat is None or end is None:
+            why = f"{heartbeats_topic} or {request.target} has no record the plan could read"
+        elif heartbeat < end:
+            why = (
+                f"the newest heartbeat in {heartbeats_topic} ({heartbeat} ms) is older than the newest "
+                f"record of {request.target} ({end} ms)"
+            )
+        else:
+            translation.replication_complete = True
+            translation.warnings.append(
+                f"replication of {request.source} is complete: a heartbeat newer than the newest record of "
+                f"{request.target} reached {heartbeats_topic}; no wait changes a gap before the oldest "
+                "offset sync, so its upper bound does not hold a switch (on_gap: wait)"
+            )
+            continue
+        translation.warnings.append(
+            f"replication of {request.source} is not shown complete ({why}), so the gap's upper bound holds "
+            "a switch with on_gap: wait"
+        )
+
+
+def _newest_timestamp(hook: KafkaClusterHook, topic: str, partition: int) -> int | None:
+    """The timestamp (ms) of a partition's last record; None when it is empty or cannot be read."""
+    try:
+        return hook.newest_record_timestamp(topic, partition, timeout_seconds=5.0)
+    except Exception as exc:  # evidence that cannot be read proves nothing: the gap keeps holding the switch
+        log.warning(
+            "Cannot read the newest record of %s-%s (%s)", topic, partition, f"{type(exc).__name__}: {exc}"
+        )
+        return None
+
+
+def _count_source_records(
+    hook: KafkaClusterHook | None, ranges: dict[TopicPartition, tuple[int, int]], what: str
+) -> dict[TopicPartition, int]:
+    """Committed records in each ``[start, end)`` on the source, where it still holds the range.
+
+    :param hook: the source cluster's hook; None when it is down.
+    :param ranges: partition -> (start, end).
+    :param what: which ranges, for the log.
+    :return: counts of the partitions whose range could be read; empty when the source cannot be read.
+    """
+    if hook is None or not ranges:
+        return {}
     try:
         lows = hook.watermarks(list(ranges), timeout_seconds=5.0)
         readable = {tp: span for tp, span in ranges.items() if lows[tp].low <= span[0]}
         return hook.count_records(readable, timeout_seconds=15.0)
     except Exception as exc:  # the source may be failing: the offset estimate stands, and says so
         log.warning(
-            "Cannot count the records after the newest offset syncs on the source (%s); gaps are estimated "
-            "from offsets",
+            "Cannot count the records %s on the source (%s); gaps are estimated from offsets",
+            what,
             f"{type(exc).__name__}: {exc}",
         )
         return {}

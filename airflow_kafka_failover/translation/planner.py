@@ -21,7 +21,11 @@ from airflow_kafka_failover.config import PairConfig
 from airflow_kafka_failover.exceptions import TranslationError
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.translation.choosing import PartitionRequest, translate_partitions
-from airflow_kafka_failover.translation.gap_measure import mark_replication_gaps
+from airflow_kafka_failover.translation.gap_measure import (
+    count_gaps_before_oldest_syncs,
+    mark_replication_gaps,
+    show_replication_complete,
+)
 from airflow_kafka_failover.translation.mm2_records import Checkpoint, OffsetSync
 from airflow_kafka_failover.translation.mm2_topics import read_checkpoints, read_offset_syncs
 from airflow_kafka_failover.translation.plan import TranslationPlan
@@ -190,7 +194,12 @@ def build_plan(
             )
         )
     translations = translate_partitions(requests, list(translation.methods))
+    count_gaps_before_oldest_syncs(translations, requests, list(translation.methods), hooks.get(source))
     mark_replication_gaps(translations, requests, position, hooks.get(source))
+    heartbeats = for_name(pair.replication.policy, pair.replication.separator).heartbeats_topic(
+        pair.cluster(source).alias
+    )
+    show_replication_complete(translations, requests, target_hook, heartbeats)
     return TranslationPlan.create(
         source, target, translations, target_counts, translation.untracked_partitions
     )

@@ -137,11 +137,12 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
     }
     started = time.monotonic()
     plan = build_plan(pair, source, target, position, hooks)
-    while plan.has_gaps and pair.switch.on_gap == "wait" and not dry_run:
+    while plan.blocking_gaps and pair.switch.on_gap == "wait" and not dry_run:
         waited = time.monotonic() - started
+        blocking = sum(t.gap_records for t in plan.blocking_gaps)
         if waited >= pair.switch.gap_wait_seconds:
             raise TranslationError(
-                f"{target} still lacks {plan.total_gap_records} records of {len(plan.gaps)} partitions after "
+                f"{target} still lacks {blocking} records of {len(plan.blocking_gaps)} partitions after "
                 f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore "
                 "replication, "
                 "raise switch.gap_wait_seconds, or set on_gap: proceed to start without them (records only "
@@ -149,12 +150,13 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
             )
         log.info(
             "gap: %s records of %s partitions not on %s yet; re-planning in 5 s",
-            plan.total_gap_records,
-            len(plan.gaps),
+            blocking,
+            len(plan.blocking_gaps),
             target,
         )
         time.sleep(5)
         plan = build_plan(pair, source, target, position, hooks)
+    _log_upper_bounds(plan, pair.switch.on_gap)
     gap = plan.total_gap_records
     if gap:
         log.warning(
@@ -189,6 +191,18 @@ def make_plan(pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool) 
         source_watermarks=watermarks,
         dry_run=dry_run,
     ).model_dump(mode="json")
+
+
+def _log_upper_bounds(plan: Any, on_gap: str) -> None:
+    """Name the gaps a switch does not wait for: upper bounds where replication was shown complete."""
+    passed = [t for t in plan.gaps if t.gap_upper_bound and t.replication_complete]
+    if passed and on_gap == "wait":
+        log.warning(
+            "not waiting for %s: their gaps lie before MirrorMaker 2's oldest offset sync and are only upper "
+            "bounds in offsets (transaction markers and aborted records may make up all of them), and the "
+            "replicated heartbeats show replication past the replicas' ends",
+            ", ".join(f"{t.target} (up to {t.gap_records})" for t in passed),
+        )
 
 
 def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -> dict[str, int]:
