@@ -410,23 +410,33 @@ def test_reverse_bound_next_to_offset_syncs_with_aborts(clusters, aborts):
     """Issue 32, item 2: failback of a job that read the replica on B, at positions next to MM2's syncs.
 
     The position is the next offset the job would process. The stated bound holds at every position, and is
-    exact here (MM2 copied the topic once). Counting the record at the position as processed too, as the issue
-    did ("processed every record up to offset 91"), finds one re-delivery more than the bound.
+    exact while MM2 copied each record once. Counting the record at the position as processed too, as the
+    issue did ("processed every record up to offset 91"), finds one re-delivery more than the bound.
     """
     a, b = clusters["a"], clusters["b"]
     topic, replica = aborts["topic"], aborts["replica"]
     on_a, on_b = data.read_ids(a, topic), data.read_ids(b, replica)
-    copied_once = Counter(r[1] for items in on_b.values() for r in items)
-    assert set(copied_once.values()) == {1}, "MM2 copied some records twice"
+    # A task of MM2 that restarts (e.g. when MM2 rebalances them for a new topic) copies some records again.
+    copied_once = set(Counter(r[1] for items in on_b.values() for r in items).values()) == {1}
     id_at = {p: {offset: record_id for offset, record_id, _ in items} for p, items in on_b.items()}
     syncs = data.offset_syncs_of(b, SYNCS_ON_B, topic)
+    # MM2 replaces a pending sync when a newer one is due before the first was sent: under load (after the
+    # double copy above) a partition can go without syncs until MM2's next offset commit. Positions at or
+    # after a partition's oldest sync (before it the plan starts at offset 0, earliest), where there is one.
     near = {
-        p: [d + delta for _, d in syncs[p][1:-1] for delta in (-1, 0, 1, 2) if 0 < d + delta < len(on_b[p])]
-        for p in range(PARTITIONS)
+        p: [
+            d + delta
+            for _, d in syncs[p]
+            for delta in (-1, 0, 1, 2)
+            if max(1, syncs[p][0][1]) <= d + delta < len(on_b[p])
+        ]
+        for p in syncs
     }
+    near = {p: positions for p, positions in near.items() if positions}
+    assert near, f"no position next to an offset sync of {topic}: {syncs}"
     rows = []
     for turn in range(6):
-        offsets = {p: near[p][(turn * 7 + 3 * p) % len(near[p])] for p in range(PARTITIONS)}
+        offsets = {p: near[p][(turn * 7 + 3 * p) % len(near[p])] for p in near}
         position = StreamPosition(offsets={TopicPartition(replica, p): o for p, o in offsets.items()})
         plan = build_plan(aborts["pair"], "B", "A", position, clusters["hooks"])
         for t in plan.translations:
@@ -441,8 +451,9 @@ def test_reverse_bound_next_to_offset_syncs_with_aborts(clusters, aborts):
     print("\nreverse B->A next to offset syncs: (partition, position, start, bound, re-read, re-read if the")
     print(f"record at the position counted as processed) {rows}")
     assert all(bound is not None and again <= bound for _, _, _, bound, again, _ in rows), rows
-    assert all(again == bound for _, _, _, bound, again, _ in rows), rows
-    assert all(through == bound + 1 for _, _, _, bound, _, through in rows), rows
+    if copied_once:  # then every offset of B before the position holds the copy of one original
+        assert all(again == bound for _, _, _, bound, again, _ in rows), rows
+        assert all(through == bound + 1 for _, _, _, bound, _, through in rows), rows
 
 
 @pytest.fixture(scope="module")
