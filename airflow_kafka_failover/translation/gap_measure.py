@@ -147,9 +147,11 @@ def show_replication_complete(
     ]
     if not bounded:
         return
-    heartbeat = _newest_timestamp(target_hook, heartbeats_topic, 0)
+    heartbeats = TopicPartition(heartbeats_topic, 0)
+    newest = _newest_timestamps(target_hook, [heartbeats, *(request.target for _, request in bounded)])
+    heartbeat = newest.get(heartbeats)
     for translation, request in bounded:
-        end = _newest_timestamp(target_hook, request.target.topic, request.target.partition)
+        end = newest.get(request.target)
         if heartbeat is None or end is None:
             why = f"{heartbeats_topic} or {request.target} has no record the plan could read"
         elif heartbeat < end:
@@ -171,15 +173,18 @@ def show_replication_complete(
         )
 
 
-def _newest_timestamp(hook: KafkaClusterHook, topic: str, partition: int) -> int | None:
-    """The timestamp (ms) of a partition's last record; None when it is empty or cannot be read."""
+def _newest_timestamps(hook: KafkaClusterHook, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """The timestamp (ms) of each partition's last record, in one read per topic; empty when unreadable."""
     try:
-        return hook.newest_record_timestamp(topic, partition, timeout_seconds=5.0)
-    except Exception as exc:  # evidence that cannot be read proves nothing: the gap keeps holding the switch
+        found = hook.newest_record_timestamps(partitions, timeout_seconds=10.0)
+    except Exception as exc:  # evidence that cannot be read proves nothing: the gaps keep holding the switch
         log.warning(
-            "Cannot read the newest record of %s-%s (%s)", topic, partition, f"{type(exc).__name__}: {exc}"
+            "Cannot read the newest records of %s (%s)",
+            ", ".join(map(str, partitions)),
+            f"{type(exc).__name__}: {exc}",
         )
-        return None
+        return {}
+    return {tp: timestamp for tp, timestamp in found.items() if timestamp is not None}
 
 
 def _count_source_records(

@@ -98,11 +98,14 @@ class TargetHook:
 
     def __init__(self, newest: dict[tuple[str, int], int | None]) -> None:
         self.newest = newest
+        self.asked: list[list[TopicPartition]] = []
 
-    def newest_record_timestamp(self, topic, partition=0, timeout_seconds=None):
-        if (topic, partition) not in self.newest:
-            raise TimeoutError(f"reading the last record of {topic}[{partition}] took longer than 5 s")
-        return self.newest[(topic, partition)]
+    def newest_record_timestamps(self, partitions, timeout_seconds=None):
+        self.asked.append(list(partitions))
+        missing = [tp for tp in partitions if (tp.topic, tp.partition) not in self.newest]
+        if missing:
+            raise TimeoutError(f"reading the last records of {missing} took longer than 10 s")
+        return {tp: self.newest[(tp.topic, tp.partition)] for tp in partitions}
 
 
 def early_gap(hook: SourceHook | None) -> PartitionTranslation:
@@ -142,7 +145,11 @@ def replication_shown(newest: dict[tuple[str, int], int | None]) -> PartitionTra
 
 
 def test_heartbeats_past_the_replicas_end_show_replication_complete():
-    translation = replication_shown({("A.heartbeats", 0): 2_000, ("A.orders", 0): 1_500})
+    hook = TargetHook({("A.heartbeats", 0): 2_000, ("A.orders", 0): 1_500})
+    translations = translate_partitions([EARLY], ["offset_sync"])
+    show_replication_complete(translations, [EARLY], hook, "A.heartbeats")
+    assert hook.asked == [[TopicPartition("A.heartbeats", 0), DST]]  # one read for all of them
+    translation = translations[0]
     assert translation.replication_complete
     assert "replication of orders-0 is complete" in translation.warnings[-1]
     plan = TranslationPlan.create("A", "B", [translation], {"A.orders": 1})
@@ -163,7 +170,8 @@ def test_heartbeats_older_than_the_replicas_end_or_unreadable_keep_the_upper_bou
 
 def test_a_counted_gap_is_not_checked_for_complete_replication_and_blocks():
     translations = translate_partitions([replace(EARLY, records_before_oldest_sync=60)], ["offset_sync"])
-    hook = TargetHook({})  # any read would fail
+    hook = TargetHook({})
     show_replication_complete(translations, [EARLY], hook, "A.heartbeats")
+    assert hook.asked == []
     assert (translations[0].gap_records, translations[0].replication_complete) == (7, False)
     assert TranslationPlan.create("A", "B", translations, {"A.orders": 1}).blocking_gaps == translations
