@@ -301,8 +301,10 @@ class SwitchSpec(Schema):
     on_gap: Annotated[GapAction, choice(GapAction)] = Field(
         GapAction.WAIT,
         description="What a switch does when the target lacks records the job has not processed yet: `wait` "
-        "(re-plan until replication caught up, up to `gap_wait_seconds`, then fail) or `proceed` (start "
-        "anyway; the history records how many records the target was missing as `gap_records`).",
+        "(re-plan until replication caught up, up to `gap_wait_seconds`, then fail; a gap before MirrorMaker "
+        "2's oldest offset sync that only offsets could measure does not hold it once the replicated "
+        "heartbeats show replication past the replica's end) or `proceed` (start anyway; the history records "
+        "how many records the target was missing as `gap_records`).",
     )
     gap_wait_seconds: Seconds = Field(120.0, description="How long `wait` waits (seconds).")
     watch_timeout_seconds: LongSeconds = Field(

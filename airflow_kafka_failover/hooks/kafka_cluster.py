@@ -577,6 +577,34 @@ class KafkaClusterHook(KafkaBaseHook):
                 consumer.close()
         return counts
 
+    def newest_record_timestamps(
+        self, partitions: Iterable[TopicPartition], timeout_seconds: float | None = None
+    ) -> dict[TopicPartition, int | None]:
+        """Return the timestamp (ms) of the record at each partition's last offset, in one read per topic.
+
+        None for a partition that is empty, or whose last offset holds no record (a transaction marker).
+
+        :param partitions: the partitions.
+        :param timeout_seconds: seconds for the watermarks and for each topic's read; the hook's timeout when
+            omitted.
+        :raises TimeoutError: naming the partitions whose last offset could not be read in time.
+        """
+        timeout = self._effective_timeout("newest_record_timestamps", timeout_seconds, None)
+        marks = self.watermarks(partitions, timeout)
+        newest: dict[TopicPartition, int | None] = dict.fromkeys(marks)
+        by_topic: dict[str, dict[int, tuple[int, int]]] = {}
+        for tp, mark in marks.items():
+            if mark.high > mark.low:
+                by_topic.setdefault(tp.topic, {})[tp.partition] = (mark.high - 1, mark.high)
+        for topic, last in sorted(by_topic.items()):
+            consumer = self.consumer(timeout_seconds=timeout)
+            try:
+                for msg in consume_ranges(consumer, topic, last, timeout, self.bootstrap_servers):
+                    newest[TopicPartition(topic, msg.partition())] = msg.timestamp()[1]
+            finally:
+                consumer.close()
+        return newest
+
     def newest_record_timestamp(
         self,
         topic: str,

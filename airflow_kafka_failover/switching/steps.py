@@ -244,11 +244,12 @@ def make_plan(
     }
     started = time.monotonic()
     plan = build_plan(pair, source, target, position, hooks)
-    while plan.has_gaps and pair.switch.on_gap == "wait" and not dry_run:
+    while plan.blocking_gaps and pair.switch.on_gap == "wait" and not dry_run:
         waited = time.monotonic() - started
+        blocking = sum(t.gap_records for t in plan.blocking_gaps)
         if waited >= pair.switch.gap_wait_seconds:
             raise TranslationError(
-                f"{target} still lacks {plan.total_gap_records} records of {len(plan.gaps)} partitions after "
+                f"{target} still lacks {blocking} records of {len(plan.blocking_gaps)} partitions after "
                 f"waiting {waited:.0f} s for replication (on_gap: wait): {plan.summary()}. Restore "
                 "replication, "
                 "raise switch.gap_wait_seconds, or set on_gap: proceed to start without them (records only "
@@ -256,12 +257,13 @@ def make_plan(
             )
         log.info(
             "gap: %s records of %s partitions not on %s yet; re-planning in 5 s",
-            plan.total_gap_records,
-            len(plan.gaps),
+            blocking,
+            len(plan.blocking_gaps),
             target,
         )
         time.sleep(5)
         plan = build_plan(pair, source, target, position, hooks)
+    _log_upper_bounds(plan, pair.switch.on_gap)
     gap = plan.total_gap_records
     if gap:
         log.warning(
@@ -297,6 +299,18 @@ def make_plan(
         dry_run=dry_run,
         old_run=old.identity,
     ).model_dump(mode="json")
+
+
+def _log_upper_bounds(plan: Any, on_gap: str) -> None:
+    """Name the gaps a switch does not wait for: upper bounds where replication was shown complete."""
+    passed = [t for t in plan.gaps if t.gap_upper_bound and t.replication_complete]
+    if passed and on_gap == "wait":
+        log.warning(
+            "not waiting for %s: their gaps lie before MirrorMaker 2's oldest offset sync and are only upper "
+            "bounds in offsets (transaction markers and aborted records may make up all of them), and the "
+            "replicated heartbeats show replication past the replicas' ends",
+            ", ".join(f"{t.target} (up to {t.gap_records})" for t in passed),
+        )
 
 
 def old_position(pair: PairConfig, record: ActiveRecord, old: OldRun) -> Any:

@@ -6,12 +6,14 @@ import time
 
 import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, produce
+from confluent_kafka import Producer
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.io.probe import probe_cluster
 from tests.integration.conftest import register_connections
+from tests.integration.waiting import wait_for
 
 BASE_TS = 1_700_000_000_000
 
@@ -39,6 +41,27 @@ def test_metadata_watermarks_and_times(sandbox, hook_a, unique_topic):
     assert found == {TopicPartition(topic, 1): 2, TopicPartition(topic, 2): None}
     with pytest.raises(ConfigError, match=r"topics no-such-topic do not exist on the cluster of connection"):
         hook_a.partition_counts(["no-such-topic"])
+
+
+def test_newest_record_timestamps_in_one_read(sandbox, hook_a, unique_topic):
+    """Partition 0 ends with a record, 1 is empty, 2 ends with a transaction's commit marker (no record)."""
+    topic = unique_topic("newest")
+    create_topic(sandbox.bootstrap("A"), topic, 3)
+    produce(sandbox.bootstrap("A"), topic, [(None, b"v", 0, BASE_TS + i * 1000) for i in range(5)])
+    producer = Producer({"bootstrap.servers": sandbox.bootstrap("A"), "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"v", partition=2, timestamp=BASE_TS)
+    producer.commit_transaction(30)
+    partitions = [TopicPartition(topic, p) for p in range(3)]
+    # The transaction coordinator writes the commit marker after the commit returns.
+    wait_for(lambda: hook_a.watermarks([partitions[2]])[partitions[2]].high == 2, 30, "the commit marker")
+    assert hook_a.newest_record_timestamps(partitions) == {
+        partitions[0]: BASE_TS + 4000,
+        partitions[1]: None,
+        partitions[2]: None,
+    }
+    assert hook_a.newest_record_timestamp(topic, 0) == BASE_TS + 4000
 
 
 def test_group_offsets_read_and_alter(sandbox, hook_a, unique_topic):

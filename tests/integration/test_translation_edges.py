@@ -1,4 +1,4 @@
-"""Issue 18 on the real sandbox: translation edge cases that block or mislabel a switch.
+"""Issues 18 and 32 on the real sandbox: translation edge cases that block or mislabel a switch.
 
 Each test reproduces one problem of the issue against real brokers and a real MirrorMaker 2, and asserts
 the fixed behaviour:
@@ -10,6 +10,11 @@ the fixed behaviour:
    (older copies are kept); the CLI exits 3 when a partition has none, and labels it ``none``.
 3. The re-delivery bound holds (or is unknown) when the job read both copies on B and fails back to A.
 4. Forward starts in a later copy say that MM2 copied the partition more than once, and which copy is read.
+5. (Issue 32) On a topic written in transactions with aborts, the reverse bound next to MM2's offset syncs
+   holds and is exact; the record at the position is not one the job processed.
+6. (Issue 32) A position older than every offset sync (B's log cleaner compacted them) on that topic: its gap
+   is counted in records on A, and with A down it is an upper bound that does not hold a caught-up failover.
+   These come last: compacting the offset syncs spoils them for the module's other topics.
 
 The figures (gaps, re-delivered vs bound) are printed: run with ``-s`` to see them.
 """
@@ -34,6 +39,7 @@ from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.domain.switch_gate import FAILOVER
+from airflow_kafka_failover.domain.translation.plan import TranslationPlan
 from airflow_kafka_failover.domain.translation.replication_policy import offset_syncs_topic
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.io.planner import build_plan, load_position
@@ -370,3 +376,190 @@ def _redelivered_per_partition(plan, bootstrap: str, topic: str, processed: set[
     seen = data.read_ids(bootstrap, topic, starts)
     bounds = {t.target.partition: t.redelivery_bound for t in plan.translations if t.target.topic == topic}
     return {p: (sum(1 for r in seen[p] if r[1] in processed), bounds[p]) for p in sorted(starts)}
+
+
+# ---- 5 and 6 (issue 32): a topic written in transactions with aborts -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def aborts(clusters):
+    """A topic on A written in transactions, one of them aborted after every 12 records, replicated to B.
+
+    Each partition takes 7 offsets per 4 records (a commit marker, an aborted record and its marker), so MM2's
+    offset syncs fall on every first record after an abort, and offsets on B fall behind those on A.
+    """
+    a, b = clusters["a"], clusters["b"]
+    topic = f"aborts-{uuid.uuid4().hex[:6]}"
+    create_topic(a, topic, PARTITIONS)
+    ids = [f"t-{n}" for n in range(240)]
+    data.produce_with_aborts(a, topic, ids, PARTITIONS, every=12)
+    data.wait_replicated(b, f"A.{topic}", set(ids))
+    pair = parse_pair(
+        "edges-aborts",
+        _pair_dict(
+            clusters["conns"],
+            [topic],
+            bookkeeping_group=f"edges-aborts-{uuid.uuid4().hex[:6]}",
+            switch={"on_gap": "wait", "gap_wait_seconds": GAP_WAIT_SECONDS},
+        ),
+    )
+    return {"topic": topic, "replica": f"A.{topic}", "ids": set(ids), "pair": pair}
+
+
+def test_reverse_bound_next_to_offset_syncs_with_aborts(clusters, aborts):
+    """Issue 32, item 2: failback of a job that read the replica on B, at positions next to MM2's syncs.
+
+    The position is the next offset the job would process. The stated bound holds at every position, and is
+    exact while MM2 copied each record once. Counting the record at the position as processed too, as the
+    issue did ("processed every record up to offset 91"), finds one re-delivery more than the bound.
+    """
+    a, b = clusters["a"], clusters["b"]
+    topic, replica = aborts["topic"], aborts["replica"]
+    on_a, on_b = data.read_ids(a, topic), data.read_ids(b, replica)
+    # A task of MM2 that restarts (e.g. when MM2 rebalances them for a new topic) copies some records again.
+    copied_once = set(Counter(r[1] for items in on_b.values() for r in items).values()) == {1}
+    id_at = {p: {offset: record_id for offset, record_id, _ in items} for p, items in on_b.items()}
+    syncs = data.offset_syncs_of(b, SYNCS_ON_B, topic)
+    # MM2 replaces a pending sync when a newer one is due before the first was sent: under load (after the
+    # double copy above) a partition can go without syncs until MM2's next offset commit. Positions at or
+    # after a partition's oldest sync (before it the plan starts at offset 0, earliest), where there is one.
+    near = {
+        p: [
+            d + delta
+            for _, d in syncs[p]
+            for delta in (-1, 0, 1, 2)
+            if max(1, syncs[p][0][1]) <= d + delta < len(on_b[p])
+        ]
+        for p in syncs
+    }
+    near = {p: positions for p, positions in near.items() if positions}
+    assert near, f"no position next to an offset sync of {topic}: {syncs}"
+    rows = []
+    for turn in range(6):
+        offsets = {p: near[p][(turn * 7 + 3 * p) % len(near[p])] for p in near}
+        position = StreamPosition(offsets={TopicPartition(replica, p): o for p, o in offsets.items()})
+        plan = build_plan(aborts["pair"], "B", "A", position, clusters["hooks"])
+        for t in plan.translations:
+            p, start = t.target.partition, t.target_offset
+            assert t.method == "offset_sync_reverse" and start is not None, plan.to_table()
+            read = {id_at[p][o] for o in range(offsets[p])}
+            read_through = read | {id_at[p][offsets[p]]}  # the issue's reading: the position processed too
+            after_start = [record_id for offset, record_id, _ in on_a[p] if offset >= start]
+            again = sum(1 for record_id in after_start if record_id in read)
+            again_through = sum(1 for record_id in after_start if record_id in read_through)
+            rows.append((p, offsets[p], start, t.redelivery_bound, again, again_through))
+    print("\nreverse B->A next to offset syncs: (partition, position, start, bound, re-read, re-read if the")
+    print(f"record at the position counted as processed) {rows}")
+    assert all(bound is not None and again <= bound for _, _, _, bound, again, _ in rows), rows
+    if copied_once:  # then every offset of B before the position holds the copy of one original
+        assert all(again == bound for _, _, _, bound, again, _ in rows), rows
+        assert all(through == bound + 1 for _, _, _, bound, _, through in rows), rows
+
+
+@pytest.fixture(scope="module")
+def compacted(clusters, aborts):
+    """B's log cleaner compacted the offset syncs: a job 3 records into each partition is older than them all.
+
+    Compaction keeps one sync per partition of the syncs topic's older segments, as it does in production;
+    here within seconds. One more record per partition makes MM2 write a sync, which rolls the segment.
+    """
+    a, b = clusters["a"], clusters["b"]
+    topic, replica = aborts["topic"], aborts["replica"]
+    on_a = data.read_ids(a, topic)
+    positions = {p: items[3][0] for p, items in on_a.items()}
+    data.compact_soon(b, SYNCS_ON_B)
+    nudges = [f"n-{p}" for p in range(PARTITIONS)]
+    data.produce_ids(a, topic, nudges, PARTITIONS)
+
+    def older_than_every_sync():
+        oldest = {p: syncs[0] for p, syncs in data.offset_syncs_of(b, SYNCS_ON_B, topic).items()}
+        done = len(oldest) == PARTITIONS and all(oldest[p][0] > positions[p] for p in positions)
+        return oldest if done else None
+
+    oldest = wait_for(older_than_every_sync, 60, "B's log cleaner compacting the offset syncs", interval=1.0)
+    data.wait_replicated(b, replica, set(nudges))
+    return {
+        "positions": positions,
+        "last_records": {p: items[2][0] for p, items in on_a.items()},
+        "processed": {r[1] for items in on_a.values() for r in items[:3]},
+        "oldest": oldest,
+        "ids": aborts["ids"] | set(nudges),
+        "never_copied": _never_copied(a, b, topic, replica, positions, oldest),
+    }
+
+
+def _offsets_between(positions: dict, oldest: dict) -> int:
+    """What offsets count as never copied: the offsets from each position to the oldest sync ``(u0, d0)``
+    beyond the ``d0`` records below it on B (markers and aborted records included)."""
+    return sum(max(0, oldest[p][0] - positions[p] - oldest[p][1]) for p in positions)
+
+
+def _never_copied(a: str, b: str, topic: str, replica: str, positions: dict, oldest: dict) -> int:
+    """Records of A between each position and the oldest sync that are not on B: the truth of the gap."""
+    on_b = {r[1] for items in data.read_ids(b, replica).values() for r in items}
+    return sum(
+        1
+        for p, items in data.read_ids(a, topic).items()
+        for offset, record_id, _ in items
+        if positions[p] <= offset < oldest[p][0] and record_id not in on_b
+    )
+
+
+def test_gap_before_the_oldest_sync_counted_in_records_with_the_source_reachable(clusters, aborts, compacted):
+    """Issue 32, item 1 (a): every partition starts at B's offset 0 (earliest), and with A reachable its gap
+    is counted in records on A: markers and aborted records are no gap."""
+    topic, positions, oldest = aborts["topic"], compacted["positions"], compacted["oldest"]
+    position = StreamPosition(offsets={TopicPartition(topic, p): o for p, o in positions.items()})
+    plan = build_plan(aborts["pair"], "A", "B", position, clusters["hooks"])
+    by_offsets = _offsets_between(positions, oldest)
+    print(
+        f"\ngap before the oldest sync, A reachable: stated {plan.total_gap_records} record(s), counted in "
+        f"offsets {by_offsets}, never copied {compacted['never_copied']} (positions {positions}, oldest "
+        f"syncs {oldest})\n{plan.to_table()}"
+    )
+    assert by_offsets > 0, "the offsets between the positions and the oldest syncs hold no marker"
+    assert all(t.method == "earliest" and t.target_offset == 0 for t in plan.translations), plan.to_table()
+    assert plan.total_gap_records == compacted["never_copied"] == 0, plan.to_table()
+    assert not any(t.gap_upper_bound for t in plan.translations), plan.to_table()
+    processed = compacted["processed"]
+    redelivered, bound = data.check_no_loss(
+        plan, clusters["b"], compacted["ids"] - processed, processed, aborts["replica"]
+    )
+    print(f"gap before the oldest sync, A reachable: {redelivered} re-delivered, bound {bound}")
+    assert bound is not None and redelivered <= bound
+
+
+def test_gap_before_the_oldest_sync_does_not_hold_a_caught_up_failover(
+    own_sandbox, clusters, aborts, compacted, tmp_path
+):
+    """Issue 32, item 1 (b): the failover's plan step with A down (on_gap: wait). The gap is an upper bound
+    in offsets, said so; the heartbeats replicated past the replica's end show replication complete, so the
+    step does not wait. On the code before, it re-planned for ``gap_wait_seconds`` and failed."""
+    topic, pair, positions = aborts["topic"], aborts["pair"], compacted["positions"]
+    checkpoint = data.write_spark_checkpoint(
+        tmp_path / "epoch-0", topic, positions, compacted["last_records"]
+    )
+    record = ActiveRecord(pair=pair.name, active="A", epoch=0, checkpoint=str(checkpoint))
+    own_sandbox.fault("crash", "A")
+    try:
+        started = time.monotonic()
+        try:
+            payload = make_plan(pair, FAILOVER, record, dry_run=False)
+        except TranslationError as exc:
+            pytest.fail(f"the plan step failed after {time.monotonic() - started:.0f} s: {exc}")
+        waited = time.monotonic() - started
+    finally:
+        own_sandbox.fault("restart", "A")
+        _check_replication(own_sandbox, clusters)
+    plan = TranslationPlan.from_json(payload["plan"])
+    by_offsets = _offsets_between(positions, compacted["oldest"])
+    print(
+        f"\ngap before the oldest sync, failover with A down: returned in {waited:.1f} s, stated "
+        f"{payload['gap_records']} (an upper bound in offsets: {by_offsets}), never copied "
+        f"{compacted['never_copied']}\n{plan.to_table()}"
+    )
+    assert waited < GAP_WAIT_SECONDS / 2, f"the plan step waited {waited:.0f} s for a gap that is not there"
+    assert payload["gap_records"] == by_offsets >= compacted["never_copied"]
+    assert all(t.gap_upper_bound and t.replication_complete for t in plan.translations), plan.to_table()
+    assert all(any("upper bound counted in offsets" in w for w in t.warnings) for t in plan.translations)
+    assert plan.blocking_gaps == []

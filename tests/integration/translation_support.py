@@ -12,7 +12,7 @@ from akf_devtools.sandbox.jars import ArtifactSet
 from akf_devtools.sandbox.kafka_io import end_offsets, read_all
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.translation.mm2_records import OffsetSync
@@ -196,13 +196,9 @@ def produce_committed(
 
 def newest_offset_syncs(bootstrap: str, syncs_topic: str, topic: str) -> dict[int, tuple[int, int]]:
     """The newest MM2 offset sync ``(upstream, downstream)`` per partition of ``topic``, in topic order."""
-    newest: dict[int, tuple[int, int]] = {}
-    for record in read_all(bootstrap, syncs_topic):
-        assert record.key is not None and record.value is not None
-        sync = OffsetSync.decode(record.key, record.value)
-        if sync.topic == topic:
-            newest[sync.partition] = (sync.upstream_offset, sync.downstream_offset)
-    return newest
+    return {
+        partition: syncs[-1] for partition, syncs in offset_syncs_of(bootstrap, syncs_topic, topic).items()
+    }
 
 
 def topics_named(bootstrap: str, prefix: str) -> list[str]:
@@ -246,3 +242,52 @@ def write_spark_checkpoint(
     }
     (path / "progress.jsonl").write_text(json.dumps(progress) + "\n")
     return path
+
+
+# ---- helpers of test_translation_edges (issue 32) ------------------------------------------------------
+
+
+def compact_soon(bootstrap: str, topic: str) -> None:
+    """Have the cluster's log cleaner compact ``topic`` within seconds, as it does in production over days.
+
+    The topic rolls a segment at its next write (``segment.ms`` 100) and any uncleaned part is worth cleaning;
+    every broker's cleaner looks for work every 200 ms instead of every 15 s. Compaction keeps the newest
+    record per key of the rolled segments and every record of the active one.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def settings(*pairs: tuple[str, str]) -> list[ConfigEntry]:
+        return [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in pairs
+        ]
+
+    changes = [
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=settings(
+                ("segment.ms", "100"), ("min.cleanable.dirty.ratio", "0.01"), ("min.compaction.lag.ms", "0")
+            ),
+        )
+    ]
+    for node in admin.describe_cluster(request_timeout=15).result(timeout=30).nodes:
+        changes.append(
+            ConfigResource(
+                ConfigResource.Type.BROKER,
+                str(node.id),
+                incremental_configs=settings(("log.cleaner.backoff.ms", "200")),
+            )
+        )
+    for future in admin.incremental_alter_configs(changes).values():
+        future.result(timeout=30)
+
+
+def offset_syncs_of(bootstrap: str, syncs_topic: str, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """Every MM2 offset sync ``(upstream, downstream)`` of ``topic`` per partition, in topic order."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    for record in read_all(bootstrap, syncs_topic):
+        assert record.key is not None and record.value is not None
+        sync = OffsetSync.decode(record.key, record.value)
+        if sync.topic == topic:
+            found.setdefault(sync.partition, []).append((sync.upstream_offset, sync.downstream_offset))
+    return found

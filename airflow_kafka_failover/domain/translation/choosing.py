@@ -187,6 +187,9 @@ class PartitionRequest:
     :param timestamp_lookup: offsets-for-times result on ``target``.
     :param watermarks: ``target``'s watermarks.
     :param reverse: whether ``target`` is the origin of ``source``'s records (the job read a replica).
+    :param records_before_oldest_sync: committed records the source holds from ``position`` up to the oldest
+        offset sync of ``offset_syncs``, counted by the I/O layer when the position is older than every sync;
+        it measures the ``earliest`` start's gap in records instead of offsets.
     """
 
     source: TopicPartition
@@ -198,6 +201,7 @@ class PartitionRequest:
     timestamp_lookup: TimestampLookup | None = None
     watermarks: Watermarks | None = None
     reverse: bool = False
+    records_before_oldest_sync: int | None = None
 
 
 def _offset_sync_candidate(request: PartitionRequest) -> PartitionTranslation:
@@ -301,7 +305,13 @@ def _from_earliest_if_safe(request: PartitionRequest, chosen: PartitionTranslati
     """
     history = request.reverse_offset_syncs if request.reverse else request.offset_syncs
     earliest = translate_from_earliest(
-        request.source, request.position, request.target, request.watermarks, history, request.reverse
+        request.source,
+        request.position,
+        request.target,
+        request.watermarks,
+        history,
+        request.reverse,
+        None if request.reverse else request.records_before_oldest_sync,
     )
     if earliest.target_offset is None:
         return replace(chosen, warnings=[*chosen.warnings, f"earliest: {earliest.warnings[0]}"])

@@ -96,6 +96,12 @@ class PartitionTranslation:
     :param redelivery_bound: upper bound on records delivered again; None when not computable.
     :param gap_records: target offsets skipped that may hold records the job never processed.
     :param warnings: human-readable notes for the operator.
+    :param gap_upper_bound: whether ``gap_records`` is only an upper bound counted in offsets before
+        MirrorMaker 2's oldest offset sync (the source could not be read to count its records): transaction
+        markers and aborted records, which MirrorMaker 2 never copies, may make up all of it.
+    :param replication_complete: whether the replicated heartbeats showed, when the plan was made, that
+        MirrorMaker 2 copied from the source after the replica's newest record; checked only for a
+        ``gap_upper_bound`` (see :attr:`TranslationPlan.blocking_gaps`).
     """
 
     source: TopicPartition
@@ -106,6 +112,8 @@ class PartitionTranslation:
     redelivery_bound: StrictInt | None = None
     gap_records: StrictInt = 0
     warnings: list[str] = field(default_factory=list)
+    gap_upper_bound: StrictBool = False
+    replication_complete: StrictBool = False
 
     @property
     def is_proven(self) -> bool:
@@ -135,6 +143,8 @@ class PartitionTranslation:
             "redelivery_bound": self.redelivery_bound,
             "gap_records": self.gap_records,
             "warnings": list(self.warnings),
+            "gap_upper_bound": self.gap_upper_bound,
+            "replication_complete": self.replication_complete,
         }
 
 
@@ -249,6 +259,17 @@ class TranslationPlan:
     def has_gaps(self) -> bool:
         """Whether any partition may miss records on the target."""
         return any(t.gap_records > 0 for t in self.translations)
+
+    @property
+    def blocking_gaps(self) -> list[PartitionTranslation]:
+        """Gaps a switch with ``on_gap: wait`` waits for: all but upper bounds where replication is complete.
+
+        A gap before MirrorMaker 2's oldest offset sync that only offsets could measure (``gap_upper_bound``)
+        may be nothing but transaction markers and aborted records. MM2 copies nothing more before that sync,
+        so no wait can change it; when the replicated heartbeats show replication past the replica's end
+        (``replication_complete``) it does not hold the switch. The plan still reports it.
+        """
+        return [t for t in self.gaps if not (t.gap_upper_bound and t.replication_complete)]
 
     @property
     def total_gap_records(self) -> int:

@@ -441,6 +441,7 @@ def translate_from_earliest(
     watermarks: Watermarks | None,
     history: OffsetSyncHistory | None,
     reverse: bool,
+    records_before_oldest_sync: int | None = None,
 ) -> PartitionTranslation:
     """Offset 0 of the target, when no method translated the partition and none of its records were deleted.
 
@@ -452,7 +453,8 @@ def translate_from_earliest(
       MM2's syncs describe began after it and holds no processed record; only the records below the
       oldest sync's downstream offset ``d0`` can be copies of processed records: bound ``d0``. The
       records between the position and the oldest sync's upstream offset ``u0`` were copied below
-      ``d0`` at best, so ``(u0 - position) - d0`` of them, when positive, are not on the target: a gap.
+      ``d0`` at best, so beyond ``d0`` of them are not on the target: a gap (:func:`gap_before_oldest_sync`:
+      in records when the source's records were counted, else an upper bound in offsets).
       Without any sync, the bound and the gap are unknown (None and 0, with a warning).
     - reverse (the target is the origin): each processed downstream record is a copy of at most one
       original, so at most ``position`` originals are read again; the origin lacks nothing.
@@ -464,6 +466,8 @@ def translate_from_earliest(
     :param history: offset syncs of the partition's flow (forward: ``source`` upstream; reverse: ``target``
         upstream), if any.
     :param reverse: whether ``target`` is the origin of ``source``'s records.
+    :param records_before_oldest_sync: forward only: the committed records the source holds from the position
+        up to the oldest sync's upstream offset, when they could be counted; None counts offsets instead.
     """
     method = TranslationMethod.EARLIEST
     if watermarks is None:
@@ -507,7 +511,7 @@ def translate_from_earliest(
         )
     oldest = history.copies[0]
     u0, d0 = oldest.upstream[0], oldest.downstream[0]
-    gap = max(0, (u0 - position) - d0)
+    gap = gap_before_oldest_sync(position, (u0, d0), records_before_oldest_sync)
     hidden = _hidden_copies_after(history.copies, 1, 0)
     warnings = [
         f"{start}; up to {d0} records are read again (those below the oldest offset sync, {u0} -> {d0})"
@@ -518,12 +522,70 @@ def translate_from_earliest(
             f"{hidden} more record(s) of {target} may repeat processed ones, which the re-delivery bound "
             "includes"
         )
+    upper_bound = bool(gap) and records_before_oldest_sync is None
     if gap:
-        warnings.append(
-            f"MirrorMaker 2's oldest sync of {source} is at upstream offset {u0}, after the position "
-            f"{position}: up to {gap} record(s) between them were never copied to {target} (deleted before "
-            "replication, or replication started later)"
-        )
+        warnings.append(_never_copied(source, position, target, (u0, d0), gap, records_before_oldest_sync))
     return PartitionTranslation(
-        source, position, target, 0, method, redelivery_bound=d0 + hidden, gap_records=gap, warnings=warnings
+        source,
+        position,
+        target,
+        0,
+        method,
+        redelivery_bound=d0 + hidden,
+        gap_records=gap,
+        gap_upper_bound=upper_bound,
+        warnings=warnings,
+    )
+
+
+def gap_before_oldest_sync(position: int, oldest_sync: tuple[int, int], records: int | None = None) -> int:
+    """Records between a forward position and MirrorMaker 2's oldest offset sync that the target cannot hold.
+
+    The oldest sync ``(u0, d0)`` says the record at ``u0`` was copied to ``d0``; the target holds ``d0``
+    offsets below it, so at most ``d0`` copies of the records in ``[position, u0)``. With those records
+    counted on the source (``records``), ``records - d0`` is exact when MirrorMaker 2 copied the partition
+    once, in order, from where it began (the records it never copied are the ones before that start).
+    Without the count, offsets stand in for records: ``(u0 - position) - d0`` is an upper bound, since
+    transaction markers and aborted records take offsets that MirrorMaker 2 never copies; on a transactional
+    topic they may be all of it.
+
+    :param position: the job's position on the source, before ``u0``.
+    :param oldest_sync: ``(u0, d0)``, the oldest sync of the partition's first copy.
+    :param records: committed records the source holds in ``[position, u0)``; None when they were not counted.
+    """
+    u0, d0 = oldest_sync
+    if records is not None and not 0 <= records <= u0 - position:
+        raise TranslationError(
+            f"{records} records counted between position {position} and the oldest offset sync's upstream "
+            f"offset {u0}: a count must lie between 0 and the {u0 - position} offsets there; count committed "
+            "records in [position, u0) only"
+        )
+    within = u0 - position if records is None else records
+    return max(0, within - d0)
+
+
+def _never_copied(
+    source: TopicPartition,
+    position: int,
+    target: TopicPartition,
+    oldest_sync: tuple[int, int],
+    gap: int,
+    records: int | None,
+) -> str:
+    """The warning of a gap before the oldest offset sync, saying how it was measured."""
+    u0, d0 = oldest_sync
+    where = (
+        f"MirrorMaker 2's oldest sync of {source} is at upstream offset {u0}, after the position {position}:"
+    )
+    why = "(deleted before replication, or replication started later)"
+    if records is not None:
+        return (
+            f"{where} {gap} record(s) between them were never copied to {target} {why}; counted by records "
+            f"on the source: {records} committed record(s) there, and {target} holds {d0} below that sync"
+        )
+    return (
+        f"{where} up to {gap} record(s) between them may never have been copied to {target} {why}. An upper "
+        f"bound counted in offsets, not records ({u0 - position} offsets against the {d0} record(s) of "
+        f"{target} below that sync): transaction markers and aborted records take offsets that MirrorMaker 2 "
+        "never copies and may make up all of it; the source's records could not be counted"
     )

@@ -1,15 +1,23 @@
 """The planner's gap measure: transaction markers never count as records missing on the target.
 
-The real-sandbox reproduction is tests/integration/test_translation_edges.py; these cover each path of
-``planner._mark_replication_gaps`` with a stand-in for the source cluster's hook.
+The real-sandbox reproductions are in tests/integration/test_translation_edges.py; these cover each path of
+``io/gap_measure.py`` (after the newest offset sync, issue 18; before the oldest, issue 32) with
+stand-ins for the clusters' hooks.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from airflow_kafka_failover.core.types import TopicPartition, Watermarks
 from airflow_kafka_failover.domain.translation.choosing import PartitionRequest, translate_partitions
+from airflow_kafka_failover.domain.translation.plan import PartitionTranslation, TranslationPlan
 from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
-from airflow_kafka_failover.io.planner import _mark_replication_gaps
+from airflow_kafka_failover.io.gap_measure import (
+    count_gaps_before_oldest_syncs,
+    mark_replication_gaps,
+    show_replication_complete,
+)
 from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
 
 SRC = TopicPartition("orders", 0)
@@ -38,7 +46,7 @@ class SourceHook:
 
 def plan_gap(position: StreamPosition, hook: SourceHook | None) -> tuple[int, list[str]]:
     translations = translate_partitions([REQUEST], ["offset_sync"])
-    _mark_replication_gaps(translations, [REQUEST], position, hook)
+    mark_replication_gaps(translations, [REQUEST], position, hook)
     return translations[0].gap_records, translations[0].warnings
 
 
@@ -71,3 +79,99 @@ def test_a_source_that_fails_or_lost_the_range_leaves_the_estimate():
     trimmed = SourceHook(records=0, low=78)  # retention removed 77: cannot count it
     assert plan_gap(StreamPosition({SRC: 78}), trimmed)[0] == 1
     assert trimmed.asked == [{}]
+
+
+# ---- the gap before the oldest offset sync (issue 32) ----------------------------------------------------
+
+EARLY = PartitionRequest(
+    SRC,
+    19,
+    DST,
+    offset_syncs=OffsetSyncHistory.from_syncs([(88, 53), (124, 80)]),
+    watermarks=Watermarks(0, 81),
+)
+"""The issue's partition: position 19, oldest sync 88 -> 53; the source holds 41 records in [19, 88)."""
+
+
+class TargetHook:
+    """Answers like the target cluster: the newest record timestamp of each partition, or fails."""
+
+    def __init__(self, newest: dict[tuple[str, int], int | None]) -> None:
+        self.newest = newest
+        self.asked: list[list[TopicPartition]] = []
+
+    def newest_record_timestamps(self, partitions, timeout_seconds=None):
+        self.asked.append(list(partitions))
+        missing = [tp for tp in partitions if (tp.topic, tp.partition) not in self.newest]
+        if missing:
+            raise TimeoutError(f"reading the last records of {missing} took longer than 10 s")
+        return {tp: self.newest[(tp.topic, tp.partition)] for tp in partitions}
+
+
+def early_gap(hook: SourceHook | None) -> PartitionTranslation:
+    translations = translate_partitions([EARLY], ["offset_sync"])
+    count_gaps_before_oldest_syncs(translations, [EARLY], ["offset_sync"], hook)
+    return translations[0]
+
+
+def test_records_counted_on_the_source_remove_the_false_gap_before_the_oldest_sync():
+    hook = SourceHook(records=41)
+    translation = early_gap(hook)
+    assert (translation.method, translation.gap_records, translation.gap_upper_bound) == (
+        "earliest",
+        0,
+        False,
+    )
+    assert hook.asked == [{SRC: (19, 88)}]
+
+
+def test_records_really_never_copied_before_the_oldest_sync_are_counted():
+    translation = early_gap(SourceHook(records=60))  # more records than the 53 below the sync: 7 missing
+    assert (translation.gap_records, translation.gap_upper_bound) == (7, False)
+    assert "counted by records on the source: 60 committed record(s) there" in translation.warnings[1]
+
+
+def test_without_the_source_the_gap_before_the_oldest_sync_is_an_upper_bound():
+    for hook in (None, SourceHook(records=None), SourceHook(records=41, low=20)):
+        translation = early_gap(hook)
+        assert (translation.gap_records, translation.gap_upper_bound) == (16, True)
+        assert "upper bound counted in offsets, not records" in translation.warnings[1]
+
+
+def replication_shown(newest: dict[tuple[str, int], int | None]) -> PartitionTranslation:
+    translations = translate_partitions([EARLY], ["offset_sync"])
+    show_replication_complete(translations, [EARLY], TargetHook(newest), "A.heartbeats")
+    return translations[0]
+
+
+def test_heartbeats_past_the_replicas_end_show_replication_complete():
+    hook = TargetHook({("A.heartbeats", 0): 2_000, ("A.orders", 0): 1_500})
+    translations = translate_partitions([EARLY], ["offset_sync"])
+    show_replication_complete(translations, [EARLY], hook, "A.heartbeats")
+    assert hook.asked == [[TopicPartition("A.heartbeats", 0), DST]]  # one read for all of them
+    translation = translations[0]
+    assert translation.replication_complete
+    assert "replication of orders-0 is complete" in translation.warnings[-1]
+    plan = TranslationPlan.create("A", "B", [translation], {"A.orders": 1})
+    assert plan.gaps == [translation] and plan.blocking_gaps == []
+
+
+def test_heartbeats_older_than_the_replicas_end_or_unreadable_keep_the_upper_bound_blocking():
+    for newest in (
+        {("A.heartbeats", 0): 1_000, ("A.orders", 0): 1_500},
+        {("A.heartbeats", 0): None, ("A.orders", 0): 1_500},
+        {("A.orders", 0): 1_500},
+    ):
+        translation = replication_shown(newest)
+        assert not translation.replication_complete
+        assert "is not shown complete" in translation.warnings[-1]
+        assert TranslationPlan.create("A", "B", [translation], {"A.orders": 1}).blocking_gaps == [translation]
+
+
+def test_a_counted_gap_is_not_checked_for_complete_replication_and_blocks():
+    translations = translate_partitions([replace(EARLY, records_before_oldest_sync=60)], ["offset_sync"])
+    hook = TargetHook({})
+    show_replication_complete(translations, [EARLY], hook, "A.heartbeats")
+    assert hook.asked == []
+    assert (translations[0].gap_records, translations[0].replication_complete) == (7, False)
+    assert TranslationPlan.create("A", "B", translations, {"A.orders": 1}).blocking_gaps == translations

@@ -258,7 +258,13 @@ def test_earliest_states_its_bound_and_the_records_never_copied():
         0,
         30,
     )
-    assert "up to 30 record(s) between them were never copied" in result.warnings[1]
+    assert "up to 30 record(s) between them may never have been copied" in result.warnings[1]
+    assert "an upper bound counted in offsets, not records" in result.warnings[1].lower()
+    assert result.gap_upper_bound
+    # 22 committed records in [20, 50) on the source, none of them below the oldest sync (d0 = 0): 22 missing.
+    counted = translate_from_earliest(SRC, 20, DST, Watermarks(0, 60), history, False, 22)
+    assert (counted.gap_records, counted.gap_upper_bound) == (22, False)
+    assert "22 record(s) between them were never copied" in counted.warnings[1]
     trimmed = translate_from_earliest(SRC, 20, DST, Watermarks(5, 60), history, reverse=False)
     assert trimmed.target_offset is None
     assert "no longer starts at offset 0 (its log starts at 5)" in trimmed.warnings[0]

@@ -505,6 +505,8 @@ def test_partition_translation_json_is_flat_and_round_trips():
         "method": "offset_sync",
         "redelivery_bound": 1,
         "gap_records": 2,
+        "gap_upper_bound": False,
+        "replication_complete": False,
         "warnings": ["w"],
     }
     assert adapter.validate_python(data) == original
