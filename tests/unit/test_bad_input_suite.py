@@ -364,7 +364,7 @@ class StubbedCluster:
         class StubbedClusterHook(KafkaClusterHook):
             """The real hook (connection checks included) with the network calls answered by the stub."""
 
-            def describe_cluster(self, topics=(), timeout=None):
+            def describe_cluster(self, topics=(), timeout_seconds=None):
                 known = {
                     **cluster.topics[self.kafka_config_id],
                     **{t: 1 for t in cluster.records.get(self.kafka_config_id, {})},
@@ -375,10 +375,10 @@ class StubbedCluster:
                 )
                 return ClusterMetadata("stub", (1,), partitions, tuple(t for t in wanted if t not in known))
 
-            def watermarks(self, partitions, timeout=None):
+            def watermarks(self, partitions, timeout_seconds=None):
                 return {tp: Watermarks(0, 100) for tp in partitions}
 
-            def offsets_for_times(self, timestamps_ms, timeout=None):
+            def offsets_for_times(self, timestamps_ms, timeout_seconds=None):
                 return {tp: None for tp in timestamps_ms}
 
             def read_topic_to_end(self, topic, timeout_seconds=None):
