@@ -165,14 +165,16 @@ def write_checkpoint(
     commit: bool = True,
     progress: list[dict] | None = None,
 ) -> Path:
-    """Lay out a Spark checkpoint: ``offsets/<batch>`` with one line per source, and its commit."""
+    """Lay out a Spark checkpoint: ``offsets/<batch>`` with one line per source, its commit, and the job's
+    progress records (``progress/<batch_id>``)."""
     (root / "offsets").mkdir(parents=True, exist_ok=True)
     (root / "offsets" / str(batch)).write_text("\n".join([version, METADATA, *sources]))
     if commit:
         (root / "commits").mkdir(exist_ok=True)
         (root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-    if progress is not None:
-        (root / "progress.jsonl").write_text("".join(json.dumps(p) + "\n" for p in progress))
+    for record in progress or []:
+        (root / "progress").mkdir(exist_ok=True)
+        (root / "progress" / str(record["batch_id"])).write_text(json.dumps(record))
     return root
 
 
@@ -821,7 +823,7 @@ CASES = [
     ),
     Case(
         "checkpoint",
-        "progress file of another checkpoint",
+        "progress record of another checkpoint",
         lambda w, c: plan_refuses(
             w,
             damaged_checkpoint(
@@ -834,7 +836,7 @@ CASES = [
             ),
         ),
         (
-            "progress.jsonl: progress record of batch 0 has end offsets that differ",
+            "progress/0: progress record of batch 0 has end offsets that differ",
             "restore the checkpoint",
         ),
     ),
