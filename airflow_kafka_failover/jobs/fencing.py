@@ -22,8 +22,7 @@ current epoch is read by listing, only to show it and to find where a reader sta
 moves something re-checks a single marker by name.
 
 Each marker is a small JSON object, readable by everyone (the job runs as another user on a cluster); it holds
-no secret. A fencing folder from before this layout (a single marker *file* at that path) is refused with what
-to do.
+no secret.
 """
 
 from __future__ import annotations
@@ -84,7 +83,6 @@ class FencingMarker:
 
     def epochs(self) -> list[int]:
         """The epochs with a marker, in order (a listing of the folder)."""
-        self._refuse_legacy_file()
         found = (EPOCH_MARKER.fullmatch(name) for name in open_store(str(self.path)).names(str(self.path)))
         return sorted(int(match.group(1)) for match in found if match)
 
@@ -133,7 +131,6 @@ class FencingMarker:
             raise ConfigError(
                 f"a fence only moves forward: {expected_epoch} -> {new_epoch} is not an advance"
             )
-        self._refuse_legacy_file()
         state = FenceState(self.pair, new_epoch, cluster, datetime.now(UTC).isoformat(timespec="seconds"))
         if not create_json(self.marker(new_epoch), state.__dict__):
             existing = self.read_epoch(new_epoch)
@@ -154,20 +151,6 @@ class FencingMarker:
                 "record"
             )
         return state
-
-    def _refuse_legacy_file(self) -> None:
-        path = str(self.path)
-        if locations.is_remote(path):
-            return
-        from pathlib import Path
-
-        if Path(path).is_file():
-            raise ConfigError(
-                f"fencing marker {path} is a file written by an older release: the fence is now a folder of "
-                "create-only epoch markers at that path. With no switch running, move the file away (for "
-                f"example to {path}.old): the folder starts empty, a job of the active record's epoch keeps "
-                "running, and the next switch creates the first marker"
-            )
 
 
 def parse_fence(text: str, where: str, pair: str | None = None) -> FenceState:
