@@ -175,3 +175,59 @@ def test_the_keeper_logs_its_first_look_and_then_only_changes():
         out.lines[0] == "keeper of pair orders: the job of epoch 3 runs (last batch 5 s ago, lag 10 records)"
     )
     assert len(out.lines) == 3 and "committed its last batch" in out.lines[1]
+
+
+def test_each_kind_of_trouble_is_warned_on_its_own_timer(tmp_path, monkeypatch, capfd):
+    """A checkpoint that cannot be read, warned about at every look, must not hide that the job's state or
+    its lag cannot be told either: each kind is warned once per ``WARN_EVERY_S``, on its own."""
+    from airflow_kafka_failover.cluster_managers.handle import JobHandle
+    from airflow_kafka_failover.core.exceptions import CheckpointError
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.jobs import progress
+    from airflow_kafka_failover.triggers.job_keeper import JobLooker
+
+    handle = {
+        "pair": "orders",
+        "cluster": "A",
+        "epoch": 3,
+        "deploy_mode": "cluster",
+        "master": "yarn",
+        "run_dir": str(tmp_path / "run"),
+        "checkpoint": str(tmp_path / "ckpt"),
+        "sink_root": str(tmp_path / "sink"),
+        "application_id": "application_1_0001",
+    }
+    failing: set[str] = {"checkpoint"}
+
+    def last_commit(checkpoint):
+        raise CheckpointError(f"{checkpoint}/offsets/7: not UTF-8")
+
+    def alive(self):
+        if "state" in failing:
+            raise ConnectionError("ResourceManager at rm:8088 refused the connection")
+        return True
+
+    def end_offsets(self, partitions, latest, timeout_seconds, admin):
+        if "lag" in failing:
+            raise ConnectionError("the active cluster does not answer")
+        return dict.fromkeys(partitions, 5)
+
+    monkeypatch.setattr(progress, "read_last_commit", last_commit)
+    monkeypatch.setattr(JobHandle, "is_alive", alive)
+    monkeypatch.setattr(KafkaClusterHook, "admin", lambda self, timeout_seconds=None, **extra: object())
+    monkeypatch.setattr(KafkaClusterHook, "partition_counts", lambda self, topics: {"orders": 1})
+    monkeypatch.setattr(KafkaClusterHook, "offsets_at", end_offsets)
+    looker = JobLooker("orders", handle, str(tmp_path / "fence"), "unit_a", ["orders"])
+
+    def warned_at_one_look() -> list[str]:
+        capfd.readouterr()
+        looker.look()
+        return [line for line in "".join(capfd.readouterr()).splitlines() if "keeper of pair orders:" in line]
+
+    [checkpoint] = warned_at_one_look()
+    assert "cannot read the job's checkpoint" in checkpoint
+    failing.update({"state", "lag"})  # the checkpoint still fails: it was warned about moments ago
+    state, lag = warned_at_one_look()
+    assert "cannot tell whether" in state and "refused the connection" in state
+    assert "cannot measure the job's lag on unit_a" in lag and "does not answer" in lag
+    assert warned_at_one_look() == []  # each kind again only after WARN_EVERY_S
