@@ -183,16 +183,15 @@ class StateStore:
         return self.cache[location]
 
     def parquet_rows(self, folder: str) -> int:
-        """Rows in the Parquet files under ``folder`` (from their footers), outside ``_staging`` folders."""
+        """Rows in the Parquet files under ``folder`` (from their footers)."""
         import pyarrow.parquet as pq
 
         if self.kind == "local":
-            files = [p for p in Path(folder).rglob("*.parquet") if "_staging" not in p.parts]
-            return sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+            return sum(pq.ParquetFile(p).metadata.num_rows for p in Path(folder).rglob("*.parquet"))
         store = open_store(folder)
         rows = 0
         for path in store.fs.find(store.fs_path(folder)):
-            if path.endswith(".parquet") and "/_staging/" not in path:
+            if path.endswith(".parquet"):
                 rows += pq.ParquetFile(io.BytesIO(store.fs.cat_file(path))).metadata.num_rows
         return rows
 

@@ -17,7 +17,7 @@ while it was active (its high watermarks when it could be read, and at least the
 A recovered X with a lower high watermark lost data, and failing back to it is refused.
 
 :class:`ActiveRecord` and its history entries (:class:`SwitchEntry`) are typed models (pydantic
-dataclasses); the stored JSON keeps the shape above, so records written by earlier releases load.
+dataclasses) that read and write the JSON shape above.
 """
 
 from __future__ import annotations

@@ -57,7 +57,6 @@ __all__ = [
     "GapAction",
     "HealthSpec",
     "JobOptions",
-    "JobSpec",
     "KeeperSpec",
     "OffsetSyncsLocation",
     "PairConfig",
@@ -375,10 +374,6 @@ class KeeperSpec(Schema):
         description="How long a switch that moved the fence may go without a sign of life (each step renews "
         "it every third of this time) before the keeper takes it as interrupted and finishes it (seconds).",
     )
-
-
-JobSpec = JobOptions
-"""The ``job`` section of a pair: :class:`~airflow_kafka_failover.jobs.options.JobOptions` (old name)."""
 
 
 def _airflow_home() -> Path:

@@ -9,7 +9,6 @@ one request per call (per partition leader, inside the client), never one reques
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -78,26 +77,6 @@ class CompactedRecord:
 QUIET = {"log_level": 4}
 
 
-def _renamed_timeout(
-    where: str, timeout_seconds: float | None, timeout: float | None, stacklevel: int = 3
-) -> float | None:
-    """Return the timeout a caller gave, accepting the deprecated name ``timeout`` with a warning.
-
-    :param where: the callable, named in the warning.
-    :param timeout_seconds: the value under the current name.
-    :param timeout: the value under the old name, or None.
-    :param stacklevel: frames between the warning and the caller who used the old name.
-    """
-    if timeout is None:
-        return timeout_seconds
-    warnings.warn(
-        f"{where}(timeout=...) is deprecated: pass timeout_seconds=... instead",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )
-    return timeout
-
-
 def _kafka_error_name(exc: BaseException, timeout: float) -> str:
     """A short name for why a request failed: the Kafka error code's name, or "no answer within N s"."""
     import concurrent.futures
@@ -117,9 +96,7 @@ class KafkaClusterHook(KafkaBaseHook):
     :param kafka_config_id: the connection id; its extra holds the confluent-kafka config dict with at
         least ``bootstrap.servers``.
     :param timeout_seconds: default timeout for each call that does not pass its own. Every method that
-        talks to the cluster takes its own ``timeout_seconds``; each still accepts the old name ``timeout``
-        with a ``DeprecationWarning``.
-    :param timeout: deprecated name of ``timeout_seconds``.
+        talks to the cluster takes its own ``timeout_seconds``.
     """
 
     hook_name = "Kafka Cluster (failover)"
@@ -128,24 +105,18 @@ class KafkaClusterHook(KafkaBaseHook):
         self,
         kafka_config_id: str = KafkaBaseHook.default_conn_name,
         timeout_seconds: float = DEFAULT_TIMEOUT_S,
-        *,
-        timeout: float | None = None,
     ):
         super().__init__(kafka_config_id=kafka_config_id)
-        chosen = _renamed_timeout("KafkaClusterHook", timeout_seconds, timeout)
-        if chosen is None or chosen <= 0:
-            raise ConfigError(f"timeout_seconds must be greater than 0 seconds, got {chosen!r}")
-        self.timeout_seconds: float = chosen
+        if timeout_seconds is None or timeout_seconds <= 0:
+            raise ConfigError(
+                f"timeout_seconds must be greater than 0 seconds, got {timeout_seconds!r}: give the seconds "
+                "each call may wait for the cluster"
+            )
+        self.timeout_seconds: float = timeout_seconds
 
-    @property
-    def timeout(self) -> float:
-        """The default timeout in seconds; the same as :attr:`timeout_seconds`."""
-        return self.timeout_seconds
-
-    def _effective_timeout(self, method: str, timeout_seconds: float | None, timeout: float | None) -> float:
-        # A method's own timeout, under its current or its deprecated name, else the hook's default.
-        given = _renamed_timeout(f"KafkaClusterHook.{method}", timeout_seconds, timeout, stacklevel=4)
-        return given or self.timeout_seconds
+    def _effective_timeout(self, timeout_seconds: float | None) -> float:
+        # A method's own timeout, else the hook's default.
+        return timeout_seconds or self.timeout_seconds
 
     # ---- configuration -----------------------------------------------------------------------------
 
@@ -218,12 +189,12 @@ class KafkaClusterHook(KafkaBaseHook):
         millis = max(int(timeout * 1000), 100)
         return {"socket.connection.setup.timeout.ms": millis, "socket.timeout.ms": max(millis, 10)}
 
-    def admin(self, timeout_seconds: float | None = None, *, timeout: float | None = None, **extra: Any):
+    def admin(self, timeout_seconds: float | None = None, **extra: Any):
         """Return a new AdminClient for this cluster (not cached: probes must not share a stuck client).
 
         :param extra: more client settings, e.g. an ``error_cb``.
         """
-        timeout = self._effective_timeout("admin", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka.admin import AdminClient
 
         return AdminClient({**self._logging(), **self.client_config, **self._fast_fail(timeout), **extra})
@@ -232,15 +203,13 @@ class KafkaClusterHook(KafkaBaseHook):
         self,
         group_id: str | None = None,
         timeout_seconds: float | None = None,
-        *,
-        timeout: float | None = None,
         **extra: Any,
     ):
         """Return a new Consumer that never commits on its own.
 
         :param group_id: the consumer group; a throwaway one when omitted (we only assign partitions).
         """
-        timeout = self._effective_timeout("consumer", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka import Consumer
 
         config = {
@@ -254,9 +223,9 @@ class KafkaClusterHook(KafkaBaseHook):
         }
         return Consumer(config)
 
-    def producer(self, timeout_seconds: float | None = None, *, timeout: float | None = None, **extra: Any):
-        """Return a new idempotent Producer whose deliveries time out within ``timeout``."""
-        timeout = self._effective_timeout("producer", timeout_seconds, timeout)
+    def producer(self, timeout_seconds: float | None = None, **extra: Any):
+        """Return a new idempotent Producer whose deliveries time out within ``timeout_seconds``."""
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka import Producer
 
         millis = max(int(timeout * 1000), 1000)
@@ -268,7 +237,7 @@ class KafkaClusterHook(KafkaBaseHook):
 
     def probe_client(self, timeout_seconds: float | None = None) -> ProbeClient:
         """A new client for one probe's requests (:meth:`describe_cluster`, :meth:`leaders_not_answering`)."""
-        timeout = self._effective_timeout("probe_client", timeout_seconds, None)
+        timeout = self._effective_timeout(timeout_seconds)
         errors: list[Any] = []
         return ProbeClient(self.admin(timeout, error_cb=errors.append), errors)
 
@@ -277,19 +246,18 @@ class KafkaClusterHook(KafkaBaseHook):
         topics: Iterable[str] = (),
         timeout_seconds: float | None = None,
         *,
-        timeout: float | None = None,
         client: ProbeClient | None = None,
     ) -> ClusterMetadata:
         """Return brokers and partition metadata of ``topics`` in one metadata request.
 
-        Raises ``confluent_kafka.KafkaException`` when the cluster does not answer within ``timeout``, and
-        :class:`ConfigError` when it did not answer because the TLS handshake was refused for a reason of
-        configuration (see :mod:`~airflow_kafka_failover.hooks.client_certificate`): that is no evidence
-        of a cluster being down.
+        Raises ``confluent_kafka.KafkaException`` when the cluster does not answer within
+        ``timeout_seconds``, and :class:`ConfigError` when it did not answer because the TLS handshake was
+        refused for a reason of configuration (see :mod:`~airflow_kafka_failover.hooks.client_certificate`):
+        that is no evidence of a cluster being down.
 
         :param client: the probe's client (:meth:`probe_client`); a new one when omitted.
         """
-        timeout = self._effective_timeout("describe_cluster", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         metadata = self._list_topics(timeout, client or self.probe_client(timeout))
         wanted = list(dict.fromkeys(topics))
         partitions: list[PartitionInfo] = []
@@ -330,11 +298,9 @@ class KafkaClusterHook(KafkaBaseHook):
         ClientLog(self.kafka_config_id).answered()
         return metadata
 
-    def partition_counts(
-        self, topics: Iterable[str], timeout_seconds: float | None = None, *, timeout: float | None = None
-    ) -> dict[str, int]:
+    def partition_counts(self, topics: Iterable[str], timeout_seconds: float | None = None) -> dict[str, int]:
         """Return {topic: number of partitions}; raise naming the topics that do not exist on the cluster."""
-        timeout = self._effective_timeout("partition_counts", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         metadata = self.describe_cluster(topics, timeout)
         if metadata.missing_topics:
             raise ConfigError(
@@ -348,10 +314,10 @@ class KafkaClusterHook(KafkaBaseHook):
         return counts
 
     def min_insync_replicas(
-        self, topics: Iterable[str], timeout_seconds: float | None = None, *, timeout: float | None = None
+        self, topics: Iterable[str], timeout_seconds: float | None = None
     ) -> dict[str, int]:
         """Return each topic's ``min.insync.replicas`` (one DescribeConfigs request for all topics)."""
-        timeout = self._effective_timeout("min_insync_replicas", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka.admin import ConfigResource, ResourceType
 
         resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in dict.fromkeys(topics)]
@@ -371,11 +337,9 @@ class KafkaClusterHook(KafkaBaseHook):
         self,
         partitions: Iterable[TopicPartition],
         timeout_seconds: float | None = None,
-        *,
-        timeout: float | None = None,
     ) -> dict[TopicPartition, Watermarks]:
         """Return the low and high watermark of every partition: two batched ListOffsets requests."""
-        timeout = self._effective_timeout("watermarks", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka.admin import OffsetSpec
 
         partitions = list(dict.fromkeys(partitions))
@@ -387,14 +351,12 @@ class KafkaClusterHook(KafkaBaseHook):
         self,
         timestamps_ms: Mapping[TopicPartition, int],
         timeout_seconds: float | None = None,
-        *,
-        timeout: float | None = None,
     ) -> dict[TopicPartition, int | None]:
         """Return, per partition, the earliest offset whose record timestamp is >= the given time.
 
         None means no such record yet (the caller starts at the high watermark). One batched request.
         """
-        timeout = self._effective_timeout("offsets_for_times", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka.admin import OffsetSpec
 
         found = self._list_offsets(
@@ -465,7 +427,7 @@ class KafkaClusterHook(KafkaBaseHook):
         :param client: the probe's client, which already holds the partitions' metadata (see
             :class:`ProbeClient`); a new one when omitted.
         """
-        timeout = self._effective_timeout("leaders_not_answering", timeout_seconds, None)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka import TopicPartition as KafkaTopicPartition
         from confluent_kafka.admin import OffsetSpec
 
@@ -488,10 +450,10 @@ class KafkaClusterHook(KafkaBaseHook):
         return problems
 
     def committed_offsets(
-        self, group_id: str, timeout_seconds: float | None = None, *, timeout: float | None = None
+        self, group_id: str, timeout_seconds: float | None = None
     ) -> dict[TopicPartition, int]:
         """Return a consumer group's committed offsets (partitions without a commit are left out)."""
-        timeout = self._effective_timeout("committed_offsets", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         admin = self.admin(timeout)  # must outlive its futures: they die with the client
@@ -510,11 +472,9 @@ class KafkaClusterHook(KafkaBaseHook):
         group_id: str,
         offsets: Mapping[TopicPartition, int],
         timeout_seconds: float | None = None,
-        *,
-        timeout: float | None = None,
     ) -> None:
         """Set a consumer group's committed offsets (the group must have no active members)."""
-        timeout = self._effective_timeout("alter_committed_offsets", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka import ConsumerGroupTopicPartitions
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -531,14 +491,14 @@ class KafkaClusterHook(KafkaBaseHook):
     # ---- reading -----------------------------------------------------------------------------------
 
     def read_topic_to_end(
-        self, topic: str, timeout_seconds: float | None = None, *, timeout: float | None = None
+        self, topic: str, timeout_seconds: float | None = None
     ) -> Iterator[CompactedRecord]:
         """Yield every record of ``topic`` from its low to its current high watermark, all partitions.
 
         Meant for MirrorMaker 2's compacted internal topics (checkpoints, offset syncs): reading stops at
         the high watermark taken at the start, so it ends even while MM2 keeps writing.
         """
-        timeout = self._effective_timeout("read_topic_to_end", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         counts = self.partition_counts([topic], timeout)
         ends = self.watermarks([TopicPartition(topic, p) for p in range(counts[topic])], timeout)
         ranges = {tp.partition: (marks.low, marks.high) for tp, marks in ends.items()}
@@ -562,7 +522,7 @@ class KafkaClusterHook(KafkaBaseHook):
         :param timeout_seconds: seconds for the whole read; the hook's timeout when omitted.
         :raises TimeoutError: naming the partitions that did not reach their end.
         """
-        timeout = self._effective_timeout("count_records", timeout_seconds, None)
+        timeout = self._effective_timeout(timeout_seconds)
         counts = dict.fromkeys(ranges, 0)
         by_topic: dict[str, dict[int, tuple[int, int]]] = {}
         for tp, span in ranges.items():
@@ -589,7 +549,7 @@ class KafkaClusterHook(KafkaBaseHook):
             omitted.
         :raises TimeoutError: naming the partitions whose last offset could not be read in time.
         """
-        timeout = self._effective_timeout("newest_record_timestamps", timeout_seconds, None)
+        timeout = self._effective_timeout(timeout_seconds)
         marks = self.watermarks(partitions, timeout)
         newest: dict[TopicPartition, int | None] = dict.fromkeys(marks)
         by_topic: dict[str, dict[int, tuple[int, int]]] = {}
@@ -610,11 +570,9 @@ class KafkaClusterHook(KafkaBaseHook):
         topic: str,
         partition: int = 0,
         timeout_seconds: float | None = None,
-        *,
-        timeout: float | None = None,
     ) -> int | None:
         """Return the timestamp (ms) of the last record in a partition, or None when it is empty."""
-        timeout = self._effective_timeout("newest_record_timestamp", timeout_seconds, timeout)
+        timeout = self._effective_timeout(timeout_seconds)
         from confluent_kafka import TopicPartition as KafkaTopicPartition
 
         marks = self.watermarks([TopicPartition(topic, partition)], timeout)[TopicPartition(topic, partition)]

@@ -7,8 +7,8 @@ here and nowhere else: when a provider release renames one, only this module cha
 
 What the provider offers publicly is used instead: the standalone driver id is what ``submit()`` returns,
 and a Kubernetes driver pod is named by the provider itself (``spark.kubernetes.driver.pod.name``) and read
-through the cncf-kubernetes provider (``cluster_managers/kubernetes.py``), so ``_driver_id`` and
-``_kubernetes_driver_pod`` are no longer read.
+through the cncf-kubernetes provider (``cluster_managers/kubernetes.py``), so neither ``_driver_id`` nor
+``_kubernetes_driver_pod`` is read.
 
 ``tests/unit/hooks/test_spark_submit_compat.py`` checks every name in :data:`PRIVATE_ATTRIBUTES`
 and :data:`CONNECTION_KEYS` on the installed provider, which ``pyproject.toml`` pins to a range of

@@ -241,7 +241,7 @@ def _target_topics(
     except Exception as exc:  # any failure to answer: the plan cannot be made
         raise TranslationError(
             f"the target cluster {target} ({hook.bootstrap_servers}, connection "
-            f"{hook.kafka_config_id!r}) did not answer within {hook.timeout:g} s: {exc}; "
+            f"{hook.kafka_config_id!r}) did not answer within {hook.timeout_seconds:g} s: {exc}; "
             "a plan needs the target reachable"
         ) from None
     missing = set(metadata.missing_topics)

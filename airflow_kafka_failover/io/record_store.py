@@ -9,7 +9,7 @@ when not. Only then is the record written to the Variable, which the UI, the CLI
 The Variable may lag the store (a worker that died between the two writes) or even go back (a worker that
 stalled before its Variable write while another switch committed the next epoch): every read therefore looks
 in the store for a record committed above the Variable's epoch and takes the newest, so what a task acts on
-never goes back. A Variable ahead of the store (written by an older release, or by hand) is taken as it is.
+never goes back. A Variable ahead of the store (written by hand) is taken as it is.
 """
 
 from __future__ import annotations

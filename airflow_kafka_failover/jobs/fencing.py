@@ -22,8 +22,7 @@ current epoch is read by listing, only to show it and to find where a reader sta
 moves something re-checks a single marker by name.
 
 Each marker is a small JSON object, readable by everyone (the job runs as another user on a cluster); it holds
-no secret. A fencing folder from before this layout (a single marker *file* at that path) is refused with what
-to do.
+no secret.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
@@ -84,7 +84,7 @@ class FencingMarker:
 
     def epochs(self) -> list[int]:
         """The epochs with a marker, in order (a listing of the folder)."""
-        self._refuse_legacy_file()
+        self._refuse_a_file()
         found = (EPOCH_MARKER.fullmatch(name) for name in open_store(str(self.path)).names(str(self.path)))
         return sorted(int(match.group(1)) for match in found if match)
 
@@ -119,6 +119,16 @@ class FencingMarker:
         """The marker of ``epoch + 1`` when a switch moved the fence past ``epoch`` (one read, no listing)."""
         return self.read_epoch(epoch + 1)
 
+    def _refuse_a_file(self) -> None:
+        """A local fencing path that is a file cannot hold the epoch markers: say so, naming it."""
+        path = str(self.path)
+        if not locations.is_remote(path) and Path(path).is_file():
+            raise ConfigError(
+                f"fencing folder {path} of pair {self.pair!r} is a file, not a folder: job.fencing_marker "
+                "names the folder of the pair's epoch markers; point it at a folder (an empty one for a new "
+                "pair)"
+            )
+
     def advance(self, expected_epoch: int | None, new_epoch: int, cluster: str) -> FenceState:
         """Move the fence to ``new_epoch`` for ``cluster`` by creating its marker; idempotent for the same
         (epoch, cluster).
@@ -133,7 +143,7 @@ class FencingMarker:
             raise ConfigError(
                 f"a fence only moves forward: {expected_epoch} -> {new_epoch} is not an advance"
             )
-        self._refuse_legacy_file()
+        self._refuse_a_file()
         state = FenceState(self.pair, new_epoch, cluster, datetime.now(UTC).isoformat(timespec="seconds"))
         if not create_json(self.marker(new_epoch), state.__dict__):
             existing = self.read_epoch(new_epoch)
@@ -154,20 +164,6 @@ class FencingMarker:
                 "record"
             )
         return state
-
-    def _refuse_legacy_file(self) -> None:
-        path = str(self.path)
-        if locations.is_remote(path):
-            return
-        from pathlib import Path
-
-        if Path(path).is_file():
-            raise ConfigError(
-                f"fencing marker {path} is a file written by an older release: the fence is now a folder of "
-                "create-only epoch markers at that path. With no switch running, move the file away (for "
-                f"example to {path}.old): the folder starts empty, a job of the active record's epoch keeps "
-                "running, and the next switch creates the first marker"
-            )
 
 
 def parse_fence(text: str, where: str, pair: str | None = None) -> FenceState:

@@ -26,9 +26,6 @@ Every file is read and written through :mod:`airflow_kafka_failover.core.storage
 folder and the fencing folder may be local or on a store (``hdfs://``, ``s3a://``; on the driver through
 Spark's Hadoop ``FileSystem``). A run that cannot read the fence for :data:`FENCE_BLIND_SECONDS` stops: a
 job that cannot see whether it was fenced must not go on consuming.
-
-Setting ``AKF_JOB_FAULT=exit-after-sink:<batch>`` makes the run die right after writing that batch's output
-(before Spark's commit), the crash an idempotent sink is there for; tests use it.
 """
 
 from __future__ import annotations
@@ -161,7 +158,6 @@ class JobRun:
         self.between_checks = CheckTimes()
         self.written_stats: dict[int, dict[str, Any]] = {}
         self.partitions: list[TopicPartition] = []
-        self.fault_batch = _fault_batch()
         self.query_id: str | None = None
         self.carried: dict[str, Any] | None = None  # the run's marks and record count so far
 
@@ -247,9 +243,6 @@ class JobRun:
                 self.write_seconds[batch_id] = time.monotonic() - started
                 if isinstance(stats, dict):
                     self.written_stats[batch_id] = stats
-                if self.fault_batch == batch_id:
-                    log.error("fault injection: exiting after writing batch %s, before its commit", batch_id)
-                    os._exit(EXIT_FAILED)
                 self.last_batch = batch_id
 
         return batch
@@ -623,13 +616,6 @@ def _nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
     for tp in sorted(offsets):
         nested.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
     return nested
-
-
-def _fault_batch() -> int | None:
-    fault = os.environ.get("AKF_JOB_FAULT", "")
-    if fault.startswith("exit-after-sink:"):
-        return int(fault.split(":", 1)[1])
-    return None
 
 
 def _short(offsets: dict[Any, int], limit: int = 6) -> str:

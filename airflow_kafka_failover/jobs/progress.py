@@ -85,8 +85,7 @@ class LastCommit:
 
 
 def read_last_commit(checkpoint: str) -> LastCommit:
-    """The last committed batch and when it was written: two listings and two small reads (a checkpoint of an
-    earlier release: its whole ``progress.jsonl``).
+    """The last committed batch and when it was written: two listings and two small reads.
 
     :raises CheckpointError: an offsets file that cannot be parsed.
     """
@@ -98,7 +97,7 @@ def read_last_commit(checkpoint: str) -> LastCommit:
     if record is not None:
         return LastCommit(batch_id, offsets, _written_at(record))
     # the job writes the record just after Spark's commit: until then the newest earlier record tells when
-    # the run last made progress (a run of an earlier release: its whole progress.jsonl)
+    # the run last made progress
     summary = progress_log.read_progress(checkpoint, batch_id)
     return LastCommit(batch_id, offsets, summary.written_at if summary is not None else None)
 

@@ -13,10 +13,8 @@ carries forward the partitions earlier batches saw), so the newest record at or 
 the whole answer: a reader reads one object, however old the run. The job keeps the last 100 records and
 the run's first (when it began) and removes the others.
 
-A checkpoint written by an earlier release holds ``progress.jsonl`` instead: one line per batch, each with
-that batch's marks only. It is still read (the newest over its lines up to the committed batch) where no
-per-batch record answers. A job of your own that writes per-batch marks instead of cumulative ones is safe:
-the planner then knows less (older timestamps, fewer known-empty offsets), which re-reads more, never less.
+A job of your own that writes per-batch marks instead of cumulative ones is safe: the planner then knows
+less (older timestamps, fewer known-empty offsets), which re-reads more, never less.
 """
 
 from __future__ import annotations
@@ -34,8 +32,6 @@ from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
 
 PROGRESS_DIR = "progress"
 """The folder of per-batch progress entries in a checkpoint."""
-LEGACY_PROGRESS_FILE = "progress.jsonl"
-"""The one-line-per-batch progress file of checkpoints written by earlier releases."""
 KEEP_RECORDS = 100
 """How many of the newest progress entries the job keeps (each is cumulative: the newest is enough)."""
 _BATCH_NAME = re.compile(r"[0-9]+")
@@ -60,7 +56,7 @@ class ProgressSummary:
     :param last_record_offsets: newest record offset per partition over the run.
     :param end_offsets: that batch's end offsets (None when the record has none).
     :param written_at: unix seconds when that record was written (None when unknown).
-    :param source: where it was read (the record, or the legacy file), for messages.
+    :param source: where the record was read, for messages.
     """
 
     batch_id: int
@@ -78,7 +74,7 @@ def batch_numbers(folder: str) -> list[int]:
 
 
 def read_progress(checkpoint: str, up_to: int) -> ProgressSummary | None:
-    """The run's progress up to batch ``up_to``: its newest per-batch record, else the legacy file's lines.
+    """The run's progress up to batch ``up_to``: its newest per-batch record at or below that batch.
 
     :param checkpoint: the run's checkpoint.
     :param up_to: the batch asked about (the last committed one); newer records are ignored.
@@ -86,10 +82,10 @@ def read_progress(checkpoint: str, up_to: int) -> ProgressSummary | None:
     :raises CheckpointError: a damaged record.
     """
     numbers = [batch for batch in batch_numbers(progress_folder(checkpoint)) if batch <= up_to]
-    if numbers:
-        where = progress_location(checkpoint, numbers[-1])
-        return summary_of(_read_record(where), where)
-    return _legacy_summary(locations.join(str(checkpoint), LEGACY_PROGRESS_FILE), up_to)
+    if not numbers:
+        return None
+    where = progress_location(checkpoint, numbers[-1])
+    return summary_of(_read_record(where), where)
 
 
 def read_batch_record(checkpoint: str, batch_id: int) -> dict[str, Any] | None:
@@ -154,64 +150,6 @@ def parse_record(
     timestamps = kafka_offsets_from_json(value.get("max_timestamp_ms") or {}, f"{where} max_timestamp_ms")
     last_records = kafka_offsets_from_json(value.get("max_offset") or {}, f"{where} max_offset")
     return batch_id, end_offsets, timestamps, last_records
-
-
-def _legacy_summary(path: str, up_to: int) -> ProgressSummary | None:
-    """The newest marks and the record count over ``progress.jsonl``'s lines up to batch ``up_to``.
-
-    Each line names only the partitions its batch saw, so the marks are the greatest over the lines. A torn
-    last line (the job died while appending) is ignored; a corrupt line elsewhere is an error.
-    """
-    try:
-        text = open_store(path).read(path).decode("utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError as err:
-        raise CheckpointError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    newest: dict[TopicPartition, int] = {}
-    last: dict[TopicPartition, int] = {}
-    per_batch: dict[int, dict[str, Any]] = {}
-    end_offsets: dict[int, dict[TopicPartition, int] | None] = {}
-    for where, value in _legacy_lines(path, text):
-        batch_id, ends, timestamps, last_records = parse_record(value, where)
-        if batch_id > up_to:
-            continue
-        per_batch[batch_id] = value
-        end_offsets[batch_id] = ends
-        for into, marks in ((newest, timestamps), (last, last_records)):
-            for tp, mark in marks.items():
-                into[tp] = max(mark, into.get(tp, mark))
-    if not per_batch:
-        return None
-    top = max(per_batch)
-    return ProgressSummary(
-        top,
-        sum(_count(record.get("records")) for record in per_batch.values()),
-        newest,
-        last,
-        end_offsets[top],
-        _seconds(per_batch[top].get("written_at")),
-        path,
-    )
-
-
-def _legacy_lines(path: str, text: str) -> list[tuple[str, Any]]:
-    """The decoded lines of a legacy progress file with where each is (a torn last line is left out)."""
-    lines = text.split("\n")
-    decoded = []
-    for line_number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{line_number}"
-        try:
-            decoded.append((where, json.loads(line)))
-        except json.JSONDecodeError as err:
-            if line_number == len(lines):
-                continue
-            raise CheckpointError(
-                f"{where}: corrupt progress JSON ({err.msg} at column {err.colno})"
-            ) from None
-    return decoded
 
 
 def check_against(

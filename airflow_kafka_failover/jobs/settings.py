@@ -163,8 +163,8 @@ class JobSettings(StreamOptions):
             raise ConfigError(f"{where}: expected a JSON object, got {type(data).__name__}")
         if "schema_version" not in data:
             raise ConfigError(
-                f"{where}: has no schema_version; it was written by an older provider release (this job "
-                f"reads {SETTINGS_SCHEMA_VERSION}): submit the job again from this release"
+                f"{where}: has no schema_version, so this provider's operators did not write it (this job "
+                f"reads {SETTINGS_SCHEMA_VERSION}): submit the job through the provider's DAGs or operators"
             )
         major, minor = schema_major_minor(data["schema_version"], where)
         supported_major, supported_minor = schema_major_minor(SETTINGS_SCHEMA_VERSION, "this job")

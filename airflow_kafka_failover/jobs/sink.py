@@ -9,7 +9,7 @@ A batch is complete when its ``_SUCCESS`` is there: Spark's committer writes it 
 were committed into the folder, on a file system as on an object store (where a folder cannot be renamed in
 one step). A batch id that Spark replays after a crash finds its ``_SUCCESS`` and writes nothing new: the sink
 is idempotent per (epoch, batch). A folder without it (a crash during the write) is written again, and never
-read. Folders of an earlier release (``_staging/``, renamed into place) read the same way.
+read.
 
 Columns: ``record_id`` (from a JSON field of the value, or the key), ``key``, ``value``, ``source_cluster``,
 ``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``epoch``, ``batch_id``.

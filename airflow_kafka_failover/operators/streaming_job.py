@@ -15,7 +15,6 @@ start-up fails it with the job's log tail.
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -46,26 +45,8 @@ def fail_on_bad_input(func):
     return wrapper
 
 
-_RENAMED = {
-    "trigger_interval_s": "trigger_interval_seconds",
-    "startup_timeout": "startup_timeout_seconds",
-    "check_timeout": "check_timeout_seconds",
-}
-"""Old argument names of the submit operator and the names that replace them."""
-
-
-def _job_options_from(arguments: dict[str, Any], task: str) -> dict[str, Any]:
-    """Take the job options out of an operator's keyword arguments (old names with a warning)."""
-    for old, new in _RENAMED.items():
-        if old in arguments:
-            warnings.warn(
-                f"{task}: the argument {old!r} of SubmitStreamingJobOperator is deprecated; use {new!r}",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            if new in arguments:
-                raise TypeError(f"{task}: give {new!r} only, not also the deprecated {old!r}")
-            arguments[new] = arguments.pop(old)
+def _job_options_from(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Take the job options out of an operator's keyword arguments."""
     return {name: arguments.pop(name) for name in list(arguments) if name in JobOptions.model_fields}
 
 
@@ -78,8 +59,6 @@ class SubmitStreamingJobOperator(BaseOperator):
     ``record_id_field``, ``kafka_options``, ``max_offsets_per_trigger``, ``trigger_interval_seconds``,
     ``jars``, ``packages``, ``driver_memory``, ``executor_memory``, ``total_executor_cores``,
     ``deploy_mode``, ``application``, ``startup_timeout_seconds`` and ``check_timeout_seconds`` are optional.
-    The old names ``trigger_interval_s``, ``startup_timeout`` and ``check_timeout`` still work, with a
-    DeprecationWarning.
 
     :param pair: the pair's name.
     :param cluster: the cluster the job will read (a name of the pair).
@@ -123,7 +102,7 @@ class SubmitStreamingJobOperator(BaseOperator):
         conf: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        options = _job_options_from(kwargs, str(kwargs.get("task_id")))
+        options = _job_options_from(kwargs)
         super().__init__(**kwargs)
         self.pair, self.cluster, self.epoch = pair, cluster, epoch
         self.kafka_conn_id = kafka_conn_id

@@ -21,17 +21,6 @@ from airflow_kafka_failover.version_compat import conf
 if TYPE_CHECKING:
     from airflow_kafka_failover.io.health_watch import ClusterWatch
 
-_THRESHOLD_NAMES = (
-    "failure_threshold",
-    "min_down_seconds",
-    "probe_interval_seconds",
-    "probe_timeout_seconds",
-    "stability_window_seconds",
-    "max_replication_lag",
-    "heartbeat_stale_seconds",
-    "leader_failover_seconds",
-)
-
 
 class _ClusterHealthSensor(BaseSensorOperator):
     """Shared mechanics: validate before waiting, check once, then defer, poke or reschedule.
@@ -112,9 +101,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
     # ---- mechanics ---------------------------------------------------------------------------------
 
     def _build(self, state: dict[str, Any] | None = None):
-        unknown = sorted(set(self.thresholds) - set(_THRESHOLD_NAMES))
-        if unknown:
-            raise ConfigError(f"unknown health threshold(s) {unknown}; known: {list(_THRESHOLD_NAMES)}")
+        # The thresholds are the model's (HealthThresholds.from_dict): it refuses a name it does not know.
         watch = build_watch(self.kind, self.watch_kwargs(), self.thresholds, state or {})
         self._validate_inputs(watch)
         return watch

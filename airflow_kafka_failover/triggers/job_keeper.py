@@ -34,8 +34,8 @@ from airflow_kafka_failover.domain.keeper_findings import (
 )
 
 WARN_EVERY_S = 300.0
-"""How often the same kind of trouble (a lag that cannot be measured, a job whose state cannot be told) is
-logged again."""
+"""How often the same kind of trouble (a job whose state cannot be told, a checkpoint that cannot be read, a
+lag that cannot be measured) is logged again; each kind has its own timer."""
 READ_TIMEOUT_S = 5.0
 """How long one read of the active cluster's offsets may take."""
 LIVENESS_POLL_S = 1.0
@@ -295,7 +295,7 @@ class JobLooker:
         self._partitions: list[Any] = []
         self._starts: dict[Any, int] = {}
         self._partitions_at = 0.0
-        self._warned_at = 0.0
+        self._warned_at: dict[str, float] = {}  # kind of trouble -> when it was last warned about
         self._last_logged: tuple[str, ...] | None = None  # nothing logged yet
 
     def look(self) -> JobLook:
@@ -336,7 +336,9 @@ class JobLooker:
         try:
             return self.tracker.alive(self.handle)
         except Exception as exc:  # an unreachable cluster manager: wait, never start a second job
-            self._warn(f"cannot tell whether {self.handle.describe()} runs: {describe_exception(exc)}")
+            self._warn(
+                "state", f"cannot tell whether {self.handle.describe()} runs: {describe_exception(exc)}"
+            )
             return None
 
     def _progress(self) -> tuple[dict[Any, int], float | None]:
@@ -346,7 +348,7 @@ class JobLooker:
         try:
             progress = read_last_commit(self.handle.checkpoint)
         except CheckpointError as exc:  # the restart or the plan reports it; the keeper only waits
-            self._warn(f"cannot read the job's checkpoint: {exc}")
+            self._warn("checkpoint", f"cannot read the job's checkpoint: {exc}")
             return {}, None
         return progress.offsets, progress.committed_at
 
@@ -369,17 +371,26 @@ class JobLooker:
         except Exception as exc:  # a cluster that does not answer: the lag is unknown, not zero
             self._hook = self._admin = None  # a new client next time: this one may be stuck
             self._partitions = []
-            self._warn(f"cannot measure the job's lag on {self.kafka_config_id}: {describe_exception(exc)}")
+            self._warn(
+                "lag", f"cannot measure the job's lag on {self.kafka_config_id}: {describe_exception(exc)}"
+            )
             return None
         return {
             partition_key(tp): end - committed.get(tp, self._starts.get(tp, 0)) for tp, end in ends.items()
         }
 
-    def _warn(self, text: str) -> None:
+    def _warn(self, kind: str, text: str) -> None:
+        """Log ``text`` unless trouble of the same ``kind`` was logged less than ``WARN_EVERY_S`` ago.
+
+        :param kind: ``state``, ``checkpoint`` or ``lag``.
+        :param text: what cannot be done, and why.
+        """
         import logging
 
-        if time.monotonic() - self._warned_at > WARN_EVERY_S:
-            self._warned_at = time.monotonic()
+        now = time.monotonic()
+        last = self._warned_at.get(kind)
+        if last is None or now - last > WARN_EVERY_S:
+            self._warned_at[kind] = now
             logging.getLogger(__name__).warning("keeper of pair %s: %s", self.pair, text)
 
     def log_change(self, log: Any, findings: list[Finding], look: JobLook, limits: KeeperLimits) -> None:

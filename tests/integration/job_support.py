@@ -12,9 +12,31 @@ from akf_devtools.sandbox.airflow_env import register_spark_connection
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.operators.streaming_job import SubmitStreamingJobOperator
 
-__all__ = ["TEST_SPARK_CONF", "JobWorld", "fence_text", "progress_records", "register_spark_connection"]
+__all__ = [
+    "CRASH_AFTER_SINK",
+    "TEST_SPARK_CONF",
+    "JobWorld",
+    "crash_after_sink",
+    "fence_text",
+    "progress_records",
+    "register_spark_connection",
+]
 
 TEST_SPARK_CONF = LOCAL_SPARK_CONF  # small and quiet: two local cores, no UI, a modest driver
+
+CRASH_AFTER_SINK = Path(__file__).parent / "jobs" / "crash_after_sink.py"
+"""The tests' job whose sink ends the process right after writing one batch (see its docstring)."""
+
+
+def crash_after_sink(batch: int, job: str | Path | None = None) -> dict[str, str]:
+    """The environment that makes :data:`CRASH_AFTER_SINK` end after writing ``batch``.
+
+    :param batch: the batch after whose output the process ends, before Spark commits it.
+    :param job: the job file it runs (the packaged job when None).
+    """
+    from tests.integration.jobs.crash_after_sink import BATCH_VARIABLE, JOB_VARIABLE
+
+    return {BATCH_VARIABLE: str(batch), **({JOB_VARIABLE: str(job)} if job is not None else {})}
 
 
 def progress_records(checkpoint: str) -> list[dict[str, Any]]:

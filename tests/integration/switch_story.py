@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from akf_devtools.demo.story import QUICK_HEALTH, RunningDag, switch_figures
 from akf_devtools.demo.story import Story as _Story
 
@@ -40,6 +41,22 @@ class Story(_Story):
         state, output = running.wait(timeout)
         print(f"{kind} run: {state}; log {running.log_path}")
         return state, output
+
+    @contextmanager
+    def job_application(self, application: str | Path) -> Iterator[None]:
+        """The pair's ``job.application`` is ``application`` for the DAG runs started inside the block.
+
+        Every run reads the pair config anew, so the file is edited in place and put back on the way out;
+        the rest of it (what earlier steps wrote) is kept.
+        """
+        original = self.config_path.read_text()
+        config = yaml.safe_load(original)
+        config["pairs"][self.pair]["job"]["application"] = str(application)
+        self.config_path.write_text(yaml.safe_dump(config))
+        try:
+            yield
+        finally:
+            self.config_path.write_text(original)
 
     def check_no_loss(self, timeout: float = 120) -> dict[str, int]:
         """Wait until every id acknowledged so far is in the sink; fail naming the count otherwise."""

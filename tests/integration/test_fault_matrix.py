@@ -51,6 +51,8 @@ from airflow_kafka_failover.core.storage.store import forget_all, replace_json
 from airflow_kafka_failover.jobs.layout import read_status
 from airflow_kafka_failover.jobs.sink import read_sink
 from tests.integration.conftest import RUN_ROOT
+from tests.integration.job_support import CRASH_AFTER_SINK, crash_after_sink
+from tests.integration.jobs.crash_after_sink import CRASHED
 from tests.integration.state_on_store import (
     a_foreign_checkpoint_is_refused,
     a_frozen_store_fails_what_needs_it_and_the_pair_converges,
@@ -194,13 +196,14 @@ def test_4_racing_failovers_commit_one_switch(story):
 
 def test_5_a_job_crashing_after_the_switch_fails_the_run_and_a_rerun_recovers(story):
     before = story.record()
-    state, output = story.run(
-        "failback", env={"AKF_JOB_FAULT": "exit-after-sink:0"}, force=True, reason="the new job crashes"
-    )
+    with story.job_application(CRASH_AFTER_SINK):  # the packaged job, its sink dying after batch 0
+        state, output = story.run(
+            "failback", env=crash_after_sink(0), force=True, reason="the new job crashes"
+        )
     assert state == "failed"
     assert "is not running" in output and "--- log tail ---" in output, output[-6000:]
     job_log = story.local_root / story.pair / "A" / "epoch-4" / "logs" / "job.log"
-    assert "fault injection: exiting after writing batch 0" in job_log.read_text()
+    assert CRASHED.format(batch=0) in job_log.read_text()
     assert story.record() == before  # not committed: the record still names the old job (fenced)
     state, output = story.run("failback", force=True, reason="re-run after the crash")
     assert state == "success", output[-6000:]

@@ -16,7 +16,7 @@ import pytest
 from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
-from airflow_kafka_failover.cluster_managers.registry import job_alive
+from airflow_kafka_failover.cluster_managers.registry import job_alive, job_log_tail
 from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
@@ -28,7 +28,14 @@ from airflow_kafka_failover.jobs.sink import read_sink
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
-from tests.integration.job_support import JobWorld, progress_records, register_spark_connection
+from tests.integration.job_support import (
+    CRASH_AFTER_SINK,
+    JobWorld,
+    crash_after_sink,
+    progress_records,
+    register_spark_connection,
+)
+from tests.integration.jobs.crash_after_sink import CRASHED
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.spark
@@ -149,13 +156,16 @@ def test_replayed_batch_writes_nothing_new(world, sandbox, unique_topic, monkeyp
     create_topic(a, topic, PARTITIONS)
     ids = [f"x-{n}" for n in range(120)]
     data.produce_ids(a, topic, ids, PARTITIONS)
-    monkeypatch.setenv("AKF_JOB_FAULT", "exit-after-sink:0")
-    handle = world.submit("A", 0, [topic], "earliest")
+    for name, value in crash_after_sink(0).items():  # the packaged job, its sink dying after batch 0
+        monkeypatch.setenv(name, value)
+    handle = world.submit("A", 0, [topic], "earliest", application=str(CRASH_AFTER_SINK))
     wait_for(lambda: not job_alive(JobHandle.from_dict(handle)), 120, "the job to die after writing batch 0")
+    assert CRASHED.format(batch=0) in job_log_tail(JobHandle.from_dict(handle), 400)
     assert read_sink(world.sink).rows == 120
     assert read_progress(handle["checkpoint"]).batch_id is None  # batch 0 was never committed
 
-    monkeypatch.delenv("AKF_JOB_FAULT")
+    for name in crash_after_sink(0):
+        monkeypatch.delenv(name)
     again = world.submit("A", 0, [topic], "earliest")  # same epoch: Spark resumes the checkpoint
     wait_progress(again, min_records=120)
     contents = read_sink(world.sink)
@@ -179,14 +189,18 @@ def test_user_job_on_the_api_replays_a_crashed_batch_into_delta_once(
     ids = [f"d-{n}" for n in range(150)]
     data.produce_ids(a, topic, ids, PARTITIONS)
     table = world.root / "orders_delta"
-    job = {"application": str(EXAMPLES / "orders_to_delta" / "job.py"), "sink_root": str(table)}
-    monkeypatch.setenv("AKF_JOB_FAULT", "exit-after-sink:0")
-    handle = world.submit("A", 0, [topic], "earliest", **job)
+    example = EXAMPLES / "orders_to_delta" / "job.py"
+    job = {"application": str(example), "sink_root": str(table)}
+    for name, value in crash_after_sink(0, job=example).items():  # the example, its sink dying after batch 0
+        monkeypatch.setenv(name, value)
+    handle = world.submit("A", 0, [topic], "earliest", **{**job, "application": str(CRASH_AFTER_SINK)})
     wait_for(lambda: not job_alive(JobHandle.from_dict(handle)), 180, "the job to die after writing batch 0")
+    assert CRASHED.format(batch=0) in job_log_tail(JobHandle.from_dict(handle), 400)
     assert read_delta_orders(table).rows == 150
     assert read_progress(handle["checkpoint"]).batch_id is None  # batch 0 was never committed
 
-    monkeypatch.delenv("AKF_JOB_FAULT")
+    for name in crash_after_sink(0, job=example):
+        monkeypatch.delenv(name)
     again = world.submit("A", 0, [topic], "earliest", **job)  # Spark replays batch 0 from the checkpoint
     wait_progress(again, timeout=180, min_records=150)
     contents = read_delta_orders(table)

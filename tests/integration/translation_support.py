@@ -240,7 +240,8 @@ def write_spark_checkpoint(
         "end_offsets": nested,
         "max_offset": {topic: {str(p): o for p, o in sorted(last_records.items())}},
     }
-    (path / "progress.jsonl").write_text(json.dumps(progress) + "\n")
+    (path / "progress").mkdir()
+    (path / "progress" / str(batch_id)).write_text(json.dumps(progress))
     return path
 
 

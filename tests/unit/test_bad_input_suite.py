@@ -166,14 +166,16 @@ def write_checkpoint(
     commit: bool = True,
     progress: list[dict] | None = None,
 ) -> Path:
-    """Lay out a Spark checkpoint: ``offsets/<batch>`` with one line per source, and its commit."""
+    """Lay out a Spark checkpoint: ``offsets/<batch>`` with one line per source, its commit, and the job's
+    progress records (``progress/<batch_id>``)."""
     (root / "offsets").mkdir(parents=True, exist_ok=True)
     (root / "offsets" / str(batch)).write_text("\n".join([version, METADATA, *sources]))
     if commit:
         (root / "commits").mkdir(exist_ok=True)
         (root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-    if progress is not None:
-        (root / "progress.jsonl").write_text("".join(json.dumps(p) + "\n" for p in progress))
+    for record in progress or []:
+        (root / "progress").mkdir(exist_ok=True)
+        (root / "progress" / str(record["batch_id"])).write_text(json.dumps(record))
     return root
 
 
@@ -365,7 +367,7 @@ class StubbedCluster:
         class StubbedClusterHook(KafkaClusterHook):
             """The real hook (connection checks included) with the network calls answered by the stub."""
 
-            def describe_cluster(self, topics=(), timeout=None):
+            def describe_cluster(self, topics=(), timeout_seconds=None):
                 known = {
                     **cluster.topics[self.kafka_config_id],
                     **{t: 1 for t in cluster.records.get(self.kafka_config_id, {})},
@@ -376,10 +378,10 @@ class StubbedCluster:
                 )
                 return ClusterMetadata("stub", (1,), partitions, tuple(t for t in wanted if t not in known))
 
-            def watermarks(self, partitions, timeout=None):
+            def watermarks(self, partitions, timeout_seconds=None):
                 return {tp: Watermarks(0, 100) for tp in partitions}
 
-            def offsets_for_times(self, timestamps_ms, timeout=None):
+            def offsets_for_times(self, timestamps_ms, timeout_seconds=None):
                 return {tp: None for tp in timestamps_ms}
 
             def read_topic_to_end(self, topic, timeout_seconds=None):
@@ -822,7 +824,7 @@ CASES = [
     ),
     Case(
         "checkpoint",
-        "progress file of another checkpoint",
+        "progress record of another checkpoint",
         lambda w, c: plan_refuses(
             w,
             damaged_checkpoint(
@@ -835,7 +837,7 @@ CASES = [
             ),
         ),
         (
-            "progress.jsonl: progress entry of batch 0 has end offsets that differ",
+            "progress/0: progress entry of batch 0 has end offsets that differ",
             "restore the checkpoint",
         ),
     ),

@@ -15,7 +15,6 @@ The sensor decisions built on the verdict are in :mod:`airflow_kafka_failover.do
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -89,32 +88,6 @@ _Whole = Annotated[int, Field(ge=1), BeforeValidator(_whole(1))]
 _WholeOrZero = Annotated[int, Field(ge=0), BeforeValidator(_whole(0))]
 _PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False), BeforeValidator(_positive_seconds)]
 _SecondsOrZero = Annotated[float, Field(ge=0, allow_inf_nan=False), BeforeValidator(_seconds_or_zero)]
-
-
-RENAMED_THRESHOLDS = {
-    "probe_interval": "probe_interval_seconds",
-    "stability_window": "stability_window_seconds",
-    "probe_timeout": "probe_timeout_seconds",
-}
-"""Threshold names of earlier releases, still read with a DeprecationWarning naming the new name."""
-
-
-def _renamed_thresholds(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Map the old threshold names to the ``*_seconds`` ones, warning once per name; refuse both given."""
-    renamed = dict(values)
-    for old, new in RENAMED_THRESHOLDS.items():
-        if old not in renamed:
-            continue
-        if new in renamed:
-            raise ConfigError(
-                f"health thresholds: both {old} and {new} are given; {old} is the old name of {new}: "
-                f"keep {new} only"
-            )
-        warnings.warn(
-            f"health threshold {old} is deprecated: name it {new}", DeprecationWarning, stacklevel=3
-        )
-        renamed[new] = renamed.pop(old)
-    return renamed
 
 
 class HealthThresholds(Schema):
@@ -195,11 +168,6 @@ class HealthThresholds(Schema):
             where, problem = problem_of(exc)
             raise ConfigError(f"health thresholds: {where}: {problem}") from None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        return _renamed_thresholds(data) if isinstance(data, Mapping) else data
-
     @model_validator(mode="after")
     def _gaps_are_covered(self) -> HealthThresholds:
         return self._check_gaps()
@@ -270,7 +238,7 @@ class HealthThresholds(Schema):
         if not isinstance(data, Mapping):
             raise ConfigError(f"health thresholds must be a mapping, got {type(data).__name__}: {data!r}")
         known = cls.known_keys()
-        unknown = sorted(str(key) for key in data if key not in known and key not in RENAMED_THRESHOLDS)
+        unknown = sorted(str(key) for key in data if key not in known)
         if unknown:
             raise ConfigError(f"unknown health threshold key(s) {unknown}; known keys are {known}")
         return cls(**data)

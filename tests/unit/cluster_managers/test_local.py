@@ -18,11 +18,11 @@ def test_the_job_environment_has_no_airflow_secrets(monkeypatch):
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "fernet-123")
     monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_failover_orders_start")
     monkeypatch.setenv("JAVA_HOME", "/opt/java")
-    env = job_environment({"AKF_JOB_FAULT": "exit-after-sink:1"})
+    env = job_environment({"AKF_SPARK_LOG_LEVEL": "INFO"})
     assert not [name for name in env if name.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__"))]
     assert not any("123" in value for value in env.values())
     assert env["AIRFLOW_CTX_DAG_ID"] == "kafka_failover_orders_start" and env["JAVA_HOME"] == "/opt/java"
-    assert env["AKF_JOB_FAULT"] == "exit-after-sink:1" and env["PATH"] and env["PYSPARK_PYTHON"]
+    assert env["AKF_SPARK_LOG_LEVEL"] == "INFO" and env["PATH"] and env["PYSPARK_PYTHON"]
 
 
 def test_a_process_started_without_inheriting_gets_only_the_given_environment(tmp_path, monkeypatch):

@@ -314,17 +314,3 @@ def test_a_name_given_inside_a_pair_or_cluster_is_refused():
     assert "pair: unknown key(s) ['name']" in _refusal(name="other")
     clusters = {"A": {"connection": "a", "name": "Z"}, "B": {"connection": "b"}}
     assert "clusters.A: unknown key(s) ['name']" in _refusal(clusters=clusters)
-
-
-def test_old_threshold_names_still_load_with_a_deprecation_warning():
-    with pytest.warns(
-        DeprecationWarning, match="probe_interval is deprecated: name it probe_interval_seconds"
-    ):
-        pair = parse_pair("p", _pair(health={"probe_interval": 1.5, "stability_window": 40}))
-    assert pair.health.probe_interval_seconds == 1.5
-    assert pair.health.stability_window_seconds == 40.0
-
-
-def test_an_old_and_a_new_threshold_name_together_are_refused():
-    with pytest.raises(ConfigError, match="both probe_timeout and probe_timeout_seconds are given"):
-        parse_pair("p", _pair(health={"probe_timeout": 1, "probe_timeout_seconds": 2}))

@@ -175,3 +175,79 @@ def test_the_keeper_logs_its_first_look_and_then_only_changes():
         out.lines[0] == "keeper of pair orders: the job of epoch 3 runs (last batch 5 s ago, lag 10 records)"
     )
     assert len(out.lines) == 3 and "committed its last batch" in out.lines[1]
+
+
+@pytest.fixture
+def keeper_warnings():
+    """The keeper's warnings, caught on its own logger (however the test run configured logging)."""
+    import logging
+
+    class Lines(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    handler = Lines()
+    logger = logging.getLogger("airflow_kafka_failover.triggers.job_keeper")
+    logger.addHandler(handler)
+    yield handler.lines
+    logger.removeHandler(handler)
+
+
+def test_each_kind_of_trouble_is_warned_on_its_own_timer(tmp_path, monkeypatch, keeper_warnings):
+    """A checkpoint that cannot be read, warned about at every look, must not hide that the job's state or
+    its lag cannot be told either: each kind is warned once per ``WARN_EVERY_S``, on its own."""
+    from airflow_kafka_failover.cluster_managers.yarn import Yarn
+    from airflow_kafka_failover.core.exceptions import CheckpointError
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.jobs import progress
+    from airflow_kafka_failover.triggers.job_keeper import JobLooker
+
+    handle = {
+        "pair": "orders",
+        "cluster": "A",
+        "epoch": 3,
+        "deploy_mode": "cluster",
+        "master": "yarn",
+        "run_dir": str(tmp_path / "run"),
+        "checkpoint": str(tmp_path / "ckpt"),
+        "sink_root": str(tmp_path / "sink"),
+        "application_id": "application_1_0001",
+    }
+    failing: set[str] = {"checkpoint"}
+
+    def last_commit(checkpoint):
+        raise CheckpointError(f"{checkpoint}/offsets/7: not UTF-8")
+
+    def alive(self, handle):
+        if "state" in failing:
+            raise ConnectionError("ResourceManager at rm:8088 refused the connection")
+        return True
+
+    def end_offsets(self, partitions, latest, timeout_seconds, admin):
+        if "lag" in failing:
+            raise ConnectionError("the active cluster does not answer")
+        return dict.fromkeys(partitions, 5)
+
+    monkeypatch.setattr(progress, "read_last_commit", last_commit)
+    monkeypatch.setattr(Yarn, "alive", alive)
+    monkeypatch.setattr(KafkaClusterHook, "admin", lambda self, timeout_seconds=None, **extra: object())
+    monkeypatch.setattr(KafkaClusterHook, "partition_counts", lambda self, topics: {"orders": 1})
+    monkeypatch.setattr(KafkaClusterHook, "offsets_at", end_offsets)
+    looker = JobLooker("orders", handle, str(tmp_path / "fence"), "unit_a", ["orders"])
+
+    def warned_at_one_look() -> list[str]:
+        keeper_warnings.clear()
+        looker.look()
+        return list(keeper_warnings)
+
+    [checkpoint] = warned_at_one_look()
+    assert "cannot read the job's checkpoint" in checkpoint
+    failing.update({"state", "lag"})  # the checkpoint still fails: it was warned about moments ago
+    state, lag = warned_at_one_look()
+    assert "cannot tell whether" in state and "refused the connection" in state
+    assert "cannot measure the job's lag on unit_a" in lag and "does not answer" in lag
+    assert warned_at_one_look() == []  # each kind again only after WARN_EVERY_S

@@ -189,20 +189,6 @@ def _submit_operator(tmp_path, **overrides):
     return SubmitStreamingJobOperator(**arguments)
 
 
-@pytest.mark.parametrize(
-    ("old", "new", "value"),
-    [
-        ("trigger_interval_s", "trigger_interval_seconds", 2.0),
-        ("startup_timeout", "startup_timeout_seconds", 30.0),
-        ("check_timeout", "check_timeout_seconds", 4.0),
-    ],
-)
-def test_old_argument_names_still_work_with_a_warning_naming_the_new_one(tmp_path, old, new, value):
-    with pytest.warns(DeprecationWarning, match=rf"the argument '{old}' .* is deprecated; use '{new}'"):
-        operator = _submit_operator(tmp_path, **{old: value})
-    assert getattr(operator.options(), new) == value
-
-
 def test_the_operator_takes_the_job_options_by_their_names(tmp_path):
     operator = _submit_operator(
         tmp_path,
@@ -230,14 +216,6 @@ def test_a_bad_job_option_fails_the_task_naming_it(tmp_path):
         match=r"task submit: sink_root: 's3://bucket/sink' uses the unsupported scheme s3://",
     ):
         operator.execute({})
-
-
-def test_giving_both_an_old_and_a_new_name_is_refused(tmp_path):
-    with (
-        pytest.raises(TypeError, match="give 'startup_timeout_seconds' only"),
-        pytest.warns(DeprecationWarning),
-    ):
-        _submit_operator(tmp_path, startup_timeout=1.0, startup_timeout_seconds=2.0)
 
 
 class FakeJobHook:

@@ -16,7 +16,7 @@ class TargetHook:
     """B answering metadata for ``A.orders`` (two partitions) and its own ``orders`` (absent), and
     watermarks; ``watermarks_fail`` makes the watermark read fail."""
 
-    bootstrap_servers, kafka_config_id, timeout = "b:9092", "kafka_b", 10.0
+    bootstrap_servers, kafka_config_id, timeout_seconds = "b:9092", "kafka_b", 10.0
 
     def __init__(self, watermarks_fail: bool = False) -> None:
         self.watermarks_fail = watermarks_fail

@@ -147,16 +147,6 @@ def test_processes_racing_for_one_epoch_leave_one_winner(marker):
     assert marker.read().cluster == winner
 
 
-def test_a_legacy_marker_file_is_refused_with_what_to_do(tmp_path):
-    legacy = tmp_path / "orders.json"
-    legacy.write_text('{"pair": "orders", "epoch": 3, "cluster": "B"}')
-    with pytest.raises(ConfigError) as err:
-        FencingMarker(str(legacy), "orders").read()
-    assert str(err.value).startswith(f"fencing marker {legacy} is a file written by an older release")
-    assert f"move the file away (for example to {legacy}.old)" in str(err.value)
-    assert legacy.read_text() == '{"pair": "orders", "epoch": 3, "cluster": "B"}'
-
-
 def test_a_marker_whose_content_disagrees_with_its_name_is_refused(marker):
     marker.advance(None, 1, "A")
     Path(marker.marker(1)).write_text('{"pair": "orders", "epoch": 9, "cluster": "A"}')
@@ -223,3 +213,15 @@ def test_parse_fence_refuses_another_pair(data, shown):
         f"fencing marker m.json belongs to pair {shown}, not 'orders'; each pair needs its own fencing "
         "folder (job.fencing_marker)"
     )
+
+
+def test_a_fencing_path_that_is_a_file_is_refused_by_name(tmp_path):
+    path = tmp_path / "fence"
+    path.write_text("{}")
+    marker = FencingMarker(str(path), "orders")
+    for call in (marker.read, lambda: marker.advance(None, 1, "B")):
+        with pytest.raises(
+            ConfigError, match=f"fencing folder {path} of pair 'orders' is a file, not a folder"
+        ):
+            call()
+    assert path.read_text() == "{}"

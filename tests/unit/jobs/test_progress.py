@@ -31,20 +31,11 @@ def write_commit(root: Path, batch: int) -> None:
     path.write_text('v1\n{"nextBatchWatermarkMs":0}')
 
 
-def progress_line(batch: int, end: dict, records: int | None) -> str:
-    line = {
-        "epoch": 0,
-        "batch_id": batch,
-        "end_offsets": end,
-        "max_timestamp_ms": {"t": {"0": 123}},
-        "records": records,
-    }
-    return json.dumps(line)
-
-
-def write_progress(root: Path, *lines: str, trailing_newline: bool = True) -> None:
-    text = "\n".join(lines) + ("\n" if trailing_newline else "")
-    (root / "progress.jsonl").write_text(text)
+def write_record(root: Path, batch_id: int, **fields) -> None:
+    """The job's progress record of one batch (``<checkpoint>/progress/<batch>``)."""
+    path = root / "progress" / str(batch_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"epoch": 0, "batch_id": batch_id, **fields}))
 
 
 def batch(root: Path, batch_id: int, end: dict, committed: bool = True) -> None:
@@ -60,11 +51,11 @@ def test_no_offsets_directory(tmp_path):
 
 def test_planned_but_uncommitted_batch_is_no_progress(tmp_path):
     batch(tmp_path, 0, {"t": {"0": 5}}, committed=False)
-    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 5))
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=5, records_total=5)
     assert read_progress(tmp_path) == JobProgress(None, {}, 0)
 
 
-def test_committed_batches_without_progress_file(tmp_path):
+def test_committed_batches_without_progress_records(tmp_path):
     batch(tmp_path, 0, {"t": {"0": 5, "1": 2}})
     assert read_progress(tmp_path) == JobProgress(0, {T0: 5, T1: 2}, 0)
 
@@ -73,45 +64,18 @@ def test_newest_uncommitted_batch_is_ignored(tmp_path):
     batch(tmp_path, 0, {"t": {"0": 5, "1": 1}})
     batch(tmp_path, 1, {"t": {"0": 8, "1": 4}})
     batch(tmp_path, 2, {"t": {"0": 20, "1": 9}}, committed=False)
-    write_progress(
-        tmp_path,
-        progress_line(0, {"t": {"0": 5, "1": 1}}, 6),
-        progress_line(1, {"t": {"0": 8, "1": 4}}, 6),
-        progress_line(2, {"t": {"0": 20, "1": 9}}, 17),
-    )
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5, "1": 1}}, records=6, records_total=6)
+    write_record(tmp_path, 1, end_offsets={"t": {"0": 8, "1": 4}}, records=6, records_total=12)
+    write_record(tmp_path, 2, end_offsets={"t": {"0": 20, "1": 9}}, records=17, records_total=29)
     assert read_progress(tmp_path) == JobProgress(1, {T0: 8, T1: 4}, 12)
 
 
-def test_a_replayed_batch_counts_once(tmp_path):
+def test_a_record_without_a_run_total_counts_its_batch_and_a_null_count_is_zero(tmp_path):
     batch(tmp_path, 0, {"t": {"0": 5}})
-    batch(tmp_path, 1, {"t": {"0": 9}})
-    write_progress(
-        tmp_path,
-        progress_line(0, {"t": {"0": 5}}, 5),
-        progress_line(1, {"t": {"0": 9}}, 4),
-        progress_line(1, {"t": {"0": 9}}, 4),
-        progress_line(0, {"t": {"0": 5}}, 5),
-    )
-    assert read_progress(tmp_path).records == 9
-
-
-def test_missing_or_null_record_count_is_zero(tmp_path):
-    batch(tmp_path, 0, {"t": {"0": 5}})
-    batch(tmp_path, 1, {"t": {"0": 9}})
-    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, None), progress_line(1, {"t": {"0": 9}}, 4))
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=4)
     assert read_progress(tmp_path).records == 4
-
-
-def test_torn_last_progress_line_is_ignored(tmp_path):
-    batch(tmp_path, 0, {"t": {"0": 5}})
-    batch(tmp_path, 1, {"t": {"0": 9}})
-    write_progress(
-        tmp_path,
-        progress_line(0, {"t": {"0": 5}}, 5),
-        progress_line(1, {"t": {"0": 9}}, 4)[:25],
-        trailing_newline=False,
-    )
-    assert read_progress(tmp_path) == JobProgress(1, {T0: 9}, 5)
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=None)
+    assert read_progress(tmp_path).records == 0
 
 
 def test_damaged_checkpoint_is_reported(tmp_path):
@@ -158,14 +122,15 @@ def test_committed_at_is_the_progress_time_of_the_committed_batch(tmp_path):
     batch(tmp_path, 0, {"t": {"0": 5}})
     batch(tmp_path, 1, {"t": {"0": 9}})
     batch(tmp_path, 2, {"t": {"0": 12}}, committed=False)
-    lines = [json.loads(progress_line(n, {"t": {"0": end}}, 1)) for n, end in ((0, 5), (1, 9), (2, 12))]
-    write_progress(tmp_path, *(json.dumps({**line, "written_at": 100.0 + n}) for n, line in enumerate(lines)))
+    for n, end in ((0, 5), (1, 9), (2, 12)):
+        write_record(tmp_path, n, end_offsets={"t": {"0": end}}, records=1, written_at=100.0 + n)
     assert read_progress(tmp_path).committed_at == 101.0
     # batch 1 committed, its record not written yet: the time of batch 0's, never a fresher one
-    write_progress(tmp_path, json.dumps({**lines[0], "written_at": 100.0}))
+    for n in (1, 2):
+        (tmp_path / "progress" / str(n)).unlink()
     assert read_progress(tmp_path).committed_at == 100.0
     assert read_last_commit(tmp_path).committed_at == 100.0
-    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 1))  # records without a time
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=1)  # a record without a time
     assert read_progress(tmp_path).committed_at is None
 
 
@@ -180,24 +145,13 @@ def test_while_the_committed_batch_has_no_record_its_time_is_the_previous_batch(
     assert read_last_commit(tmp_path).committed_at == read_progress(tmp_path).committed_at == 102.0
 
 
-def timed_line(batch_id: int, end: dict, written_at: float, pad: int = 0) -> str:
-    return json.dumps(
-        {"epoch": 0, "batch_id": batch_id, "end_offsets": end, "written_at": written_at, "pad": "x" * pad}
-    )
-
-
 def test_the_last_commit_read_cheaply_agrees_with_the_full_read(tmp_path):
     assert read_last_commit(tmp_path) == LastCommit(None, {})
     batch(tmp_path, 0, {"t": {"0": 5, "1": 2}})
     batch(tmp_path, 1, {"t": {"0": 9, "1": 4}})
     batch(tmp_path, 2, {"t": {"0": 12, "1": 4}}, committed=False)  # planned, not committed
-    write_progress(
-        tmp_path,
-        timed_line(0, {"t": {"0": 5, "1": 2}}, 100.0),
-        timed_line(1, {"t": {"0": 9, "1": 4}}, 101.5),
-        '{"batch_id": 2, "torn',
-        trailing_newline=False,
-    )
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5, "1": 2}}, written_at=100.0)
+    write_record(tmp_path, 1, end_offsets={"t": {"0": 9, "1": 4}}, written_at=101.5)
     full, light = read_progress(tmp_path), read_last_commit(tmp_path)
     assert light == LastCommit(1, {T0: 9, T1: 4}, 101.5)
     assert (light.batch_id, light.offsets, light.committed_at) == (
@@ -205,12 +159,6 @@ def test_the_last_commit_read_cheaply_agrees_with_the_full_read(tmp_path):
         full.offsets,
         full.committed_at,
     )
-
-
-def write_record(root: Path, batch_id: int, **fields) -> None:
-    path = root / "progress" / str(batch_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"epoch": 0, "batch_id": batch_id, **fields}))
 
 
 def test_the_last_commit_reads_one_record_however_long_the_run(tmp_path, monkeypatch):
@@ -236,8 +184,8 @@ def test_records_total_counts_the_whole_run(tmp_path):
     assert read_progress(tmp_path) == JobProgress(1, {T0: 9}, 9, 7.0, True)
 
 
-def test_written_any_tells_a_job_that_writes_no_progress_lines(tmp_path):
+def test_written_any_tells_a_job_that_writes_no_progress_records(tmp_path):
     batch(tmp_path, 0, {"t": {"0": 5}})
     assert read_progress(tmp_path).written_any is False
-    write_progress(tmp_path, progress_line(0, {"t": {"0": 5}}, 5))
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=5)
     assert read_progress(tmp_path).written_any is True

@@ -284,10 +284,12 @@ def test_a_malformed_schema_version_is_refused(version):
         JobSettings.parse(file_data(schema_version=version), "x.json")
 
 
-def test_a_file_without_schema_version_is_refused_as_older():
+def test_a_file_without_schema_version_is_refused():
     data = file_data()
     del data["schema_version"]
-    with pytest.raises(ConfigError, match="x.json: has no schema_version; it was written by an older"):
+    with pytest.raises(
+        ConfigError, match="x.json: has no schema_version, so this provider's operators did not"
+    ):
         JobSettings.parse(data, "x.json")
 
 

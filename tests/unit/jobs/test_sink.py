@@ -84,7 +84,6 @@ def test_batch_dirs_numeric_order_and_junk_ignored(tmp_path):
     for epoch, batch in [(10, 0), (2, 10), (2, 9), (0, 1)]:
         Path(batch_dir(str(tmp_path), epoch, batch)).mkdir(parents=True)
         (Path(batch_dir(str(tmp_path), epoch, batch)) / COMPLETE).write_text("")
-    (tmp_path / "_staging" / "epoch=3-batch=0-tok").mkdir(parents=True)
     (tmp_path / "epoch=x" / "batch=1").mkdir(parents=True)
     (tmp_path / "epoch=4").write_text("a file, not a directory")
     (tmp_path / "epoch=2" / "batch=11").write_text("a file")

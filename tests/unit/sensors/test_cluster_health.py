@@ -205,7 +205,7 @@ def test_an_unknown_watch_kind_is_refused_by_name():
             {"thresholds": {"min_down_seconds": -6}},
             "min_down_seconds must be a positive number of seconds, got -6",
         ),
-        ({"thresholds": {"probe_intervall": 2}}, "unknown health threshold(s) ['probe_intervall']"),
+        ({"thresholds": {"probe_intervall": 2}}, "unknown health threshold key(s) ['probe_intervall']"),
         (
             {"peer_kafka_config_id": None, "require_corroboration": True},
             "require_corroboration=True needs peer_kafka_config_id",
@@ -226,6 +226,27 @@ def test_down_sensor_bad_input_fails_before_waiting(dead_cluster_conn, kwargs, m
         sensor.execute(context={})
     assert message in str(excinfo.value)
     assert time.monotonic() - started < 5
+
+
+def test_the_sensor_takes_every_threshold_name_its_model_takes(dead_cluster_conn, monkeypatch):
+    """The sensors keep no list of threshold names of their own: a threshold the model gains is taken as
+    the model takes it, and the model alone refuses a name it does not know."""
+    from airflow_kafka_failover.domain.health.verdict import HealthThresholds
+    from airflow_kafka_failover.triggers import cluster_health
+
+    class WithOneMore(HealthThresholds):
+        quorum_wait_seconds: float = 1.0
+
+    monkeypatch.setattr(cluster_health, "HealthThresholds", WithOneMore)
+    sensor = KafkaClusterDownSensor(
+        task_id="down",
+        kafka_config_id=dead_cluster_conn,
+        cluster_alias="A",
+        require_corroboration=False,
+        thresholds={"quorum_wait_seconds": 4.0, "probe_interval_seconds": 1.0},
+    )
+    watch = sensor._build()
+    assert (watch.thresholds.quorum_wait_seconds, watch.thresholds.probe_interval_seconds) == (4.0, 1.0)
 
 
 def test_connection_without_bootstrap_servers_is_named(monkeypatch):
