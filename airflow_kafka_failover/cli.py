@@ -19,13 +19,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
 from typing import TYPE_CHECKING
 
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD
+from airflow_kafka_failover.domain.config import load_pair, load_pairs
+from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
+from airflow_kafka_failover.domain.status.model import PairHistory
+from airflow_kafka_failover.domain.status.text import history_to_text, statuses_to_json, to_text
+from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.hooks.storage import use_job_storage
+from airflow_kafka_failover.io.planner import build_plan, load_position
+from airflow_kafka_failover.io.status_readers import read_history_record, read_pair
 
 if TYPE_CHECKING:
     from airflow_kafka_failover.domain.config import PairConfig
@@ -62,8 +70,6 @@ def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from airflow_kafka_failover.domain.config import load_pair
-    from airflow_kafka_failover.hooks.storage import use_job_storage
 
     pair = load_pair(args.config, args.pair)
     use_job_storage(pair.job)
@@ -75,9 +81,6 @@ def _run_plan(args: argparse.Namespace) -> int:
         )
     # Airflow's loggers print to stdout; only the plan itself may go there (``--json`` is parsed by tools).
     with _stdout_to_stderr() as real_stdout:
-        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # imports Airflow, which logs
-        from airflow_kafka_failover.io.planner import build_plan, load_position
-
         hooks = {name: KafkaClusterHook(spec.connection) for name, spec in pair.clusters.items()}
         for hook in hooks.values():
             _ = hook.client_config  # name a bad connection before any network call
@@ -145,8 +148,6 @@ def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
     :param name: the --pair value.
     :param hint: how the command takes --pair, appended to the error.
     """
-    from airflow_kafka_failover.domain.config import load_pairs
-    from airflow_kafka_failover.hooks.storage import use_job_storage
 
     pairs = load_pairs(config)
     for pair in pairs.values():
@@ -163,10 +164,6 @@ def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
 def _run_status(args: argparse.Namespace) -> int:
     pairs = _chosen_pairs(args.config, args.pair, "or leave --pair out to see every pair")
     with _stdout_to_stderr() as real_stdout:
-        from airflow_kafka_failover.domain.status.assembly import assemble, exit_code
-        from airflow_kafka_failover.domain.status.text import statuses_to_json, to_text
-        from airflow_kafka_failover.io.status_readers import read_pair  # imports Airflow, which logs
-
         statuses = [assemble(read_pair(pair)) for pair in pairs]
         if args.json:
             print(statuses_to_json(statuses), file=real_stdout)
@@ -176,14 +173,9 @@ def _run_status(args: argparse.Namespace) -> int:
 
 
 def _run_history(args: argparse.Namespace) -> int:
-    import json
 
     (pair,) = _chosen_pairs(args.config, args.pair, "one pair at a time")
     with _stdout_to_stderr() as real_stdout:
-        from airflow_kafka_failover.domain.status.model import PairHistory
-        from airflow_kafka_failover.domain.status.text import history_to_text
-        from airflow_kafka_failover.io.status_readers import read_history_record  # imports Airflow
-
         record, stored = read_history_record(pair)
         history = PairHistory.of(record, stored, args.limit)
         if args.json:

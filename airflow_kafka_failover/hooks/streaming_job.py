@@ -67,9 +67,11 @@ from airflow_kafka_failover.core.atomic_file import OWNER_ONLY, write_atomically
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.hooks import spark_submit_compat
+from airflow_kafka_failover.hooks.storage import spark_store_properties, use_storage
 from airflow_kafka_failover.jobs.layout import RunLayout, clear_run_state
 from airflow_kafka_failover.jobs.options import DeployMode, JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.version_compat import conf
 
 __all__ = ["CLUSTER_HANDLE_FILE", "JOB_APPLICATION", "JobStartError", "StreamingJobHook"]
 
@@ -171,7 +173,6 @@ class StreamingJobHook(BaseHook):
 
     def use_storage_of(self, handle: JobHandle) -> None:
         """Register the stores of a handle's remote folders (its run folder, checkpoint and sink)."""
-        from airflow_kafka_failover.hooks.storage import use_storage
 
         use_storage(
             (handle.run_dir, handle.checkpoint, handle.sink_root),
@@ -184,7 +185,6 @@ class StreamingJobHook(BaseHook):
     def _jars(self) -> str | None:
         if self.jars or self.packages:
             return self.jars
-        from airflow_kafka_failover.version_compat import conf
 
         configured = conf.get(*JOB_JARS_OPTION, fallback=None)
         if configured:
@@ -245,7 +245,6 @@ class StreamingJobHook(BaseHook):
     def _store_properties_file(self, settings: JobSettings, layout: RunLayout) -> str | None:
         """Write the stores' ``spark.hadoop.*`` settings owner-only to the run's local folder; None when the
         run uses no remote store."""
-        from airflow_kafka_failover.hooks.storage import spark_store_properties
 
         paths = (settings.checkpoint, settings.sink_root, settings.run_dir, settings.fencing_marker)
         if not any(locations.is_remote(path) for path in paths):

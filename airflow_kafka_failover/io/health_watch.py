@@ -8,6 +8,7 @@ not stretch while that happens (or detecting a hang would take ``failure_thresho
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -15,6 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
+from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.health.data_loss import find_data_loss
 from airflow_kafka_failover.domain.health.down_decision import DownDecision, decide_down
 from airflow_kafka_failover.domain.health.evidence import ProbeResult, describe_exception
@@ -23,6 +27,7 @@ from airflow_kafka_failover.domain.health.recovery_decision import RecoveryDecis
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds, recent_history
 from airflow_kafka_failover.domain.replication_lag import lag_by_timestamps, replication_lag
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.io.mm2_topics import read_offset_syncs
 from airflow_kafka_failover.io.probe import probe_cluster
 
 log = logging.getLogger(__name__)
@@ -225,8 +230,6 @@ class RecoveryWatch(ClusterWatch):
             self.lags, self.data_loss, self.measure_problem = lags, loss, None
 
     def _measure(self) -> tuple[dict[str, int | None], dict[str, int]]:
-        from airflow_kafka_failover.core.types import TopicPartition
-        from airflow_kafka_failover.io.mm2_topics import read_offset_syncs
 
         timeout = self.thresholds.probe_timeout_seconds
         counts = self.active.partition_counts(self.replicated_topics, timeout)
@@ -285,7 +288,6 @@ class RecoveryWatch(ClusterWatch):
             return None
 
     def _data_loss(self, timeout: float) -> dict[str, int]:
-        from airflow_kafka_failover.core.types import TopicPartition
 
         if not self.recorded_high_watermarks:
             return {}
@@ -339,9 +341,6 @@ async def observe_until(
         holds (the event trigger of ``ClusterVerdictTrigger``).
     """
     ends = watch.conclusive if until is None else until
-    import asyncio
-
-    from asgiref.sync import sync_to_async
 
     observe = sync_to_async(watch.observe, thread_sensitive=False)
     interval = watch.thresholds.probe_interval_seconds
@@ -377,6 +376,5 @@ async def observe_until(
 
 def watch_until(watch: ClusterWatch, deadline: float, on_probe=None) -> Decision:
     """Blocking form of :func:`observe_until`, for poke mode, tests and benchmarks."""
-    import asyncio
 
     return asyncio.run(observe_until(watch, deadline, on_probe))

@@ -33,6 +33,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from airflow_kafka_failover.version_compat import Stats
+
 log = logging.getLogger(__name__)
 
 PREFIX = "kafka_failover"
@@ -40,8 +42,6 @@ PREFIX = "kafka_failover"
 
 def _send(kind: str, name: str, value: Any, tags: dict[str, str]) -> None:
     try:
-        from airflow_kafka_failover.version_compat import Stats
-
         if kind == "incr":
             Stats.incr(f"{PREFIX}.{name}", tags=tags)
         elif kind == "gauge":

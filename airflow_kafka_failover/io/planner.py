@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from airflow_kafka_failover.core.exceptions import TranslationError
+from airflow_kafka_failover.core.exceptions import ConfigError, TranslationError
 from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.domain.translation.choosing import PartitionRequest, translate_partitions
@@ -41,7 +41,7 @@ from airflow_kafka_failover.io.gap_measure import (
     show_replication_complete,
 )
 from airflow_kafka_failover.io.mm2_topics import read_checkpoints, read_offset_syncs
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -338,8 +338,6 @@ def load_position(
     :param group_hook: the hook of the cluster holding the group.
     :return: the position, or None when the checkpoint has no committed batch yet (logged with the reason).
     """
-    from airflow_kafka_failover.core.exceptions import ConfigError
-    from airflow_kafka_failover.jobs.spark_checkpoint import read_checkpoint
 
     given = [
         name

@@ -133,8 +133,6 @@ def _parse_record(pair: PairConfig, raw: Any) -> ActiveRecord:
     try:
         data = json.loads(raw) if isinstance(raw, str) else raw
     except json.JSONDecodeError as exc:
-        from airflow_kafka_failover.core.exceptions import ConfigError
-
         raise ConfigError(
             f"Variable {key} is not valid JSON ({exc}): restore it from a backup, or rewrite it "
             "with the active cluster and the epoch the pair's fencing marker holds (deleting it "

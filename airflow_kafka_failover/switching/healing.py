@@ -16,11 +16,16 @@ import time
 from datetime import datetime
 from typing import Any
 
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.core.exceptions import FailoverError
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.domain.switch_gate import FAILOVER, SwitchParams, direction
 from airflow_kafka_failover.jobs.fencing import FenceState
+from airflow_kafka_failover.jobs.progress import read_progress
+from airflow_kafka_failover.switching import steps
+from airflow_kafka_failover.switching.old_run import old_run
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +66,6 @@ def _unix(iso: str) -> float | None:
 
 def wait_first_batch(pair: PairConfig, handle: dict[str, Any], on_wait: Any = None) -> None:
     """Wait until the new job commits its first batch; raise with its log tail if it dies or times out."""
-    from airflow_kafka_failover.cluster_managers.handle import JobHandle
-    from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
-    from airflow_kafka_failover.jobs.progress import read_progress
 
     job, tracker = JobHandle.from_dict(handle), ClusterManagers()
     deadline = time.monotonic() + pair.job.first_batch_timeout_seconds
@@ -91,8 +93,6 @@ def finish_interrupted_switch(pair: PairConfig, record: ActiveRecord, fence: Fen
     :param fence: the fence.
     :return: the committed record.
     """
-    from airflow_kafka_failover.switching import steps
-    from airflow_kafka_failover.switching.old_run import old_run
 
     kind = switch_kind(pair, record, fence)
     fenced_at = _unix(fence.written_at)

@@ -17,7 +17,10 @@ from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import read_json
 from airflow_kafka_failover.domain.config import PairConfig
-from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE
+from airflow_kafka_failover.domain.kafka_options import java_client_options
+from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.hooks.storage import use_job_storage
+from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE, JOB_APPLICATION
 from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
 from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
 from airflow_kafka_failover.jobs.options import STORE_PATH_OPTIONS, DeployMode, JobOptions
@@ -108,7 +111,6 @@ class JobRequest:
     @property
     def application(self) -> str:
         """The job file spark-submit runs."""
-        from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
 
         return self.options.application or str(JOB_APPLICATION)
 
@@ -140,16 +142,11 @@ class JobRequest:
 
     def settings(self) -> JobSettings:
         """Check the inputs against the cluster; return the job's settings (raises ConfigError)."""
-        from airflow_kafka_failover.domain.kafka_options import java_client_options
-        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-        from airflow_kafka_failover.hooks.storage import use_job_storage
 
         for name in STORE_PATH_OPTIONS:
             self.path(name)
         use_job_storage(self.options)
         if not Path(self.application).is_file():
-            from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION
-
             raise ConfigError(
                 f"application file {self.application} does not exist; point 'application' at the "
                 f"job file (the packaged one is {JOB_APPLICATION})"

@@ -6,15 +6,17 @@ import logging
 from typing import Any
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import UnknownDriverPod
+from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.domain.config import PairConfig
+from airflow_kafka_failover.io.record_store import commit_record, describe, load_record
+from airflow_kafka_failover.switching.steps import submit
 
 log = logging.getLogger(__name__)
 
 
 def start_job(pair: PairConfig) -> dict[str, Any]:
     """Submit the job on the active cluster unless the recorded job is running; return record and handle."""
-    from airflow_kafka_failover.io.record_store import load_record
-    from airflow_kafka_failover.switching.steps import submit
 
     record = load_record(pair)
     if record.job and _recorded_job_runs(JobHandle.from_dict(record.job)):
@@ -42,8 +44,6 @@ def _recorded_job_runs(handle: JobHandle) -> bool:
     then looks for a live driver of the run by its label, and adopts it or submits one (this is how a
     person restarts a job whose pod was deleted).
     """
-    from airflow_kafka_failover.cluster_managers.kubernetes_pods import UnknownDriverPod
-    from airflow_kafka_failover.cluster_managers.registry import job_alive
 
     try:
         return bool(job_alive(handle))
@@ -54,7 +54,6 @@ def _recorded_job_runs(handle: JobHandle) -> bool:
 
 def record_job(pair: PairConfig, started: dict[str, Any]) -> dict[str, Any]:
     """Store the started job in the record (compare-and-set on the epoch it was started for)."""
-    from airflow_kafka_failover.io.record_store import commit_record, describe, load_record
 
     record = load_record(pair)
     handle = started["job"]

@@ -21,6 +21,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from airflow_kafka_failover.core.exceptions import CheckpointError, FailoverError, TranslationError
+from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.domain.switch_gate import (
@@ -31,10 +32,15 @@ from airflow_kafka_failover.domain.switch_gate import (
     direction,
     gate,
 )
+from airflow_kafka_failover.domain.translation.plan import PlanPayload
+from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.io import metrics
 from airflow_kafka_failover.io.lease_file import holding_lease, release_lease, write_lease
-from airflow_kafka_failover.io.record_store import fencing_marker, load_record, same_run
+from airflow_kafka_failover.io.planner import build_plan, load_position
+from airflow_kafka_failover.io.record_store import commit_record, fencing_marker, load_record, same_run
 from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.jobs.progress import uncommitted_output_records
 from airflow_kafka_failover.switching.job_request import JobRequest
 from airflow_kafka_failover.switching.old_run import OldRun, old_run
 
@@ -191,7 +197,6 @@ def _hook_if_reachable(pair: PairConfig, cluster: str, timeout: float = 3.0):
     Only the check is short: the hook keeps its default timeout for the reads that follow (MirrorMaker 2's
     topics, watermarks), so a cluster that answers slowly still gives the plan its evidence.
     """
-    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
     hook = KafkaClusterHook(pair.cluster(cluster).connection)
     try:
@@ -230,10 +235,6 @@ def make_plan(
     :raises CheckpointError: the record names a job whose checkpoint holds no committed batch: its position
         is unknown, and no start can be proven safe.
     """
-    from airflow_kafka_failover.domain.translation.plan import PlanPayload
-    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-    from airflow_kafka_failover.io.planner import build_plan
-    from airflow_kafka_failover.jobs.progress import uncommitted_output_records
 
     source, target = direction(pair, kind)
     old = old or old_run(pair, record)
@@ -319,7 +320,6 @@ def old_position(pair: PairConfig, record: ActiveRecord, old: OldRun) -> Any:
 
     :raises CheckpointError: the record names the run but its checkpoint holds no committed batch.
     """
-    from airflow_kafka_failover.io.planner import load_position
 
     position = load_position(checkpoint=old.checkpoint) if old.checkpoint else None
     if position is not None:
@@ -351,7 +351,6 @@ def _known_watermarks(pair: PairConfig, source: str, position: Any, hook: Any) -
         return marks
     try:
         counts = hook.partition_counts(pair.topics_on(source))
-        from airflow_kafka_failover.core.types import TopicPartition
 
         partitions = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
         for tp, wm in hook.watermarks(partitions).items():
@@ -436,8 +435,6 @@ def commit(
     :param plan: the plan step's payload (its ``old_run`` names the run it planned from).
     :param fenced_at: unix seconds when ``fence_and_stop`` wrote the fence (the switch's duration starts).
     """
-    from airflow_kafka_failover.io import metrics
-    from airflow_kafka_failover.io.record_store import commit_record
 
     source, target = direction(pair, kind)
     entry = {

@@ -13,6 +13,7 @@ does not answer) is only logged, once per change. Nothing live crosses ``seriali
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict
@@ -20,9 +21,15 @@ from datetime import datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
+from airflow_kafka_failover.core.exceptions import CheckpointError
+from airflow_kafka_failover.core.types import TopicPartition, partition_key
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
+from airflow_kafka_failover.domain.health.evidence import describe_exception
 from airflow_kafka_failover.domain.keeper_findings import (
     ACTIONS,
     ALERTS,
@@ -32,6 +39,14 @@ from airflow_kafka_failover.domain.keeper_findings import (
     assess,
     describe,
 )
+from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+from airflow_kafka_failover.hooks.storage import use_storage
+from airflow_kafka_failover.io import metrics
+from airflow_kafka_failover.io.lease_file import read_lease
+from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.layout import stop_requested
+from airflow_kafka_failover.jobs.options import DeployMode
+from airflow_kafka_failover.jobs.progress import read_last_commit
 
 WARN_EVERY_S = 300.0
 """How often the same kind of trouble (a job whose state cannot be told, a checkpoint that cannot be read, a
@@ -149,9 +164,6 @@ class JobKeeperTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from asgiref.sync import sync_to_async
-
-        from airflow_kafka_failover.domain.health.evidence import describe_exception
 
         try:
             self._use_storage()
@@ -171,7 +183,6 @@ class JobKeeperTrigger(BaseTrigger):
     def _use_storage(self) -> None:
         """Register the pair's remote stores in the triggerer (each opens on first use, in a worker
         thread)."""
-        from airflow_kafka_failover.hooks.storage import use_storage
 
         handle = self.job
         use_storage(
@@ -187,7 +198,6 @@ class JobKeeperTrigger(BaseTrigger):
         runs is one read of ``/proc``, so it is checked every ``LIVENESS_POLL_S`` in between: a killed
         driver is noticed within about a second, not a whole interval.
         """
-        from asgiref.sync import sync_to_async
 
         deadline = time.monotonic() + self.interval
         alive = sync_to_async(looker.process_alive, thread_sensitive=False)
@@ -198,7 +208,6 @@ class JobKeeperTrigger(BaseTrigger):
 
     def _event(self, look: JobLook, looker: JobLooker) -> dict[str, Any] | None:
         """The event this look calls for, or None to look again."""
-        from airflow_kafka_failover.io import metrics
 
         limits = KeeperLimits(**self.limits)
         findings = assess(look, limits)
@@ -284,8 +293,6 @@ class JobLooker:
     def __init__(
         self, pair: str, job: dict[str, Any], fencing_marker: str, kafka_config_id: str, topics: list[str]
     ) -> None:
-        from airflow_kafka_failover.cluster_managers.handle import JobHandle
-        from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 
         self.pair, self.handle = pair, JobHandle.from_dict(job)
         self.tracker = ClusterManagers()  # one Kubernetes client for the trigger's life
@@ -299,9 +306,6 @@ class JobLooker:
         self._last_logged: tuple[str, ...] | None = None  # nothing logged yet
 
     def look(self) -> JobLook:
-        from airflow_kafka_failover.io.lease_file import read_lease
-        from airflow_kafka_failover.jobs.fencing import FencingMarker
-        from airflow_kafka_failover.jobs.layout import stop_requested
 
         fence = FencingMarker(self.fencing_marker, self.pair).read()
         lease = read_lease(self.fencing_marker, self.pair)
@@ -322,7 +326,6 @@ class JobLooker:
 
     def process_alive(self) -> bool | None:
         """The cheap check between looks: the job's process (None in cluster mode: only a look asks)."""
-        from airflow_kafka_failover.jobs.options import DeployMode
 
         if self.handle.deploy_mode == DeployMode.CLUSTER:
             return None
@@ -331,7 +334,6 @@ class JobLooker:
     def _alive(self) -> bool | None:
         """Whether the job runs; None when its cluster manager cannot tell (never taken as dead): it does
         not answer, does not know the application or pod, or the handle does not fit it."""
-        from airflow_kafka_failover.domain.health.evidence import describe_exception
 
         try:
             return self.tracker.alive(self.handle)
@@ -342,8 +344,6 @@ class JobLooker:
             return None
 
     def _progress(self) -> tuple[dict[Any, int], float | None]:
-        from airflow_kafka_failover.core.exceptions import CheckpointError
-        from airflow_kafka_failover.jobs.progress import read_last_commit
 
         try:
             progress = read_last_commit(self.handle.checkpoint)
@@ -353,9 +353,6 @@ class JobLooker:
         return progress.offsets, progress.committed_at
 
     def _behind(self, committed: dict[Any, int]) -> dict[str, int] | None:
-        from airflow_kafka_failover.core.types import TopicPartition, partition_key
-        from airflow_kafka_failover.domain.health.evidence import describe_exception
-        from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 
         try:
             if self._hook is None:
@@ -385,7 +382,6 @@ class JobLooker:
         :param kind: ``state``, ``checkpoint`` or ``lag``.
         :param text: what cannot be done, and why.
         """
-        import logging
 
         now = time.monotonic()
         last = self._warned_at.get(kind)

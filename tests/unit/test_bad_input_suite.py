@@ -394,10 +394,20 @@ class StubbedCluster:
 
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> StubbedCluster:
+    import importlib
+    import pkgutil
+    import sys
+
+    import airflow_kafka_failover
     from airflow_kafka_failover.hooks import kafka_cluster
 
+    for info in pkgutil.walk_packages(airflow_kafka_failover.__path__, "airflow_kafka_failover."):
+        importlib.import_module(info.name)  # every module that binds the hook, patched below
     stub = StubbedCluster()
-    monkeypatch.setattr(kafka_cluster, "KafkaClusterHook", stub.hook_class())
+    real, fake = kafka_cluster.KafkaClusterHook, stub.hook_class()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("airflow_kafka_failover") and getattr(module, "KafkaClusterHook", None) is real:
+            monkeypatch.setattr(module, "KafkaClusterHook", fake)
     return stub
 
 

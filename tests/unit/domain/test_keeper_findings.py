@@ -203,7 +203,7 @@ def test_each_kind_of_trouble_is_warned_on_its_own_timer(tmp_path, monkeypatch, 
     from airflow_kafka_failover.cluster_managers.yarn import Yarn
     from airflow_kafka_failover.core.exceptions import CheckpointError
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-    from airflow_kafka_failover.jobs import progress
+    from airflow_kafka_failover.triggers import job_keeper
     from airflow_kafka_failover.triggers.job_keeper import JobLooker
 
     handle = {
@@ -232,7 +232,7 @@ def test_each_kind_of_trouble_is_warned_on_its_own_timer(tmp_path, monkeypatch, 
             raise ConnectionError("the active cluster does not answer")
         return dict.fromkeys(partitions, 5)
 
-    monkeypatch.setattr(progress, "read_last_commit", last_commit)
+    monkeypatch.setattr(job_keeper, "read_last_commit", last_commit)
     monkeypatch.setattr(Yarn, "alive", alive)
     monkeypatch.setattr(KafkaClusterHook, "admin", lambda self, timeout_seconds=None, **extra: object())
     monkeypatch.setattr(KafkaClusterHook, "partition_counts", lambda self, topics: {"orders": 1})

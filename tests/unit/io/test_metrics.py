@@ -102,7 +102,7 @@ def test_a_clock_step_backwards_is_sent_as_zero(monkeypatch, seconds):
 def _commit(monkeypatch, already_committed: bool) -> list[tuple]:
     from airflow_kafka_failover.domain.active_record import ActiveRecord
     from airflow_kafka_failover.domain.config import parse_pair
-    from airflow_kafka_failover.io import metrics, record_store
+    from airflow_kafka_failover.io import metrics
     from airflow_kafka_failover.switching import steps
 
     pair = parse_pair(
@@ -112,7 +112,7 @@ def _commit(monkeypatch, already_committed: bool) -> list[tuple]:
     sent: list[tuple] = []
     monkeypatch.setattr(metrics, "_send", lambda *metric: sent.append(metric))
     monkeypatch.setattr(
-        record_store,
+        steps,
         "commit_record",
         lambda pair, epoch, new, check=None: (
             ActiveRecord.initial("orders", "A") if already_committed else new

@@ -74,7 +74,6 @@ def world(pair, monkeypatch):
     """The Variable, the job hook and the planner's inputs of one switch, recorded."""
     from airflow_kafka_failover import version_compat
     from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-    from airflow_kafka_failover.io import planner
 
     variables, hook, planned = Variables(), JobHook(), []
     monkeypatch.setattr(version_compat, "Variable", variables)
@@ -85,7 +84,7 @@ def world(pair, monkeypatch):
         planned.append(position)
         return TranslationPlan.create(source, target, [], {"A.orders": 1, "orders": 1})
 
-    monkeypatch.setattr(planner, "build_plan", build_plan)
+    monkeypatch.setattr(steps, "build_plan", build_plan)
     return {"variables": variables, "hook": hook, "planned": planned}
 
 
