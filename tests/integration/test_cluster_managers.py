@@ -18,16 +18,27 @@ lie instead. The cases only one manager has run on the same clusters.
 from __future__ import annotations
 
 import json
+import textwrap
 import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
+from airflow_kafka_failover.cluster_managers.kubernetes_pods import run_label
 from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
+from airflow_kafka_failover.cluster_managers.yarn import (
+    ResourceManagerClient,
+    UnknownYarnApplication,
+    YarnApplicationState,
+)
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.hooks.streaming_job import JobStartError
 from airflow_kafka_failover.jobs.layout import stop_requested
-from tests.integration.cluster_benches import Bench, bench_of
+from tests.integration.cluster_benches import CLUSTER, PAIR, Bench, bench_of, yarn_applications
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.spark
@@ -80,7 +91,7 @@ def test_an_unreachable_manager_is_unknown_never_dead(bench):
     handle = elsewhere.handle
     managers = ClusterManagers()
     with bench.unreachable():
-        with pytest.raises(bench.unknown):
+        with pytest.raises(bench.unknown, match="may still run"):
             managers.alive(handle)
         assert managers.alive_or_unknown(handle) is None
         assert isinstance(managers.log_tail(handle), str)
@@ -143,3 +154,107 @@ def test_local_a_pid_file_naming_a_recycled_pid_is_not_the_job(bench):
         assert stranger.is_running()  # never signalled
     finally:
         stranger.stop(timeout=5)
+
+
+def yarn_handle(run_dir: Path, application_id: str, resource_manager: str | None) -> JobHandle:
+    """The handle of a YARN application of the tests' own (not submitted through the hook)."""
+    return JobHandle(
+        pair=PAIR,
+        cluster=CLUSTER,
+        epoch=0,
+        deploy_mode="cluster",
+        master="yarn",
+        run_dir=str(run_dir),
+        checkpoint=str(run_dir / "ckpt"),
+        sink_root=str(run_dir / "sink"),
+        application_id=application_id,
+        resource_manager=resource_manager,
+    )
+
+
+@pytest.mark.parametrize("bench", ["yarn"], indirect=True)
+def test_yarn_a_handle_without_an_address_finds_the_resource_manager_in_hadoop_conf_dir(
+    bench, tmp_path, monkeypatch
+):
+    hadoop = bench.cluster
+    client = ResourceManagerClient(hadoop.resource_manager_url)
+    app = hadoop.submit_sleeping_application("akf-sleep-conf", seconds=600)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(hadoop.conf_dir))
+    job = yarn_handle(tmp_path, app, resource_manager=None)
+    # Queued (ACCEPTED) counts as alive: a second submit then would start a second driver.
+    assert ClusterManagers().alive(job) is True
+    wait_for(lambda: client.application(app).state == YarnApplicationState.RUNNING, 90, f"{app} RUNNING")
+    assert client.kill(app, wait_seconds=30).state == YarnApplicationState.KILLED
+    assert ClusterManagers().alive(job) is False
+    # Killing again is a no-op on an application in a final state.
+    assert client.kill(app).state == YarnApplicationState.KILLED
+
+
+@pytest.mark.parametrize("bench", ["yarn"], indirect=True)
+def test_yarn_an_application_id_the_resource_manager_does_not_know_is_a_clear_error(bench, tmp_path):
+    hadoop = bench.cluster
+    cluster_timestamp = json.load(
+        urllib.request.urlopen(f"{hadoop.resource_manager_url}/ws/v1/cluster/info")
+    )["clusterInfo"]["id"]
+    missing = f"application_{cluster_timestamp}_9999"
+    job = yarn_handle(tmp_path, missing, hadoop.resource_manager_url)
+    with pytest.raises(UnknownYarnApplication) as err:
+        ClusterManagers().alive(job)
+    assert f"does not know application {missing}" in str(err.value)
+    assert "not found" in str(err.value)
+    with pytest.raises(ConfigError, match="'app-20240101000000-0001' is not a YARN application id"):
+        ResourceManagerClient(hadoop.resource_manager_url).is_alive("app-20240101000000-0001")
+
+
+FAILING_JOB = """
+    import sys
+
+    sys.exit("the job's settings are unusable (a start-up failure before the SparkSession)")
+"""
+
+
+@pytest.mark.parametrize("bench", ["yarn"], indirect=True)
+def test_yarn_a_driver_that_fails_at_start_up_is_a_clear_error(bench, tmp_path):
+    """The application never reaches RUNNING (its driver exits before the SparkSession): the submit names
+    the application and YARN's diagnostics."""
+    application = tmp_path / "failing_job.py"
+    application.write_text(textwrap.dedent(FAILING_JOB))
+    run = bench.new_run()
+    started = time.monotonic()
+    with pytest.raises(JobStartError) as err:
+        run.submit(startup_timeout=180, application=application)
+    print(f"the failing driver was reported {time.monotonic() - started:.0f} s after submission")
+    (app,) = [app for app in yarn_applications(bench.cluster) if app["name"] == run.app_name]
+    assert app["finalStatus"] == "FAILED"
+    message = str(err.value)
+    assert f"YARN application {app['id']} (job of pair '{PAIR}' on {CLUSTER} at epoch" in message
+    assert f"ended {app['state']} (FAILED) during start-up: " in message
+    assert app["diagnostics"] and app["diagnostics"][:200] in message
+
+
+@pytest.mark.parametrize("bench", ["kubernetes"], indirect=True)
+def test_kubernetes_the_real_spark_submit_creates_the_pod_the_provider_named_and_labelled(bench):
+    """What spark-submit (pyspark 4.0's, which carries Spark's Kubernetes client) did for the bench's runs:
+    the pod has the name and labels the provider set, and Spark printed it only as the submission id,
+    which the Spark provider (6.3) does not parse in a namespace other than "spark" (why the provider names
+    the pod itself)."""
+
+    def pod_of(handle: JobHandle | None) -> dict | None:
+        return None if handle is None else bench.api.pod(*str(handle.driver_id).split(":"))
+
+    # A run of the cases whose pod is still there (stopped on request, it is Succeeded), else a new one.
+    run = next((run for run in bench.runs if pod_of(run.handle)), None) or bench.shared_run()
+    ref = run.handle.driver_pod()
+    pod = pod_of(run.handle)
+    assert ref.namespace == bench.namespace and ref.name.startswith(f"akf-{PAIR}-{CLUSTER.lower()}-e")
+    assert pod["metadata"]["labels"]["akf-run"] == run_label(PAIR, CLUSTER, run.settings.epoch)
+    assert pod["metadata"]["labels"]["spark-role"] == "driver"
+    created = {
+        (method, path.split("/")[5]) for method, path in bench.api.requests if method in ("POST", "PATCH")
+    }
+    assert created == {("POST", "pods"), ("PATCH", "services"), ("PATCH", "configmaps")}
+    [spark_submit] = [hook for hook in run.hook.built if hook._name != "probe"]  # the adoption built none
+    said = "\n".join(spark_submit._last_submit_log_lines)
+    assert f"submission ID {ref} into Kubernetes" in said
+    assert spark_submit._kubernetes_driver_pod is None
