@@ -38,7 +38,14 @@ from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.hooks.streaming_job import JobStartError
 from airflow_kafka_failover.jobs.layout import stop_requested
-from tests.integration.cluster_benches import CLUSTER, PAIR, Bench, bench_of, yarn_applications
+from tests.integration.cluster_benches import (
+    CLUSTER,
+    PAIR,
+    Bench,
+    bench_of,
+    master_state,
+    yarn_applications,
+)
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.spark
@@ -154,6 +161,26 @@ def test_local_a_pid_file_naming_a_recycled_pid_is_not_the_job(bench):
         assert stranger.is_running()  # never signalled
     finally:
         stranger.stop(timeout=5)
+
+
+@pytest.mark.parametrize("bench", ["standalone"], indirect=True)
+def test_standalone_an_application_the_master_ended_is_dead_whatever_pid_lives(bench):
+    """A live process in the run's pid file (the driver's pid reused, or a pid file of another host) does not
+    make the application the master ended alive."""
+    run = bench.ended_run()
+    handle = run.handle
+    ended = wait_for(
+        lambda: [a for a in master_state(bench.cluster)["completedapps"] if a["id"] == handle.application_id],
+        60,
+        "the master to list the application as completed",
+    )
+    assert ended[0]["state"] == "FINISHED"
+    handle.process.start(["sleep", "60"])
+    try:
+        assert handle.process.is_running()
+        assert ClusterManagers().alive(handle) is False
+    finally:
+        handle.process.stop(timeout=5)
 
 
 def yarn_handle(run_dir: Path, application_id: str, resource_manager: str | None) -> JobHandle:
