@@ -518,14 +518,14 @@ def stop_driver(client: DriverPodClient, handle: JobHandle, timeout: float) -> s
     return "forced"
 
 
-def _ended_or_gone(client: DriverPodClient, ref: DriverPodRef) -> bool:
+def _ended_or_gone(client: DriverPodClient, ref: DriverPodRef) -> bool | None:
     try:
         return client.read(ref).phase.ended
     except UnknownDriverPod:
         return True
     except DriverStateUnknown as exc:
         log.warning("%s", exc)
-        return False
+        return None
 
 
 def deleted_by_us(handle: JobHandle) -> bool:

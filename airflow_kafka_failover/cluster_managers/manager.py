@@ -158,19 +158,23 @@ class ClusterManager(Protocol):
 def stopped_on_request(
     handle: JobHandle,
     timeout: float,
-    ended: Callable[[], bool],
+    ended: Callable[[], bool | None],
     interval: float = 1.0,
     trust_status: bool = True,
 ) -> bool:
     """Write the stop request and wait up to ``timeout`` for the job to end on it (``ended()``: the manager's
-    word, or its ``status.json``); False when it did not (the caller kills it).
+    word, or, while the manager cannot tell, its ``status.json``); False when it did not (the caller kills
+    it).
 
     :param handle: the run.
     :param timeout: seconds to wait.
-    :param ended: the manager's own check that the driver ended.
+    :param ended: the manager's own check that the driver ended: True, False (it still runs: the job's
+        ``stopped`` is not enough, its driver may still be ending, or hang there), or None (the manager
+        cannot tell now).
     :param interval: seconds between two looks.
-    :param trust_status: whether the job's own last word counts (a driver on a cluster may never be seen
-        ending otherwise); False: only ``ended()`` does (a local process, whose end is seen at once).
+    :param trust_status: whether the job's own last word counts while ``ended()`` cannot tell (a driver on
+        a cluster may never be seen ending otherwise); False: only ``ended()`` does (a local process,
+        whose end is seen at once).
     """
     try:
         request = request_stop(handle.run_dir)
@@ -186,7 +190,8 @@ def stopped_on_request(
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if ended() or (trust_status and handle.status().get("state") in STOPPED_STATES):
+        seen = ended()
+        if seen or (seen is None and trust_status and handle.status().get("state") in STOPPED_STATES):
             log.info("%s stopped on request: %s", handle.describe(), handle.status().get("reason"))
             return True
         time.sleep(interval)

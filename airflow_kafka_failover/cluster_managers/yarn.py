@@ -413,9 +413,9 @@ class Yarn:
             log.info("%s is not running (YARN says %s); nothing to stop", handle.describe(), state)
             return "not-running"
 
-        def ended() -> bool:
+        def ended() -> bool | None:
             state = self._state(handle)
-            return state is not None and state.is_final
+            return None if state is None else state.is_final
 
         if stopped_on_request(handle, timeout, ended):
             return "stopped"

@@ -10,13 +10,15 @@ NotFound``, ``403 Forbidden``, ``409 AlreadyExists``, ``401 Unauthorized``).
 A test moves a pod through its life with :meth:`FakeKubernetesApi.set_phase` (``Pending`` with a waiting
 container, ``Running``, ``Succeeded``, ``Failed`` with a reason); a deleted pod lingers with a
 ``deletionTimestamp`` for ``delete_takes`` reads, then is gone (404), as a pod does during its grace period.
-No Kubernetes can run on this machine: this is how the provider's Kubernetes tracking is tested (see
-docs/limits.md).
+:class:`ApiServer` serves it, and can take it down and bring it back at the same address. No Kubernetes
+can run on this machine: this is how the provider's Kubernetes tracking is tested (see docs/limits.md).
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -288,40 +290,91 @@ class FakeKubernetesApi:
         return stored
 
 
+class ApiServer:
+    """Serves a :class:`FakeKubernetesApi` on a loopback port. :meth:`down` takes it off the network (new
+    connections are refused, open keep-alive ones are cut) until :meth:`up` serves it again at the same
+    address, as an API server that went down and came back.
+
+    :param api: the fake to serve; its ``url`` is set to the server's address.
+    """
+
+    def __init__(self, api: FakeKubernetesApi) -> None:
+        self.api = api
+        self.port = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._connections: set[socket.socket] = set()
+
+    def up(self) -> None:
+        """Serve on the port of the last :meth:`up` (a free one the first time)."""
+        api, connections = self.api, self._connections
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                connections.add(self.connection)
+
+            def finish(self) -> None:
+                connections.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:  # a connection cut by down()
+                    pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, payload = api.answer(self.command, self.path, self.headers, body)
+                text = isinstance(payload, str)
+                data = payload.encode() if text else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], OSError):  # a cut connection is what down() does
+                    super().handle_error(request, client_address)
+
+        server = Server(("127.0.0.1", self.port), Handler)
+        self.port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = server
+        api.url = f"http://127.0.0.1:{self.port}"
+
+    def down(self) -> None:
+        """Stop listening and cut every open connection."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+        for connection in list(self._connections):
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 @contextmanager
 def running(api: FakeKubernetesApi) -> Iterator[FakeKubernetesApi]:
     """Serve ``api`` on a free loopback port for the block; ``api.url`` is its address."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            status, payload = api.answer(self.command, self.path, self.headers, body)
-            text = isinstance(payload, str)
-            data = payload.encode() if text else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain" if text else "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    api.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = ApiServer(api)
+    server.up()
     try:
         yield api
     finally:
-        server.shutdown()
-        server.server_close()
+        server.down()
 
 
 def kubeconfig(

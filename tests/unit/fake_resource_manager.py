@@ -1,8 +1,8 @@
 """A stand-in for a YARN ResourceManager's application endpoints, on loopback, for the unit tests.
 
 Its answers have the shape of Hadoop 3.4.1's ``RMWebServices`` (status codes and bodies as the sandbox's real
-ResourceManager returned them by hand); tests/integration/test_yarn_tracking.py runs the same client against
-the real one.
+ResourceManager returned them by hand); tests/integration/test_cluster_managers.py runs the same client
+against the real one.
 """
 
 from __future__ import annotations

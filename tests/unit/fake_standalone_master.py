@@ -1,8 +1,8 @@
 """A stand-in for a Spark standalone master's web UI JSON (``GET /json/``), on loopback, for the unit tests.
 
 Its answer has the shape of Spark 4's ``JsonProtocol.writeMasterState`` (the fields the client reads, as the
-sandbox's real master returned them); tests/integration/test_streaming_job_standalone.py runs the same client
-against the real one.
+sandbox's real master returned them); tests/integration/test_cluster_managers.py runs the same client against
+the real one.
 """
 
 from __future__ import annotations

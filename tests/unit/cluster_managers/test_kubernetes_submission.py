@@ -2,7 +2,7 @@
 DAG's check and the status view: the Spark provider's SparkSubmitHook runs a stand-in spark-submit that
 creates the driver pod as Spark 4.0's does (the pod it is told to name, with its labels) and prints Spark
 4.0's line; the pod is then read, listed and deleted through the cncf-kubernetes provider's KubernetesHook
-against a fake Kubernetes API server over HTTP. tests/integration/test_kubernetes_tracking.py runs the real
+against a fake Kubernetes API server over HTTP. tests/integration/test_cluster_managers.py runs the real
 spark-submit against the same fake server."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ LABEL = run_label("orders", "B", 1)
 SPARK_SUBMIT = """#!{python}
 # Stands in for Spark 4.0's spark-submit in Kubernetes cluster mode with waitAppCompletion=false: creates
 # the driver pod named by spark.kubernetes.driver.pod.name with the spark.kubernetes.driver.label.* labels,
-# prints what Spark 4.0 prints (tests/integration/test_kubernetes_tracking.py runs the real one), exits 0.
+# prints what Spark 4.0 prints (tests/integration/test_cluster_managers.py runs the real one), exits 0.
 import json, sys, urllib.request
 args = sys.argv[1:]
 with open({calls!r}, "a") as calls:
