@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from airflow_kafka_failover.core.exceptions import TranslationError
 from airflow_kafka_failover.core.types import TopicPartition, Watermarks
@@ -121,8 +121,7 @@ def _pick(candidates: Sequence[PartitionTranslation], rank: dict[str, int]) -> P
         if not usable:
             reasons = [f"{c.method}: {w}" for c in by_rank for w in c.warnings]
             reasons = reasons or ["no method produced an offset"]
-            return replace(
-                by_rank[0],
+            return by_rank[0].copied(
                 method=TranslationMethod.NONE,
                 redelivery_bound=None,
                 warnings=["no method could translate this partition", *reasons],
@@ -135,7 +134,7 @@ def _pick(candidates: Sequence[PartitionTranslation], rank: dict[str, int]) -> P
         if c.target_offset is None and rank[c.method] < rank[best.method]
         for w in c.warnings
     ]
-    return replace(best, redelivery_bound=bound, warnings=[*best.warnings, *skipped])
+    return best.copied(redelivery_bound=bound, warnings=[*best.warnings, *skipped])
 
 
 def _clamp(chosen: PartitionTranslation, watermarks: Watermarks) -> PartitionTranslation:
@@ -149,8 +148,7 @@ def _clamp(chosen: PartitionTranslation, watermarks: Watermarks) -> PartitionTra
             f"{offset}..{low - 1} were deleted by retention on the target; nothing proves the job had "
             f"processed them, so all {skipped} count as possibly lost (gap); starting at {low}"
         )
-        return replace(
-            chosen,
+        return chosen.copied(
             target_offset=low,
             gap_records=chosen.gap_records + skipped,
             warnings=[*chosen.warnings, warning],
@@ -163,8 +161,7 @@ def _clamp(chosen: PartitionTranslation, watermarks: Watermarks) -> PartitionTra
             f"starting at {high}"
         )
         bound = None if chosen.redelivery_bound is None else chosen.redelivery_bound + missing
-        return replace(
-            chosen,
+        return chosen.copied(
             target_offset=high,
             redelivery_bound=bound,
             gap_records=chosen.gap_records + missing,
@@ -281,7 +278,7 @@ def translate_partition(
     if request.position == 0:
         # Nothing of this partition was processed (e.g. a replicated topic that was still empty): start at
         # the target's beginning, whatever the replication evidence, which an empty partition never has.
-        start = PartitionTranslation(
+        start = PartitionTranslation.of(
             request.source,
             0,
             request.target,
@@ -314,9 +311,9 @@ def _from_earliest_if_safe(request: PartitionRequest, chosen: PartitionTranslati
         None if request.reverse else request.records_before_oldest_sync,
     )
     if earliest.target_offset is None:
-        return replace(chosen, warnings=[*chosen.warnings, f"earliest: {earliest.warnings[0]}"])
+        return chosen.copied(warnings=[*chosen.warnings, f"earliest: {earliest.warnings[0]}"])
     why = [w for w in chosen.warnings if w != "no method could translate this partition"]
-    return replace(earliest, warnings=[*earliest.warnings, *(f"not used: {w}" for w in why)])
+    return earliest.copied(warnings=[*earliest.warnings, *(f"not used: {w}" for w in why)])
 
 
 def translate_partitions(

@@ -60,7 +60,7 @@ def untranslated(
     :param method: the method that failed.
     :param reason: why, for the plan's warnings.
     """
-    return PartitionTranslation(source, position, target, None, method, warnings=[reason])
+    return PartitionTranslation.of(source, position, target, None, method, warnings=[reason])
 
 
 def translate_by_offset_sync(
@@ -122,13 +122,13 @@ def translate_by_offset_sync(
     hidden = _hidden_copies_after(copies, number, index)
     warnings = _copy_warnings(source, target, copies, number, position, hidden)
     if position == upstream:
-        return PartitionTranslation(
+        return PartitionTranslation.of(
             source, position, target, downstream, method, redelivery_bound=hidden, warnings=warnings
         )
     bound = position - upstream - 1
     if index + 1 < len(copy.upstream):
         bound = min(bound, copy.downstream[index + 1] - downstream - 1)
-    return PartitionTranslation(
+    return PartitionTranslation.of(
         source, position, target, downstream + 1, method, redelivery_bound=bound + hidden, warnings=warnings
     )
 
@@ -283,7 +283,7 @@ def translate_by_offset_sync_reverse(
             f"offset {copy.downstream[0]}: up to {earlier} of their records are originals at or after "
             f"{target} offset {upstream} and are re-read, which the re-delivery bound includes"
         )
-    return PartitionTranslation(
+    return PartitionTranslation.of(
         source, position, target, upstream, method, redelivery_bound=bound, warnings=warnings
     )
 
@@ -365,7 +365,7 @@ def translate_by_checkpoint(
                 "allows; refusing it (was it written by an MM2 older than 3.5?)",
             )
         bound = _checkpoint_redelivery_bound(position, cu, cd, history)
-    return PartitionTranslation(source, position, target, cd, method, redelivery_bound=bound)
+    return PartitionTranslation.of(source, position, target, cd, method, redelivery_bound=bound)
 
 
 def _checkpoint_redelivery_bound(position: int, cu: int, cd: int, history: OffsetSyncHistory) -> int | None:
@@ -392,7 +392,7 @@ def translate_by_identity(
     :param position: next offset to process.
     :param target: partition on the other cluster.
     """
-    return PartitionTranslation(
+    return PartitionTranslation.of(
         source, position, target, position, TranslationMethod.IDENTITY, redelivery_bound=0
     )
 
@@ -421,7 +421,7 @@ def translate_by_timestamp(
         "decrease by more than the margin; not proven to be early enough"
     )
     if lookup.offset is not None:
-        return PartitionTranslation(source, position, target, lookup.offset, method, warnings=[caveat])
+        return PartitionTranslation.of(source, position, target, lookup.offset, method, warnings=[caveat])
     if high_watermark is None:
         return untranslated(
             source,
@@ -431,7 +431,7 @@ def translate_by_timestamp(
             f"no record at or after {lookup.timestamp_ms} ms on {target} and its high watermark is unknown",
         )
     note = f"no record at or after {lookup.timestamp_ms} ms on {target}: starting at its high watermark"
-    return PartitionTranslation(source, position, target, high_watermark, method, warnings=[caveat, note])
+    return PartitionTranslation.of(source, position, target, high_watermark, method, warnings=[caveat, note])
 
 
 def translate_from_earliest(
@@ -487,7 +487,7 @@ def translate_from_earliest(
         "it)"
     )
     if reverse:
-        return PartitionTranslation(
+        return PartitionTranslation.of(
             source,
             position,
             target,
@@ -497,7 +497,7 @@ def translate_from_earliest(
             warnings=[f"{start}; up to {position} records are read again (one per processed copy)"],
         )
     if history is None or not history.upstream:
-        return PartitionTranslation(
+        return PartitionTranslation.of(
             source,
             position,
             target,
@@ -525,7 +525,7 @@ def translate_from_earliest(
     upper_bound = bool(gap) and records_before_oldest_sync is None
     if gap:
         warnings.append(_never_copied(source, position, target, (u0, d0), gap, records_before_oldest_sync))
-    return PartitionTranslation(
+    return PartitionTranslation.of(
         source,
         position,
         target,

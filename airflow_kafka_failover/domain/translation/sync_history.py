@@ -88,8 +88,7 @@ class OffsetSyncHistory:
         :param syncs: ``(upstream_offset, downstream_offset)`` pairs in topic order.
         """
         pairs = syncs if isinstance(syncs, list) else list(syncs)
-        upstream = [up for up, _ in pairs]
-        downstream = [down for _, down in pairs]
+        upstream, downstream = (list(side) for side in zip(*pairs, strict=True)) if pairs else ([], [])
         # Fast path for the usual case (no restarts, no duplicates): C-level comparisons over whole lists.
         if (
             not pairs
@@ -145,9 +144,12 @@ class OffsetSyncHistory:
         """
         if self._excess is None:
             up, down = self.upstream, self.downstream
-            self._excess = [
-                (i, n) for i in range(1, len(up)) if (n := (down[i] - down[i - 1]) - (up[i] - up[i - 1])) > 0
-            ]
+            # The step differences at C speed; the usual history (no excess anywhere) ends after one max().
+            steps = list(map(operator.sub, map(operator.sub, down[1:], down), map(operator.sub, up[1:], up)))
+            if not steps or max(steps) <= 0:
+                self._excess = []
+            else:
+                self._excess = [(i, n) for i, n in enumerate(steps, start=1) if n > 0]
         return self._excess
 
     def floor_by_upstream(self, offset: int) -> int | None:
