@@ -29,10 +29,11 @@ from airflow_kafka_failover.translation.rules import (
 )
 from airflow_kafka_failover.translation.sync_history import OffsetSyncHistory
 from airflow_kafka_failover.types import TopicPartition, Watermarks
+from tests.property_examples import examples
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)
-PROPERTY = settings(max_examples=150, deadline=None)
+PROPERTY = settings(max_examples=examples(150), deadline=None)
 
 
 # ---------------------------------------------------------------- ground truth model

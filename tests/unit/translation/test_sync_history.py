@@ -14,8 +14,9 @@ from airflow_kafka_failover.translation.sync_history import (
     sync_histories_by_partition,
 )
 from airflow_kafka_failover.types import TopicPartition
+from tests.property_examples import examples
 
-PROPERTY = settings(max_examples=150, deadline=None)
+PROPERTY = settings(max_examples=examples(150), deadline=None)
 
 
 @PROPERTY
