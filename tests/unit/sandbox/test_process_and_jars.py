@@ -56,6 +56,7 @@ def test_artifact_names_keep_scala_suffixes():
     assert jars._artifact_name("zstd-jni-1.5.6-10.jar") == "zstd-jni"
 
 
+@pytest.mark.slow
 def test_corrupt_or_missing_jar_folder_is_resolved_again(tmp_path: Path, monkeypatch):
     """A copy of the resolved spark-kafka folder with one jar truncated and one deleted gets re-resolved."""
     real = jars.ArtifactSet("spark-kafka")
@@ -81,6 +82,7 @@ def test_missing_maven_gives_one_clear_line(tmp_path: Path, monkeypatch):
         jars.ArtifactSet("kafka").ensure()
 
 
+@pytest.mark.slow
 def test_spark_jars_leave_out_what_pyspark_ships(tmp_path: Path):
     shipped = tmp_path / "pyspark-jars"
     shipped.mkdir()
@@ -90,6 +92,7 @@ def test_spark_jars_leave_out_what_pyspark_ships(tmp_path: Path):
     assert not any(n.startswith("scala-library") for n in names)
 
 
+@pytest.mark.slow
 def test_record_id_jar_is_compiled_once_and_again_when_it_is_damaged(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
     jar = jars.record_id_jar()
@@ -104,6 +107,7 @@ def test_record_id_jar_is_compiled_once_and_again_when_it_is_damaged(tmp_path: P
     assert manifest["spark_jars"] and manifest["size"] == jar.stat().st_size
 
 
+@pytest.mark.slow
 def test_without_javac_the_job_jars_leave_out_the_record_id_jar_and_say_why(
     tmp_path: Path, monkeypatch, caplog
 ):

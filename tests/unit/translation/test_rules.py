@@ -530,6 +530,7 @@ def test_topic_partition_str_and_order():
     ]
 
 
+@pytest.mark.slow
 def test_ten_thousand_partitions_translate_in_one_call():
     # Their speed is a figure of benchmarks/bench_translation_pure.py, not a timed assertion here.
     syncs = [(i * 1000, i * 990) for i in range(64)]
