@@ -1,4 +1,5 @@
-# The two commands: `make demo` runs the main job, `make test` runs the tests. Each sets up first.
+# The two commands: `make demo` runs the main job, `make test` runs the tests. Each sets up first, with what it
+# needs: `make setup` resolves only the demo's JVM artifacts; `make test` resolves every set the tests use.
 .PHONY: setup demo test test-fast clean
 
 setup:
@@ -10,9 +11,9 @@ demo: setup
 # The gates first (lint, format, types, import layers), then two workers, each taking whole test files (a
 # file's tests share its sandbox and run in order).
 test:
-	@scripts/setup.sh --browser
+	@scripts/setup.sh --browser --all-jars
 	@$(MAKE) --no-print-directory lint
-	.venv/bin/python -m pytest -q -n 2 --dist loadfile
+	HYPOTHESIS_PROFILE=default .venv/bin/python -m pytest -q -n 2 --dist loadfile
 
 # What CI enforces before the tests; each fails on any finding.
 .PHONY: lint
@@ -22,9 +23,11 @@ lint:
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 
-# The inner loop: pure logic only, no Kafka, no Spark (a few seconds).
-test-fast: setup
-	.venv/bin/python -m pytest -q -m "not sandbox and not spark"
+# The inner loop (under a minute): no Kafka, no Spark, none of the `slow` tests (wheel build, Maven, javac, the
+# Airflow CLI, stand-in processes, real timeouts), and at most 20 examples per property test. No JVM artifacts.
+test-fast:
+	@scripts/setup.sh --no-jars
+	HYPOTHESIS_PROFILE=fast .venv/bin/python -m pytest -q -m "not sandbox and not spark and not slow"
 
 # Airflow 3 on this machine with the provider, the sandbox and the example pair (Ctrl-C stops everything).
 .PHONY: airflow
@@ -43,7 +46,8 @@ reference:
 # Every benchmark, one after the other (sandboxes and Spark; long on 2 cores): a table of the figures and
 # results/benchmarks.json with the machine. BENCH_ARGS="--quick" for a smoke run, "--only rto,redelivery" for some.
 .PHONY: bench
-bench: setup
+bench:
+	@scripts/setup.sh --all-jars
 	.venv/bin/python benchmarks/run_all.py $(BENCH_ARGS)
 
 # Pins every package of .venv (except the two editable local ones) into constraints.txt, which `make setup`

@@ -2,8 +2,24 @@
 # Installs everything the project needs on a machine with Python 3.11+, Java 17 and Maven:
 # a virtualenv in .venv with the provider (and its test extra) and the development tools of devtools/ (sandbox,
 # demo, local Airflow), both editable, and the JVM artifacts resolved by Maven into .jars/. Idempotent: each step is skipped when its inputs did not change since it last succeeded.
+#
+# Options: --browser (make test) installs Debian's chromium for the Airflow UI test; --all-jars (make test)
+# resolves every JVM artifact set the tests use (Delta, the Hadoop minicluster, S3A with its 560 MB AWS SDK
+# bundle), where the default resolves only the demo's (Kafka, Spark's Kafka source); --no-jars (make
+# test-fast) resolves none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+browser=false
+jars=demo
+for arg in "$@"; do
+  case "$arg" in
+    --browser) browser=true ;;
+    --all-jars) jars=all ;;
+    --no-jars) jars=none ;;
+    *) echo "error: unknown option $arg (use --browser, --all-jars or --no-jars)" >&2; exit 2 ;;
+  esac
+done
 
 PYTHON=${PYTHON:-python3}
 need() { command -v "$1" >/dev/null 2>&1 || { echo "error: $1 not found: $2" >&2; exit 1; }; }
@@ -17,7 +33,7 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head
 
 # With --browser (make test): the Airflow UI test drives Debian's Chromium through Playwright (browser
 # downloads are not used). Skipped when /usr/bin/chromium exists; otherwise apt-get, as root or through sudo.
-if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+if [ "$browser" = true ] && [ ! -x /usr/bin/chromium ]; then
   chromium_packages="chromium chromium-driver fonts-dejavu-core"
   if [ "$(id -u)" -eq 0 ]; then
     as_root=()
@@ -53,4 +69,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-.venv/bin/python -m akf_devtools.sandbox.jars
+case "$jars" in
+  demo) .venv/bin/python -m akf_devtools.sandbox.jars ;;
+  all) .venv/bin/python -m akf_devtools.sandbox.jars --all ;;
+  none) ;;
+esac

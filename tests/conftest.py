@@ -1,4 +1,5 @@
-"""Test-wide settings: an isolated Airflow home, and the sandbox marker for tests that need Kafka."""
+"""Test-wide settings: an isolated Airflow home, the property tests' profile, the job jars for the tests that
+run Spark, and the sandbox marker for tests that need Kafka."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+import tests.property_examples  # noqa: F401 - the property tests' counts, loaded before any test module
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -16,17 +19,22 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 
 
 def _use_job_jars() -> None:
-    """The jobs the tests submit get the jars ``make setup`` resolved (the provider's ``job_jars`` option)."""
+    """The jobs the tests submit get the default job jars (the provider's ``job_jars`` option), resolved
+    with Maven first when ``make test``'s setup has not resolved them yet."""
     from akf_devtools.errors import SandboxError
     from akf_devtools.sandbox.jars import use_job_jars
 
     try:
         use_job_jars()
-    except SandboxError as exc:  # the pure tests do not need them; the Spark tests then fail naming the jars
+    except SandboxError as exc:  # the Spark tests then fail naming the jars
         print(f"conftest: no job jars: {exc}")
 
 
-_use_job_jars()
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fill the job jars only when a selected test runs Kafka or Spark: a run of the pure tests alone
+    (``make test-fast``) resolves nothing with Maven."""
+    if any(item.get_closest_marker("sandbox") or item.get_closest_marker("spark") for item in session.items):
+        _use_job_jars()
 
 
 # The longest files, longest first (seconds on the 2-core CI machine, from --durations). `make test` gives

@@ -147,3 +147,46 @@ def test_in_parallel_waits_for_every_call_then_raises_the_first_error():
         in_parallel([failing, slow])
     assert done == ["slow"], "in_parallel raised before every call had ended"
     in_parallel([])
+
+
+@pytest.fixture
+def resolved_sets(tmp_path: Path, monkeypatch) -> list[str]:
+    """Stand in for Maven and javac: each set ``ensure`` is asked for gets one jar under ``tmp_path``."""
+    asked: list[str] = []
+
+    def ensure(self, *, check_zip: bool = False) -> list[Path]:
+        asked.append(self.name)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        jar = self.folder / f"{self.name}-1.0.jar"
+        jar.write_bytes(b"")
+        return [jar]
+
+    monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    monkeypatch.delenv(jars.JOB_JARS_ENV, raising=False)
+    monkeypatch.setattr(jars.ArtifactSet, "ensure", ensure)
+    monkeypatch.setattr(jars, "record_id_jar", lambda: tmp_path / "record-id" / jars.RECORD_ID_JAR)
+    monkeypatch.setattr(jars, "hadoop_minicluster_classpath", lambda: str(tmp_path / "hadoop-main"))
+    monkeypatch.setattr(jars, "_pyspark_jars_dir", lambda: tmp_path / "pyspark-jars")
+    return asked
+
+
+def test_setup_resolves_only_the_demos_sets_and_all_of_them_with_all(resolved_sets, capsys):
+    jars.main([])
+    assert set(resolved_sets) == set(jars.DEMO_SETS) == {"kafka", "spark-kafka"}
+    out = capsys.readouterr().out
+    assert "not resolved (the tests' sets): delta, hadoop-minicluster, s3a" in out
+    assert "delta" not in out.splitlines()[-1]  # the job jars it prints leave Delta out
+    resolved_sets.clear()
+    jars.main(["--all"])
+    assert set(resolved_sets) == set(jars.ARTIFACT_SETS)
+    assert "hadoop-minicluster main:" in capsys.readouterr().out
+
+
+def test_the_demos_job_jars_leave_out_delta_and_resolve_nothing_else(resolved_sets):
+    value = jars.use_job_jars(delta=False)
+    assert [Path(jar).name for jar in value.split(",")] == ["spark-kafka-1.0.jar", jars.RECORD_ID_JAR]
+    assert resolved_sets == ["spark-kafka"]
+    assert jars.use_job_jars() == value  # set already: kept as it is, nothing resolved
+    assert resolved_sets == ["spark-kafka"]
+    names = [jar.name for jar in jars.job_jars()]
+    assert names == ["spark-kafka-1.0.jar", "delta-1.0.jar", jars.RECORD_ID_JAR]
