@@ -2,8 +2,24 @@
 # Installs everything the project needs on a machine with Python 3.11+, Java 17 and Maven:
 # a virtualenv in .venv with the provider (and its test extra) and the development tools of devtools/ (sandbox,
 # demo, local Airflow), both editable, and the JVM artifacts resolved by Maven into .jars/. Idempotent: each step is skipped when its inputs did not change since it last succeeded.
+#
+# Options: --browser (make test) installs Debian's chromium for the Airflow UI test; --all-jars (make test)
+# resolves every JVM artifact set the tests use (Delta, the Hadoop minicluster, S3A with its 560 MB AWS SDK
+# bundle), where the default resolves only the demo's (Kafka, Spark's Kafka source); --no-jars (make
+# test-fast) resolves none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+browser=false
+jars=demo
+for arg in "$@"; do
+  case "$arg" in
+    --browser) browser=true ;;
+    --all-jars) jars=all ;;
+    --no-jars) jars=none ;;
+    *) echo "error: unknown option $arg (use --browser, --all-jars or --no-jars)" >&2; exit 2 ;;
+  esac
+done
 
 PYTHON=${PYTHON:-python3}
 need() { command -v "$1" >/dev/null 2>&1 || { echo "error: $1 not found: $2" >&2; exit 1; }; }
@@ -17,7 +33,7 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head
 
 # With --browser (make test): the Airflow UI test drives Debian's Chromium through Playwright (browser
 # downloads are not used). Skipped when /usr/bin/chromium exists; otherwise apt-get, as root or through sudo.
-if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+if [ "$browser" = true ] && [ ! -x /usr/bin/chromium ]; then
   chromium_packages="chromium chromium-driver fonts-dejavu-core"
   if [ "$(id -u)" -eq 0 ]; then
     as_root=()
@@ -44,13 +60,21 @@ fi
 stamp=.venv/.akf-installed
 want=$(cat pyproject.toml devtools/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing the provider and the development tools into .venv (a few minutes the first time)"
-  .venv/bin/python -m pip install -q --upgrade pip
-  # constraints.txt pins every package to the versions last tested (refreshed by 'make constraints').
-  .venv/bin/python -m pip install -q -c constraints.txt -e '.[test]' -e './devtools[demo]'
+  echo "setup: installing the provider and the development tools into .venv (about a minute the first time)"
+  # constraints.txt pins every package to the versions last tested (refreshed by 'make constraints'), uv too.
+  # uv (from PyPI, into .venv) installs the pinned set several times faster than pip (README, "Setup times");
+  # pip stays in .venv for 'make constraints'. --compile-bytecode writes the .pyc files as pip does: without
+  # them each run compiles every module it imports again where PYTHONDONTWRITEBYTECODE is set.
+  .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt uv
+  .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -c constraints.txt \
+    -e '.[test]' -e './devtools[demo]'
   .venv/bin/python -c 'import pyspark' \
     || { echo "error: 'import pyspark' fails in .venv (two packages writing the pyspark folder?); remove .venv and run 'make setup' again" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 
-.venv/bin/python -m akf_devtools.sandbox.jars
+case "$jars" in
+  demo) .venv/bin/python -m akf_devtools.sandbox.jars ;;
+  all) .venv/bin/python -m akf_devtools.sandbox.jars --all ;;
+  none) ;;
+esac

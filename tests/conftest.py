@@ -1,4 +1,5 @@
-"""Test-wide settings: an isolated Airflow home, and the markers of the tests that need Kafka or Airflow."""
+"""Test-wide settings: an isolated Airflow home, the property tests' profile, and the markers of the tests
+that need Kafka or Airflow."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+import tests.property_examples  # noqa: F401 - the property tests' counts, loaded before any test module
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from akf_devtools.sandbox.jars import use_job_jars
 
-    use_job_jars()
+    use_job_jars(delta=False)  # the example pair runs the packaged Parquet job: no Delta (make setup's sets)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     run_dir = (args.run_dir or project_root() / ".airflow" / "local").resolve()
     airflow = LocalAirflow(

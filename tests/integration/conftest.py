@@ -24,15 +24,18 @@ from akf_devtools.sandbox.sandbox import Sandbox
 __all__ = ["RUN_ROOT", "register_connections", "run_dag_test", "start_sandbox", "stop_sandbox"]
 
 
-def _use_job_jars() -> None:
-    """The jobs the tests submit get the jars ``make setup`` resolved (the provider's ``job_jars`` option)."""
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The jobs the tests submit get the default job jars (the provider's ``job_jars`` option), resolved with
+    Maven first when ``make test``'s setup has not resolved them yet; only when a selected test runs Kafka or
+    Spark, so ``make test-fast`` (which collects this folder and deselects all of it) resolves nothing."""
+    if not any(
+        item.get_closest_marker("sandbox") or item.get_closest_marker("spark") for item in session.items
+    ):
+        return
     try:
         use_job_jars()
     except SandboxError as exc:  # the tests that need none still run; the Spark tests fail naming the jars
         print(f"conftest: no job jars: {exc}")
-
-
-_use_job_jars()
 
 
 REPO = Path(__file__).resolve().parents[2]

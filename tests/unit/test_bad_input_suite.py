@@ -63,6 +63,10 @@ METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{}}'
 VALID_PARAMS = {"force": False, "dry_run": False, "reason": ""}
 KAFKA_FAILOVER = Path(sys.executable).with_name("kafka-failover")
 
+# Its world migrates a metadata DB with the Airflow CLI and runs a stand-in job; the CLI cases start
+# `kafka-failover`: about 15 s on two cores, so `make test` runs it and `make test-fast` does not.
+pytestmark = pytest.mark.slow
+
 CONNECTIONS = {
     CONN_A: {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:1"}},
     CONN_B: {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:2"}},

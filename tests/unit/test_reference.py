@@ -50,6 +50,7 @@ def test_the_check_mode_fails_naming_the_command(tmp_path, monkeypatch):
     assert "`primery`" not in reference.read_text() and module.main(["--check"]) == 0
 
 
+@pytest.mark.slow
 def test_the_script_runs_as_the_makefile_runs_it():
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=120, check=False

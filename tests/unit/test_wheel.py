@@ -7,6 +7,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds the wheel with pip
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -283,13 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="records per second produced (default: 50)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default: 2)")
     args = parser.parse_args(argv)
-    from akf_devtools.sandbox.jars import use_job_jars
-
-    use_job_jars()
     if not 1 <= args.rate <= 5000:
         parser.error(f"--rate must be between 1 and 5000 records per second, got {args.rate:g}")
     if not 1 <= args.partitions <= 64:
         parser.error(f"--partitions must be between 1 and 64, got {args.partitions}")
+    from akf_devtools.sandbox.jars import use_job_jars
+
+    use_job_jars(delta=False)  # the demo's pair runs the packaged Parquet job: no Delta (make setup's sets)
     results = args.results or project_root() / "results" / time.strftime("demo-%Y%m%d-%H%M%S")
     signal.signal(signal.SIGTERM, _sigterm)
     # Explicitly, because Python keeps SIGINT ignored when it starts with it ignored (as background jobs of

@@ -9,6 +9,11 @@ by ``mvn dependency:copy-dependencies`` into ``<jars root>/<name>/``. A manifest
 resolution records the pom's hash and every jar's size, so a missing, partial or corrupt folder is
 noticed and resolved again instead of failing later with a ClassNotFoundException.
 
+``make setup`` (and so ``make demo``) resolves only :data:`DEMO_SETS`, what the demo loads; ``make test``
+resolves every set (``--all``). A heavy set not resolved yet is resolved by the first call that needs it
+(:func:`delta_jars`, :func:`hadoop_minicluster_classpath`, :func:`s3a_jars`), through the same idempotent
+:meth:`ArtifactSet.ensure`.
+
 The record-id jar (``<jars root>/record-id/akf-record-id.jar``) holds the job's JSON field reader (see
 ``jvm/record-id/src/akf/jobs/JsonStringField.java``). It is compiled with ``javac`` against pyspark's own
 jars, so it needs a JDK but no download; its manifest records the sources' hash and the spark-sql-api jar
@@ -18,6 +23,7 @@ it was compiled against. The sandbox's Hadoop jar (``<jars root>/hadoop-miniclus
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import hashlib
 import json
@@ -36,6 +42,10 @@ from akf_devtools.errors import SandboxError
 log = logging.getLogger(__name__)
 
 ARTIFACT_SETS = ("kafka", "spark-kafka", "delta", "hadoop-minicluster", "s3a")
+DEMO_SETS = ("kafka", "spark-kafka")
+"""What the demo loads: the sandbox's brokers and MirrorMaker 2, and Spark's Kafka source for its job, the
+packaged Parquet job (which needs no Delta). The rest (Delta, the Hadoop minicluster, S3A with its 560 MB AWS
+SDK bundle) only tests and benchmarks use."""
 MANIFEST = ".manifest.json"
 # Pinned so resolution behaves the same whatever Maven's default plugin version is.
 COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
@@ -311,13 +321,16 @@ def hadoop_minicluster_classpath() -> str:
     return f"{jar}{os.pathsep}{artifact_set.folder / '*'}"
 
 
-def job_jars() -> list[Path]:
+def job_jars(*, delta: bool = True) -> list[Path]:
     """The job's default ``--jars``: Spark's Kafka source, Delta Lake, and the record-id jar when a JDK can
     build it.
 
     Without the record-id jar the job still runs; it reads record ids with ``get_json_object`` (slower).
+
+    :param delta: include Delta Lake's jars (resolving them first if needed); the packaged Parquet job does
+        not use them.
     """
-    jars = spark_kafka_jars() + delta_jars()
+    jars = spark_kafka_jars() + (delta_jars() if delta else [])
     try:
         jars.append(record_id_jar())
     except SandboxError as exc:
@@ -329,14 +342,17 @@ JOB_JARS_ENV = "AIRFLOW__KAFKA_FAILOVER__JOB_JARS"
 """The provider's ``[kafka_failover] job_jars`` option as an environment variable."""
 
 
-def use_job_jars() -> str:
+def use_job_jars(*, delta: bool = True) -> str:
     """Point the provider's ``[kafka_failover] job_jars`` option at :func:`job_jars` unless it is set already.
 
     Called by the demo, the local Airflow, the benchmarks and the tests, so that their pairs need no
     ``job.jars`` of their own; returns the value in force.
+
+    :param delta: include Delta Lake's jars (the demo and the local Airflow, whose pairs run the packaged
+        Parquet job, leave them out).
     """
     if not os.environ.get(JOB_JARS_ENV):
-        os.environ[JOB_JARS_ENV] = ",".join(str(jar) for jar in job_jars())
+        os.environ[JOB_JARS_ENV] = ",".join(str(jar) for jar in job_jars(delta=delta))
     return os.environ[JOB_JARS_ENV]
 
 
@@ -360,16 +376,31 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def main() -> None:
-    """Resolve every artifact set (used by ``make setup``)."""
+def main(argv: list[str] | None = None) -> None:
+    """Resolve the demo's artifact sets (``make setup``), or with ``--all`` every set (``make test``), and
+    compile the record-id jar."""
+    parser = argparse.ArgumentParser(prog="python -m akf_devtools.sandbox.jars", description=main.__doc__)
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help=f"every set ({', '.join(ARTIFACT_SETS)}) and the Hadoop minicluster's jar, as the tests need; "
+        f"default: the demo's ({', '.join(DEMO_SETS)})",
+    )
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    for name in ARTIFACT_SETS:
+    for name in ARTIFACT_SETS if args.all else DEMO_SETS:
         artifact_set = ArtifactSet(name)
         jars = artifact_set.ensure(check_zip=True)
         print(f"{name}: {len(jars)} jars in {artifact_set.folder}")
     print(f"record-id: {record_id_jar()}")
-    print(f"hadoop-minicluster main: {hadoop_minicluster_classpath().split(os.pathsep)[0]}")
-    print(f"job jars for your own Airflow: export {JOB_JARS_ENV}={','.join(str(jar) for jar in job_jars())}")
+    if args.all:
+        print(f"hadoop-minicluster main: {hadoop_minicluster_classpath().split(os.pathsep)[0]}")
+    else:
+        later = ", ".join(name for name in ARTIFACT_SETS if name not in DEMO_SETS)
+        print(f"not resolved (the tests' sets): {later}; `make test` resolves them, or run with --all")
+    value = ",".join(str(jar) for jar in job_jars(delta=args.all))
+    without = "" if args.all else " (without Delta)"
+    print(f"job jars for your own Airflow{without}: export {JOB_JARS_ENV}={value}")
 
 
 if __name__ == "__main__":

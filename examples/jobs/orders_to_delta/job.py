@@ -2,7 +2,8 @@
 
 Submitted by the failover DAGs with ``--settings <file>``: set ``job.application`` to this file and
 ``job.sink_root`` to the table's location in the pair config. Needs ``delta-spark`` on the driver and Delta's
-jars in the job's jars (``make setup`` puts them in the provider's ``job_jars`` option).
+jars in the job's jars (``make test``'s setup, ``python -m akf_devtools.sandbox.jars --all``, resolves them;
+the tests and the benchmarks put them in the provider's ``job_jars`` option).
 """
 
 from __future__ import annotations

@@ -196,6 +196,7 @@ def test_run_drivers_lists_the_pods_of_the_run_by_label(api):
     assert [str(r.ref) for r in reports] == [str(REF)]
 
 
+@pytest.mark.slow
 def test_delete_and_wait_until_gone(api):
     api.add_pod("spark-jobs", POD, "Running")
     api.delete_takes = 2
@@ -254,6 +255,7 @@ print(json.dumps(said))
 """
 
 
+@pytest.mark.slow
 def test_the_provider_works_without_the_kubernetes_extra_until_a_kubernetes_master_is_used(tmp_path):
     import subprocess
     import sys

@@ -116,6 +116,7 @@ def run_when_created(api, phase: str = "Running", after: float = 1.0, **status) 
     return thread
 
 
+@pytest.mark.slow
 def test_a_submit_names_and_labels_the_driver_pod_and_waits_until_it_runs(tmp_path, k8s):
     run_when_created(k8s)
     handle = submit(tmp_path)
@@ -183,6 +184,7 @@ def test_a_silent_api_server_submits_nothing(tmp_path, k8s):
     assert submissions(k8s) == 0
 
 
+@pytest.mark.slow
 def test_a_driver_that_fails_during_start_up_names_the_pods_reason(tmp_path, k8s):
     run_when_created(k8s, "Failed", reason="Evicted", message="The node was low on resource: memory.")
     with pytest.raises(JobStartError) as err:
@@ -194,6 +196,7 @@ def test_a_driver_that_fails_during_start_up_names_the_pods_reason(tmp_path, k8s
     )
 
 
+@pytest.mark.slow
 def test_a_driver_still_pending_at_the_deadline_is_deleted(tmp_path, k8s):
     k8s.delete_takes = 0
     run_when_created(
@@ -211,6 +214,7 @@ def test_a_driver_still_pending_at_the_deadline_is_deleted(tmp_path, k8s):
     assert k8s.pods() == [] and any(method == "DELETE" for method, _ in k8s.requests)
 
 
+@pytest.mark.slow
 def test_stop_deletes_a_driver_that_ignores_the_stop_request(tmp_path, k8s):
     k8s.created_phase = "Running"
     handle = submit(tmp_path)
@@ -230,6 +234,7 @@ def test_stop_deletes_a_driver_that_ignores_the_stop_request(tmp_path, k8s):
     assert hook.stop(handle.to_dict(), timeout=0.5) == "not-running"
 
 
+@pytest.mark.slow
 def test_a_driver_that_ends_on_the_stop_request_is_stopped_not_deleted(tmp_path, k8s):
     k8s.created_phase = "Running"
     handle = submit(tmp_path)
@@ -283,6 +288,7 @@ def test_the_pod_name_is_the_providers(tmp_path, k8s):
         submit(tmp_path, conf={"spark.kubernetes.driver.pod.name": "mine"})
 
 
+@pytest.mark.slow
 def test_on_kill_while_waiting_deletes_the_submitted_pod(tmp_path, k8s, checked_without_kafka):  # noqa: F811
     operator = _submit_operator(tmp_path, spark_conn_id="spark_k8s", stop_timeout_seconds=0.5)
 

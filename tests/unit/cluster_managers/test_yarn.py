@@ -192,6 +192,7 @@ def test_client_cannot_reach_a_closed_port():
     assert "it may still run" in str(err.value)
 
 
+@pytest.mark.slow
 def test_kill_puts_killed_and_waits_for_the_final_state():
     with running(FakeResourceManager(apps={APP: "RUNNING"}, kill_takes=2)) as rm:
         report = ResourceManagerClient(rm.url).kill(APP, wait_seconds=10)
@@ -205,6 +206,7 @@ def test_kill_leaves_a_finished_application_alone():
         assert [method for method, _ in rm.requests] == ["GET"]
 
 
+@pytest.mark.slow
 def test_kill_that_does_not_take_effect_is_reported():
     with running(FakeResourceManager(apps={APP: "RUNNING"}, kill_takes=10_000)) as rm:
         with pytest.raises(ResourceManagerUnreachable, match=f"{APP} is still RUNNING 1 s after"):

@@ -133,6 +133,7 @@ def test_a_cluster_manager_that_does_not_answer_is_unknown_never_dead(tmp_path, 
     assert assess(seen, LIMITS) == [Finding.UNKNOWN]
 
 
+@pytest.mark.slow
 def test_between_looks_a_driver_that_dies_ends_the_wait_within_a_second():
     import asyncio
     import time as clock

@@ -66,6 +66,7 @@ def _settings(tmp_path) -> tuple[JobSettings, RunLayout]:
     return run_of(tmp_path)
 
 
+@pytest.mark.slow
 def test_cluster_mode_submits_without_waiting_and_kills_through_the_resource_manager(tmp_path, fake_yarn):
     bin_dir, calls, rm = fake_yarn
     hook = StreamingJobHook("spark_yarn", jars="/jars/kafka.jar", py_files="/dist/provider.zip")
@@ -317,6 +318,7 @@ def _submissions(calls) -> int:
     return len(calls.read_text().splitlines()) if calls.exists() else 0
 
 
+@pytest.mark.slow
 def test_a_yarn_submit_waits_until_the_application_runs(tmp_path, fake_yarn):
     import threading
 
@@ -348,6 +350,7 @@ def test_a_yarn_application_that_fails_at_start_up_names_its_diagnostics(tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_a_yarn_application_still_accepted_at_the_deadline_is_killed(tmp_path, fake_yarn):
     from airflow_kafka_failover.hooks.streaming_job import JobStartError
 
@@ -416,6 +419,7 @@ def test_stopping_an_ended_yarn_application_does_nothing(tmp_path, fake_yarn):
     assert not any(method == "PUT" for method, _ in rm.requests)
 
 
+@pytest.mark.slow
 def test_a_yarn_application_that_ends_on_the_stop_request_is_stopped_not_killed(tmp_path, fake_yarn):
     import threading
 
@@ -469,6 +473,7 @@ def test_the_standalone_web_ui_port_comes_from_the_connection_extra(monkeypatch)
         StreamingJobHook("spark_sa").standalone_master_webui_port()
 
 
+@pytest.mark.slow
 def test_on_kill_while_waiting_for_yarn_kills_the_submitted_application(
     tmp_path, fake_yarn, checked_without_kafka
 ):

@@ -50,6 +50,7 @@ def test_release_removes_only_the_lease_of_its_epoch(tmp_path):
     assert read_lease(marker, "orders") is None
 
 
+@pytest.mark.slow
 def test_holding_renews_while_the_block_runs_and_stops_after(tmp_path):
     marker = str(tmp_path / "fence")
     with holding_lease(marker, "orders", 4, "B", "keeper", 1.2) as first:

@@ -59,6 +59,7 @@ def _received() -> list[str]:
     return packets
 
 
+@pytest.mark.slow
 def test_a_switch_and_the_sensor_decisions_send_their_metrics_to_statsd():
     ours = [packet for packet in _received() if ".kafka_failover." in packet]
     assert ours == [  # [metrics] statsd_prefix "airflow"; plain StatsD carries no tags

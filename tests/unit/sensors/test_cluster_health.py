@@ -78,6 +78,7 @@ def test_serialize_round_trips_init():
     assert again.serialize() == (classpath, kwargs)
 
 
+@pytest.mark.slow
 def test_trigger_on_an_unreachable_cluster_yields_one_down_event(dead_cluster_conn):
     async def first_event():
         return await anext(_trigger().run())
@@ -91,6 +92,7 @@ def test_trigger_on_an_unreachable_cluster_yields_one_down_event(dead_cluster_co
     assert len(history) >= 3 and all(not probe["reachable"] for probe in history[1:])
 
 
+@pytest.mark.slow
 def test_a_down_decision_sends_its_detection_time(dead_cluster_conn, monkeypatch):
     from airflow_kafka_failover.io import metrics
 
@@ -112,6 +114,7 @@ def test_a_down_decision_sends_its_detection_time(dead_cluster_conn, monkeypatch
     assert failing_since is not None and 0 < value.total_seconds() < 60
 
 
+@pytest.mark.slow
 def test_trigger_deadline_yields_timeout(dead_cluster_conn):
     trigger = _trigger(
         kind="recovered",
@@ -330,6 +333,7 @@ def test_event_handling_timeout_soft_fail_and_data_loss():
         sensor.execute_complete({}, loss)
 
 
+@pytest.mark.slow
 def test_importing_the_sensors_stays_light():
     """DAG files import these modules at parse time: confluent-kafka must not be imported by them."""
     import subprocess

@@ -113,6 +113,7 @@ def test_bad_arguments_are_refused_by_name(kind, backoff, message):
         _trigger(kind=kind, error_backoff_seconds=backoff)
 
 
+@pytest.mark.slow
 def test_yields_when_the_verdict_becomes_down_and_not_again_until_it_changed(monkeypatch):
     # up, up, DOWN, down, down, up, up, DOWN, then down for good: two changes to down, two events.
     watch = _ScriptedWatch([False, False, True, True, True, False, False, True])
@@ -147,6 +148,7 @@ class _RecoveryScript(_ScriptedWatch):
         )
 
 
+@pytest.mark.slow
 def test_a_recovered_verdict_wakes_again_only_after_the_cluster_failed_again(monkeypatch):
     ok, lagging, failed = (True, False), (False, False), (False, True)
     # recovered; two lag flaps (no failed probe: no new event); a failure; recovered again: the 2nd event.
@@ -158,6 +160,7 @@ def test_a_recovered_verdict_wakes_again_only_after_the_cluster_failed_again(mon
     assert all(event["kind"] == "recovered" for event in events)
 
 
+@pytest.mark.slow
 def test_a_verdict_that_holds_from_the_start_wakes_once(monkeypatch):
     monkeypatch.setattr(verdict_change, "build_watch", lambda *args: _ScriptedWatch([True]))
     events = asyncio.run(_events(_trigger(), count=2, within=0.8))
@@ -184,6 +187,7 @@ def test_a_failing_watch_yields_one_error_per_distinct_message_then_starts_again
     assert len(attempts) == 4  # three failures, one error event, then a watch that worked
 
 
+@pytest.mark.slow
 def test_an_unreachable_cluster_yields_a_real_down_event_with_its_evidence(monkeypatch):
     port = free_ports(1)[0]
     monkeypatch.setenv(

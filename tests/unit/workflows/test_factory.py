@@ -207,6 +207,7 @@ def test_the_gate_task_of_a_switch_dag_fails_on_bad_input_and_only_a_timeout_ski
         gate.execute(context)
 
 
+@pytest.mark.slow
 def test_dag_file_parses_without_kafka_or_spark_clients():
     code = (
         "import sys, time, runpy; t = time.perf_counter(); g = runpy.run_path('dags/kafka_failover.py');"
@@ -227,6 +228,7 @@ def test_dag_file_parses_without_kafka_or_spark_clients():
     assert "kafka_failover_orders_failover" in found["dags"]
 
 
+@pytest.mark.slow
 def test_dag_file_without_a_config_names_the_variable_to_set():
     env = {key: value for key, value in os.environ.items() if key != "AKF_PAIRS_CONFIG"}
     result = subprocess.run(

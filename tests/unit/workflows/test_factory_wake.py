@@ -190,6 +190,7 @@ def test_force_and_dry_run_still_skip_the_wait_in_event_mode(tmp_path):
     assert sensor.execute(_context([], sensor.verdict_asset_name, dry_run=True)) is None
 
 
+@pytest.mark.slow
 def test_the_woken_sensor_confirms_the_verdict_with_one_probe_instead_of_waiting(tmp_path, monkeypatch):
     import json
     import time

@@ -56,6 +56,7 @@ def test_artifact_names_keep_scala_suffixes():
     assert jars._artifact_name("zstd-jni-1.5.6-10.jar") == "zstd-jni"
 
 
+@pytest.mark.slow
 def test_corrupt_or_missing_jar_folder_is_resolved_again(tmp_path: Path, monkeypatch):
     """A copy of the resolved spark-kafka folder with one jar truncated and one deleted gets re-resolved."""
     real = jars.ArtifactSet("spark-kafka")
@@ -81,6 +82,7 @@ def test_missing_maven_gives_one_clear_line(tmp_path: Path, monkeypatch):
         jars.ArtifactSet("kafka").ensure()
 
 
+@pytest.mark.slow
 def test_spark_jars_leave_out_what_pyspark_ships(tmp_path: Path):
     shipped = tmp_path / "pyspark-jars"
     shipped.mkdir()
@@ -90,6 +92,7 @@ def test_spark_jars_leave_out_what_pyspark_ships(tmp_path: Path):
     assert not any(n.startswith("scala-library") for n in names)
 
 
+@pytest.mark.slow
 def test_record_id_jar_is_compiled_once_and_again_when_it_is_damaged(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
     jar = jars.record_id_jar()
@@ -104,6 +107,7 @@ def test_record_id_jar_is_compiled_once_and_again_when_it_is_damaged(tmp_path: P
     assert manifest["spark_jars"] and manifest["size"] == jar.stat().st_size
 
 
+@pytest.mark.slow
 def test_without_javac_the_job_jars_leave_out_the_record_id_jar_and_say_why(
     tmp_path: Path, monkeypatch, caplog
 ):
@@ -143,3 +147,46 @@ def test_in_parallel_waits_for_every_call_then_raises_the_first_error():
         in_parallel([failing, slow])
     assert done == ["slow"], "in_parallel raised before every call had ended"
     in_parallel([])
+
+
+@pytest.fixture
+def resolved_sets(tmp_path: Path, monkeypatch) -> list[str]:
+    """Stand in for Maven and javac: each set ``ensure`` is asked for gets one jar under ``tmp_path``."""
+    asked: list[str] = []
+
+    def ensure(self, *, check_zip: bool = False) -> list[Path]:
+        asked.append(self.name)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        jar = self.folder / f"{self.name}-1.0.jar"
+        jar.write_bytes(b"")
+        return [jar]
+
+    monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    monkeypatch.delenv(jars.JOB_JARS_ENV, raising=False)
+    monkeypatch.setattr(jars.ArtifactSet, "ensure", ensure)
+    monkeypatch.setattr(jars, "record_id_jar", lambda: tmp_path / "record-id" / jars.RECORD_ID_JAR)
+    monkeypatch.setattr(jars, "hadoop_minicluster_classpath", lambda: str(tmp_path / "hadoop-main"))
+    monkeypatch.setattr(jars, "_pyspark_jars_dir", lambda: tmp_path / "pyspark-jars")
+    return asked
+
+
+def test_setup_resolves_only_the_demos_sets_and_all_of_them_with_all(resolved_sets, capsys):
+    jars.main([])
+    assert set(resolved_sets) == set(jars.DEMO_SETS) == {"kafka", "spark-kafka"}
+    out = capsys.readouterr().out
+    assert "not resolved (the tests' sets): delta, hadoop-minicluster, s3a" in out
+    assert "delta" not in out.splitlines()[-1]  # the job jars it prints leave Delta out
+    resolved_sets.clear()
+    jars.main(["--all"])
+    assert set(resolved_sets) == set(jars.ARTIFACT_SETS)
+    assert "hadoop-minicluster main:" in capsys.readouterr().out
+
+
+def test_the_demos_job_jars_leave_out_delta_and_resolve_nothing_else(resolved_sets):
+    value = jars.use_job_jars(delta=False)
+    assert [Path(jar).name for jar in value.split(",")] == ["spark-kafka-1.0.jar", jars.RECORD_ID_JAR]
+    assert resolved_sets == ["spark-kafka"]
+    assert jars.use_job_jars() == value  # set already: kept as it is, nothing resolved
+    assert resolved_sets == ["spark-kafka"]
+    names = [jar.name for jar in jars.job_jars()]
+    assert names == ["spark-kafka-1.0.jar", "delta-1.0.jar", jars.RECORD_ID_JAR]

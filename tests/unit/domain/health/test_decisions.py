@@ -24,6 +24,7 @@ from airflow_kafka_failover.domain.health.heartbeats import (
 from airflow_kafka_failover.domain.health.recovery_decision import RecoveryDecision, decide_recovered
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from airflow_kafka_failover.domain.replication_lag import lag_by_timestamps, replication_lag
+from tests.property_examples import examples
 from tests.unit.domain.health.probe_histories import (
     BASE,
     DEFAULTS,
@@ -43,7 +44,7 @@ from tests.unit.domain.health.probe_histories import (
 # decide_down: corroboration and network splits
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.data(), histories(), thresholds(), st.booleans())
 def test_heartbeats_advancing_is_never_down(
     data: st.DataObject, case: tuple[list[ProbeResult], float], t: HealthThresholds, require: bool
@@ -66,7 +67,7 @@ def test_a_long_split_is_flagged_with_a_warning() -> None:
     assert "NETWORK SPLIT SUSPECTED" in decision.reason and "check the network" in decision.reason
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(
     died_at=st.floats(30.0, 32.0),
     replication_delay=st.floats(0.0, 3.0),

@@ -21,6 +21,7 @@ from airflow_kafka_failover.domain.health.verdict import (
     judge,
     recent_history,
 )
+from tests.property_examples import examples
 from tests.unit.domain.health.probe_histories import (
     BASE,
     DEFAULTS,
@@ -185,7 +186,7 @@ def test_a_history_of_two_clusters_is_refused() -> None:
 # Bounded history
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(st.data(), histories(max_dt=4.0, min_size=40, max_size=120), thresholds(), st.booleans())
 def test_recent_history_changes_no_decision(
     data: st.DataObject, case: tuple[list[ProbeResult], float], t: HealthThresholds, require: bool

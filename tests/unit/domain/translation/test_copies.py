@@ -23,10 +23,11 @@ from airflow_kafka_failover.domain.translation.rules import (
     translate_from_earliest,
 )
 from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
+from tests.property_examples import examples
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)
-PROPERTY = settings(max_examples=300, deadline=None)
+PROPERTY = settings(max_examples=examples(300), deadline=None)
 
 
 @dataclass

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from airflow_kafka_failover.core.exceptions import TranslationError
 from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint, OffsetSync, describe_bytes
+from tests.property_examples import examples
 
 
 def kafka_string(value: str) -> bytes:
@@ -68,14 +69,14 @@ offsets = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 partitions = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(texts, partitions, offsets, offsets)
 def test_offset_sync_round_trip(topic, partition, upstream, downstream):
     sync = OffsetSync(topic, partition, upstream, downstream)
     assert OffsetSync.decode(*sync.encode()) == sync
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(texts, texts, partitions, offsets, offsets, texts)
 def test_checkpoint_round_trip(group, topic, partition, upstream, downstream, metadata):
     checkpoint = Checkpoint(group, topic, partition, upstream, downstream, metadata)

@@ -32,10 +32,11 @@ from airflow_kafka_failover.domain.translation.rules import (
     translate_by_timestamp,
 )
 from airflow_kafka_failover.domain.translation.sync_history import OffsetSyncHistory
+from tests.property_examples import examples
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)
-PROPERTY = settings(max_examples=150, deadline=None)
+PROPERTY = settings(max_examples=examples(150), deadline=None)
 
 
 # ---------------------------------------------------------------- ground truth model
@@ -525,6 +526,7 @@ def test_topic_partition_str_and_order():
     ]
 
 
+@pytest.mark.slow
 def test_ten_thousand_partitions_translate_in_one_call():
     # Their speed is a figure of benchmarks/bench_translation_pure.py, not a timed assertion here.
     syncs = [(i * 1000, i * 990) for i in range(64)]

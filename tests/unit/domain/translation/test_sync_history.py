@@ -14,8 +14,9 @@ from airflow_kafka_failover.domain.translation.sync_history import (
     latest_checkpoints,
     sync_histories_by_partition,
 )
+from tests.property_examples import examples
 
-PROPERTY = settings(max_examples=150, deadline=None)
+PROPERTY = settings(max_examples=examples(150), deadline=None)
 
 
 @PROPERTY
