@@ -170,8 +170,9 @@ class JobOptions(StreamOptions):
     )
     startup_timeout_seconds: JobSeconds = Field(
         180.0,
-        description="Time the job has to report `running` (local and client deploy mode; in cluster mode "
-        "the submit step does not wait).",
+        description="Time the job has to report `running` (local and client deploy mode), or its cluster "
+        "manager to report it running (cluster mode: YARN's `RUNNING`, a `Running` driver pod); a job not "
+        "running by then is stopped and the submit fails.",
     )
     stop_timeout_seconds: JobSeconds = Field(
         60.0,
