@@ -405,6 +405,7 @@ def build_keeper_dag(config_path: str, pair: PairConfig) -> DAG:
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
+        render_template_as_native_obj=True,
         params={
             "window_seconds": Param(
                 None,

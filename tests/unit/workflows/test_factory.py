@@ -58,6 +58,9 @@ def test_four_dags_per_pair_with_the_documented_shape(tmp_path):
     assert "wait_for_recovery" in failback.task_ids
     commit = failback.get_task("commit")
     assert [outlet.name for outlet in commit.outlets] == ["kafka_failover.orders"]
+    # docs/reference.md: "All DAGs have ... catchup=False, max_active_runs=1, render_template_as_native_obj"
+    for dag in dags.values():
+        assert not dag.catchup and dag.max_active_runs == 1 and dag.render_template_as_native_obj, dag.dag_id
 
 
 def test_the_down_sensor_checks_the_primarys_heartbeats_on_the_standby(tmp_path):
