@@ -70,8 +70,9 @@ class SubmitStreamingJobOperator(BaseOperator):
     :param starting_offsets: ``earliest``, ``latest``, or a start map naming every partition, as a dict or
         JSON (a translation plan's ``to_spark_starting_offsets()``). Used only with a new checkpoint.
     :param bookkeeping_group: consumer group the job commits its position to.
-    :param spark_conn_id: the ``spark`` connection (the job option ``spark_connection``).
-    :param conf: Spark configuration (the job option ``spark_conf``).
+    :param spark_conn_id: the ``spark`` connection (the job option ``spark_connection``, which it also
+        takes by that name).
+    :param conf: Spark configuration (the job option ``spark_conf``, which it also takes by that name).
     """
 
     template_fields: Sequence[str] = (
@@ -103,6 +104,20 @@ class SubmitStreamingJobOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         options = _job_options_from(kwargs)
+        # The job options' own names of the two the operator has arguments for: the same setting, so
+        # given both ways they must agree (they were dropped before, leaving the defaults).
+        if "spark_connection" in options:
+            named = str(options.pop("spark_connection"))
+            if spark_conn_id not in ("spark_default", named):
+                raise ConfigError(
+                    f"spark_connection={named!r} and spark_conn_id={spark_conn_id!r} name two connections "
+                    "for one job; give one of them"
+                )
+            spark_conn_id = named
+        if "spark_conf" in options:
+            if conf:
+                raise ConfigError("spark_conf and conf are the same Spark settings; give one of them")
+            conf = options.pop("spark_conf")
         super().__init__(**kwargs)
         self.pair, self.cluster, self.epoch = pair, cluster, epoch
         self.kafka_conn_id = kafka_conn_id

@@ -208,6 +208,30 @@ def test_the_operator_takes_the_job_options_by_their_names(tmp_path):
     )
 
 
+def test_the_operator_takes_spark_conf_and_spark_connection_by_their_option_names(tmp_path):
+    operator = _submit_operator(tmp_path, spark_conf={"spark.x": 1}, spark_connection="spark_yarn")
+    options = operator.options()
+    assert options.spark_conf == {"spark.x": "1"} and options.spark_connection == "spark_yarn"
+    assert operator.spark_conn_id == "spark_yarn"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"spark_conf": {"a": 1}, "conf": {"b": 2}}, "spark_conf and conf are the same Spark settings"),
+        (
+            {"spark_connection": "spark_yarn", "spark_conn_id": "spark_k8s"},
+            "spark_connection='spark_yarn' and spark_conn_id='spark_k8s' name two connections",
+        ),
+    ],
+)
+def test_one_setting_given_under_both_names_is_refused(tmp_path, given, message):
+    from airflow_kafka_failover.core.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        _submit_operator(tmp_path, **given)
+
+
 def test_a_bad_job_option_fails_the_task_naming_it(tmp_path):
     from airflow.sdk.exceptions import AirflowFailException
 
