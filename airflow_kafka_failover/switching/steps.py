@@ -415,6 +415,14 @@ def submit(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) ->
     return request.submit(StreamingJobHook.for_options(pair.job)).to_dict()
 
 
+def _default_reason(kind: str, forced: bool, triggered_by: str) -> str:
+    """The history entry's reason when the run gave none: ``forced``, ``manual <kind>`` for a run triggered
+    by hand (``triggered_by`` is Airflow's run type, ``manual`` here), else ``automatic <kind>``."""
+    if forced:
+        return "forced"
+    return f"{'manual' if triggered_by.startswith('manual') else 'automatic'} {kind}"
+
+
 def commit(
     pair: PairConfig,
     kind: str,
@@ -439,7 +447,7 @@ def commit(
     source, target = direction(pair, kind)
     entry = {
         "kind": kind,
-        "reason": params.reason or ("forced" if params.force else f"automatic {kind}"),
+        "reason": params.reason or _default_reason(kind, params.force, triggered_by),
         "triggered_by": triggered_by,
         "forced": params.force,
         "plan": plan["summary"],

@@ -239,3 +239,27 @@ def test_the_old_run_is_the_newest_cluster_mode_submission_of_the_recorded_run(p
     found = old_run(pair, GATE_VIEW.with_job(recorded, recorded["checkpoint"]))
     assert found.handle is not None and found.handle["application_id"] == "application_1_0002"
     assert found.named_by_record
+
+
+@pytest.mark.parametrize(
+    ("params", "triggered_by", "reason"),
+    [
+        (SwitchParams(), "manual by admin", "manual failover"),
+        (SwitchParams(), "asset_triggered", "automatic failover"),
+        (SwitchParams(), "keeper (finished an interrupted switch)", "automatic failover"),
+        (SwitchParams(force=True), "manual", "forced"),
+        (SwitchParams(reason="planned maintenance of A"), "manual", "planned maintenance of A"),
+    ],
+)
+def test_the_history_entry_says_why_and_a_run_by_hand_is_not_called_automatic(
+    pair, world, params, triggered_by, reason
+):
+    job = job_of(pair, "A", 0)
+    start_commits(pair, job)
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    payload = steps.plan_after_fence(pair, FAILOVER, fenced)
+    committed = steps.commit_after_first_batch(
+        pair, FAILOVER, fenced, job_of(pair, "B", 1), payload, params, triggered_by
+    )
+    entry = committed.history[-1]
+    assert (entry.reason, entry.triggered_by) == (reason, triggered_by)
