@@ -6,9 +6,12 @@ import importlib.util
 import json
 import subprocess
 import sys
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from airflow_kafka_failover.domain.config import ClusterSpec, PairConfig, PairsFile, load_pairs
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds
@@ -84,3 +87,43 @@ def test_the_example_file_is_valid_against_the_exported_json_schema():
     remote = {"pairs": {"orders": {**example["pairs"]["orders"], "job": {"sink_root": "s3://bucket/x"}}}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(remote, schema)
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _not_shown(model: type[BaseModel], shown: object, path: str) -> Iterator[str]:
+    """The options of ``model`` that ``shown`` (the example's section) lacks or shows with a value other than
+    the default. Fields filled from a key (``exclude``) are not options; a default of null that the config
+    derives (``flows``, ``methods``) may be shown as its derived value."""
+    for name, field in model.model_fields.items():
+        if field.exclude:
+            continue
+        where = f"{path}.{name}"
+        if not isinstance(shown, dict) or name not in shown:
+            yield f"{where} is missing"
+            continue
+        nested = _model_in(field.annotation)
+        if typing.get_origin(field.annotation) is dict and nested is not None:
+            for key, value in shown[name].items():
+                yield from _not_shown(nested, value, f"{where}.{key}")
+        elif nested is not None:
+            yield from _not_shown(nested, shown[name], where)
+        elif not field.is_required():
+            default = field.get_default(call_default_factory=True)
+            value = shown[name]
+            if default is not None and getattr(default, "value", default) != value and default != value:
+                yield f"{where} shows {value!r}, the default is {default!r}"
+
+
+def test_the_example_file_shows_every_option_with_its_default():
+    """examples/pairs.yaml says it shows every option with its default: a new option must be added there."""
+    import yaml
+
+    example = yaml.safe_load((REPO / "examples" / "pairs.yaml").read_text())
+    problems = list(_not_shown(PairConfig, example["pairs"]["orders"], "pairs.orders"))
+    assert not problems, "examples/pairs.yaml: " + "; ".join(problems)
