@@ -38,6 +38,7 @@ from typing import Any
 from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable
+from airflow_kafka_failover.jobs.classpath import check_kafka_classpath
 from airflow_kafka_failover.jobs.hadoop_store import use_hadoop_stores
 from airflow_kafka_failover.jobs.job_run import (
     EXIT_BAD_INPUT,
@@ -93,7 +94,9 @@ class FailoverStream:
         """Read ``--settings`` from the command line, check the run may start, and build the SparkSession.
 
         A run that must not start (bad settings, a checkpoint of another run, a fence at another epoch) writes
-        ``refused`` with the reason to its status file and exits with code 2 before Spark starts.
+        ``refused`` with the reason to its status file and exits with code 2 before Spark starts; so does a
+        driver whose classpath lacks Spark's Kafka source or the Kafka client (checked once the session is
+        up, naming the jars' Maven coordinates).
 
         :param argv: the arguments (``sys.argv[1:]`` by default); other arguments than ``--settings`` are
             left to your job (see :attr:`extra_args`).
@@ -125,6 +128,13 @@ class FailoverStream:
             spark = _session(
                 app_name or f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}", session_config
             )
+        try:
+            check_kafka_classpath(spark)
+        except ConfigError as exc:
+            log.error("refusing to start: %s", exc)
+            _refuse(args.settings, str(exc))
+            spark.stop()
+            raise SystemExit(EXIT_BAD_INPUT) from None
         stream = cls(settings, spark)
         stream.extra_args = extra
         stream._run.write_status("starting")
