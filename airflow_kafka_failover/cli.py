@@ -30,13 +30,16 @@ from airflow_kafka_failover.domain.config import load_pair, load_pairs
 from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
 from airflow_kafka_failover.domain.status.model import PairHistory
 from airflow_kafka_failover.domain.status.text import history_to_text, statuses_to_json, to_text
-from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.hooks.storage import use_job_storage
-from airflow_kafka_failover.io.planner import build_plan, load_position
-from airflow_kafka_failover.io.status_readers import read_history_record, read_pair
 
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from airflow_kafka_failover.domain.config import PairConfig
+
+# The modules that read clusters and stores import Airflow, whose loggers print to stdout from that first
+# import on (e.g. "Unit test configuration loaded"). They are imported inside the commands, after ``main``
+# has sent file descriptor 1 to stderr, so that stdout holds only a command's result (``--json`` is parsed).
 
 log = logging.getLogger("airflow_kafka_failover.cli")
 
@@ -69,7 +72,9 @@ def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--json", action="store_true", help="print the plan as JSON instead of a table")
 
 
-def _run_plan(args: argparse.Namespace) -> int:
+def _run_plan(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.io.planner import build_plan, load_position
 
     pair = load_pair(args.config, args.pair)
     use_job_storage(pair.job)
@@ -79,14 +84,12 @@ def _run_plan(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--from and --to are both {args.source!r}; name the two different clusters of the pair"
         )
-    # Airflow's loggers print to stdout; only the plan itself may go there (``--json`` is parsed by tools).
-    with _stdout_to_stderr() as real_stdout:
-        hooks = {name: KafkaClusterHook(spec.connection) for name, spec in pair.clusters.items()}
-        for hook in hooks.values():
-            _ = hook.client_config  # name a bad connection before any network call
-        position = load_position(args.checkpoint, args.position, args.group, hooks[args.source])
-        plan = build_plan(pair, args.source, args.target, position, hooks)
-        print(plan.to_json() if args.json else plan.to_table(), file=real_stdout)
+    hooks = {name: KafkaClusterHook(spec.connection) for name, spec in pair.clusters.items()}
+    for hook in hooks.values():
+        _ = hook.client_config  # name a bad connection before any network call
+    position = load_position(args.checkpoint, args.position, args.group, hooks[args.source])
+    plan = build_plan(pair, args.source, args.target, position, hooks)
+    print(plan.to_json() if args.json else plan.to_table(), file=out, flush=True)
     missing = plan.without_start
     if missing:
         for translation in missing:
@@ -161,27 +164,28 @@ def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
     return [pairs[name]]
 
 
-def _run_status(args: argparse.Namespace) -> int:
+def _run_status(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_kafka_failover.io.status_readers import read_pair
+
     pairs = _chosen_pairs(args.config, args.pair, "or leave --pair out to see every pair")
-    with _stdout_to_stderr() as real_stdout:
-        statuses = [assemble(read_pair(pair)) for pair in pairs]
-        if args.json:
-            print(statuses_to_json(statuses), file=real_stdout)
-        else:
-            print("\n\n".join(to_text(status) for status in statuses), file=real_stdout)
+    statuses = [assemble(read_pair(pair)) for pair in pairs]
+    if args.json:
+        print(statuses_to_json(statuses), file=out, flush=True)
+    else:
+        print("\n\n".join(to_text(status) for status in statuses), file=out, flush=True)
     return exit_code(statuses)
 
 
-def _run_history(args: argparse.Namespace) -> int:
+def _run_history(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_kafka_failover.io.status_readers import read_history_record
 
     (pair,) = _chosen_pairs(args.config, args.pair, "one pair at a time")
-    with _stdout_to_stderr() as real_stdout:
-        record, stored = read_history_record(pair)
-        history = PairHistory.of(record, stored, args.limit)
-        if args.json:
-            print(json.dumps(history.model_dump(mode="json"), indent=2), file=real_stdout)
-        else:
-            print(history_to_text(history), file=real_stdout)
+    record, stored = read_history_record(pair)
+    history = PairHistory.of(record, stored, args.limit)
+    if args.json:
+        print(json.dumps(history.model_dump(mode="json"), indent=2), file=out, flush=True)
+    else:
+        print(history_to_text(history), file=out, flush=True)
     return 0
 
 
@@ -228,14 +232,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    try:
-        return COMMANDS[args.command](args)
-    except FailoverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    with _stdout_to_stderr() as out:
+        try:
+            return COMMANDS[args.command](args, out)
+        except FailoverError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

@@ -69,7 +69,13 @@ def old_run(pair: PairConfig, record: ActiveRecord) -> OldRun:
     if record.job is not None:
         handle = _newest_submission(record.job)
         return OldRun(handle, record.checkpoint or handle.get("checkpoint"), named_by_record=True)
-    return _unrecorded_run(pair, record)
+    found = _unrecorded_run(pair, record)
+    if record.checkpoint:
+        # A record that keeps a checkpoint without a job (its job was cleared by hand, say): the switch still
+        # plans from that checkpoint, and stops whatever of the epoch's run is found.
+        log.info("the record names no job but the checkpoint %s; planning from it", record.checkpoint)
+        return OldRun(found.handle, record.checkpoint, named_by_record=True)
+    return found
 
 
 def _newest_submission(recorded: dict[str, Any]) -> dict[str, Any]:

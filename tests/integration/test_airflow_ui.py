@@ -81,8 +81,17 @@ class Launcher:
         request = urllib.request.Request(
             self.airflow.url + path, data=data, headers=headers, method="GET" if body is None else "POST"
         )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
+        # A GET is read again when the API server, slow on a loaded 2-core machine, does not answer in time.
+        attempts = 1 if body is not None else 3
+        for attempt in range(1, attempts + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    return json.loads(response.read())
+            except TimeoutError:
+                if attempt == attempts:
+                    raise
+                print(f"{path}: no answer in 60 s (attempt {attempt} of {attempts}); asking again")
+        raise AssertionError("unreachable")
 
     def record(self) -> str:
         return self.api(f"/api/v2/variables/{RECORD_VARIABLE}")["value"]

@@ -170,7 +170,7 @@ def test_replayed_batch_writes_nothing_new(world, sandbox, unique_topic, monkeyp
     wait_progress(again, min_records=120)
     contents = read_sink(world.sink)
     assert (contents.rows, contents.duplicates, len(contents.records)) == (120, 0, 120)
-    assert "replayed batch" in JobHandle.from_dict(again).log_tail(400)
+    assert "replayed batch" in job_log_tail(JobHandle.from_dict(again), 400)
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"

@@ -8,7 +8,10 @@ where a test needs a database that fails.
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,6 +107,25 @@ def test_history_json_is_the_only_thing_on_stdout(config, monkeypatch, capfd):
     assert document["switches_total"] == 1
     assert document["switches"][0]["from"] == "A"
     assert document["switches"][0]["max_duplicates"] == 4
+
+
+def test_stdout_of_a_fresh_process_holds_only_the_result(config, monkeypatch):
+    """Airflow logs to stdout from its first import on (here its unit-test configuration notice): in a fresh
+    interpreter, as a user runs the command, nothing but the JSON may reach stdout."""
+    store_record(monkeypatch, SWITCHED)
+    argv = [sys.executable, "-m", "airflow_kafka_failover.cli", "history", "--config", str(config)]
+    env = {**os.environ, "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
+    done = subprocess.run(
+        [*argv, "--pair", "orders", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["switches_total"] == 1, done.stdout
+    assert "Unit test configuration loaded" in done.stderr, "Airflow's notice should go to stderr"
 
 
 def test_history_of_a_pair_that_never_switched(config, monkeypatch, capfd):

@@ -10,6 +10,7 @@ Kafka reads are replaced by recorders (the sandbox tests run the same steps agai
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,23 @@ def test_plan_reads_the_record_when_it_acts_and_plans_from_its_job(pair, world):
     (position,) = world["planned"]
     assert {str(tp): offset for tp, offset in position.offsets.items()} == {"orders-0": 42}
     assert payload["old_run"]["run_dir"] == job["run_dir"]
+
+
+def test_plan_reads_the_checkpoint_of_a_record_that_names_no_job(pair, world, tmp_path):
+    """A record whose job was cleared (by hand, say) but whose checkpoint was kept: the plan starts from it,
+    not from ``translation.initial_position``."""
+    job = job_of(pair, "A", 0, committed_offset=17)
+    elsewhere = tmp_path / "kept-checkpoint"
+    Path(job["checkpoint"]).rename(elsewhere)
+    record = replace(GATE_VIEW, checkpoint=str(elsewhere))
+    publish(world, record)
+    fenced = steps.fence_and_stop(pair, FAILOVER, record)
+    steps.plan_after_fence(pair, FAILOVER, fenced)
+    (position,) = world["planned"]
+    assert position is not None, (
+        "the record's checkpoint was ignored: every partition would start at earliest"
+    )
+    assert {str(tp): offset for tp, offset in position.offsets.items()} == {"orders-0": 17}
 
 
 def test_plan_refuses_a_recorded_job_whose_checkpoint_holds_no_committed_batch(pair, world):
