@@ -38,4 +38,14 @@ def test_the_wheel_holds_only_the_provider(tmp_path):
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "kafka-failover = airflow_kafka_failover.cli:main" in text
     assert "akf-dev" not in text
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), "the wheel lacks LICENSE"
+    metadata = (
+        zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    )
+    for line in (
+        "License-Expression: Apache-2.0",
+        "Classifier: Framework :: Apache Airflow :: Provider",
+        "Author: The airflow-kafka-failover developers",
+    ):
+        assert line in metadata.splitlines(), f"the wheel's METADATA lacks {line!r}"
     print(f"{wheel.name}: {len(package)} files in the provider package")
