@@ -232,6 +232,14 @@ def test_one_setting_given_under_both_names_is_refused(tmp_path, given, message)
         _submit_operator(tmp_path, **given)
 
 
+def test_a_keyword_the_operator_does_not_use_is_refused_by_name(tmp_path):
+    """A misspelt option (``spark_confs``) is not silently dropped: the DAG file fails naming it."""
+    with pytest.raises(
+        TypeError, match=r"(?s)Invalid arguments were passed to SubmitStreamingJobOperator.*spark_confs"
+    ):
+        _submit_operator(tmp_path, spark_confs={"spark.x": 1})
+
+
 def test_a_bad_job_option_fails_the_task_naming_it(tmp_path):
     from airflow.sdk.exceptions import AirflowFailException
 
