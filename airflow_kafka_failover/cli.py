@@ -233,8 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     with _stdout_to_stderr() as out:
+        from airflow_kafka_failover.version_compat import airflow_cli_context
+
         try:
-            return COMMANDS[args.command](args, out)
+            with airflow_cli_context():
+                return COMMANDS[args.command](args, out)
         except FailoverError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -7,11 +7,16 @@ theirs in ``version_compat.py``): every other module imports these names from he
 - :func:`metastore_variable` is Airflow's own ``Variable`` model, for code that runs outside a task (the
   command line), which reads the metadata database as ``airflow variables get`` does; imported on first use,
   since it loads the ORM.
+- :func:`airflow_cli_context` makes connection lookups of a command outside a task read what ``airflow
+  connections get`` reads (the metadata database as well as the environment and secrets backends).
 - ``AIRFLOW_VERSION`` and the ``AIRFLOW_V_*_PLUS`` flags, for behaviour that depends on the release.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from airflow import __version__ as _airflow_version
@@ -29,6 +34,7 @@ __all__ = [
     "AIRFLOW_V_3_2_PLUS",
     "Stats",
     "Variable",
+    "airflow_cli_context",
     "conf",
     "metastore_variable",
 ]
@@ -39,3 +45,27 @@ def metastore_variable() -> Any:
     from airflow.models import Variable as MetastoreVariable
 
     return MetastoreVariable
+
+
+_PROCESS_CONTEXT = "_AIRFLOW_PROCESS_CONTEXT"
+
+
+@contextlib.contextmanager
+def airflow_cli_context() -> Iterator[None]:
+    """Look connections up as Airflow's own command line does, for the duration of a command.
+
+    Outside a task the Task SDK chooses its secrets backends by the process context: unknown processes get
+    only environment variables and configured secrets backends, so a connection made in the UI or with
+    ``airflow connections add`` (stored in the metadata database) would not be found. ``airflow connections
+    get`` declares itself a server process (``_AIRFLOW_PROCESS_CONTEXT=server``), whose chain ends with the
+    metadata database; this does the same and restores the variable afterwards. A context the caller set
+    is kept.
+    """
+    previous = os.environ.get(_PROCESS_CONTEXT)
+    if previous is None:
+        os.environ[_PROCESS_CONTEXT] = "server"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_PROCESS_CONTEXT, None)

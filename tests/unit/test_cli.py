@@ -234,3 +234,55 @@ def test_status_and_history_change_nothing(config, monkeypatch, tmp_path, capfd)
     cli.main(["status", "--config", str(config)])
     cli.main(["history", "--config", str(config), "--pair", "orders"])
     assert sorted(str(path) for path in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.slow  # migrates a metadata DB and runs the Airflow CLI (about 20 s on two cores)
+def test_the_cli_sees_a_connection_made_with_airflow_connections_add(tmp_path):
+    """A connection that exists only in the metadata database (made in the UI or with ``airflow connections
+    add``) is found by ``kafka-failover``, as by Airflow's own command line."""
+    from akf_devtools.sandbox.airflow_env import airflow_env, prepare_airflow_home
+
+    home = prepare_airflow_home(tmp_path / "home")
+    env = {k: v for k, v in airflow_env(home).items() if not k.startswith("AIRFLOW_CONN_CLI_DB")}
+    airflow = Path(sys.executable).with_name("airflow")
+    for name in ("a", "b"):
+        extra = json.dumps({"bootstrap.servers": f"127.0.0.1:{closed_port()}"})
+        added = subprocess.run(
+            [
+                str(airflow),
+                "connections",
+                "add",
+                f"cli_db_{name}",
+                "--conn-type",
+                "kafka",
+                "--conn-extra",
+                extra,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert added.returncode == 0, added.stdout + added.stderr
+    pair = {
+        "clusters": {"A": {"connection": "cli_db_a"}, "B": {"connection": "cli_db_b"}},
+        "primary": "A",
+        "topics": ["orders"],
+        "health": QUICK_HEALTH,
+        "job": {name: str(tmp_path / name) for name in ("sink_root", "checkpoint_root", "run_root")}
+        | {"fencing_marker": str(tmp_path / "fence")},
+    }
+    config = tmp_path / "pairs.yaml"
+    config.write_text(yaml.safe_dump({"pairs": {"orders": pair}}))
+    argv = [sys.executable, "-m", "airflow_kafka_failover.cli", "status", "--config", str(config), "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180, check=False)
+    assert "isn't defined" not in done.stdout + done.stderr, done.stdout + done.stderr[-3000:]
+    # Both clusters are closed ports and no job runs: the status reads the connections and finds that the
+    # clusters do not answer (on the code before, each connection "isn't defined").
+    (status,) = json.loads(done.stdout)["pairs"]
+    assert [line.split(": connection")[0] for line in status["unread"]] == [
+        "active cluster A: does not answer",
+        "standby cluster B: does not answer",
+    ], status["unread"]
+    assert done.returncode == cli.EXIT_STATUS_ACT, done.stderr[-3000:]
