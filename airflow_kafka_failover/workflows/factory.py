@@ -73,7 +73,7 @@ def default_config_path() -> Path:
 
 def pair_asset(pair: str) -> Asset:
     """The asset a committed switch of ``pair`` updates; its event's extra names the active cluster, epoch."""
-    return Asset(name=f"kafka_failover.{pair}", uri=f"kafka-failover://{pair}/active")
+    return Asset(name=f"kafka_failover.{pair}", uri=f"x-kafka-failover://{pair}/active")
 
 
 def verdict_asset(pair: str, kind: str, watchers: list[AssetWatcher] | None = None) -> Asset:
@@ -85,7 +85,7 @@ def verdict_asset(pair: str, kind: str, watchers: list[AssetWatcher] | None = No
     """
     return Asset(
         name=f"kafka_failover.{pair}.{kind}_verdict",
-        uri=f"kafka-failover://{pair}/{kind}-verdict",
+        uri=f"x-kafka-failover://{pair}/{kind}-verdict",
         watchers=watchers or [],
     )
 

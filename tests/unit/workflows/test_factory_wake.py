@@ -54,7 +54,7 @@ def test_event_mode_schedules_each_switch_dag_on_its_verdict_asset(tmp_path, kin
     assert type(dag.timetable).__name__ == "AssetTriggeredTimetable"
     [asset] = _watched_assets(dag)
     assert asset.name == f"kafka_failover.orders.{kind}_verdict"
-    assert asset.uri == f"kafka-failover://orders/{kind}-verdict"
+    assert asset.uri == f"x-kafka-failover://orders/{kind}-verdict"
     [watcher] = asset.watchers
     trigger = watcher.trigger
     assert isinstance(trigger, ClusterVerdictTrigger) and trigger.kind == watch
