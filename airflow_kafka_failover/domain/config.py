@@ -571,20 +571,39 @@ class PairsFile(Schema):
     pairs: dict[str, PairConfig] = Field(description="The pairs, by name (letters, digits, `_`, `.`, `-`).")
 
 
-def _resolve_job_paths(job: JobOptions, pair: str, source: str) -> JobOptions:
-    """The job options with every path absolute: given local ones relative to the file, others defaulted; a
-    store URI is kept as it is."""
-    from airflow_kafka_failover.core.storage.locations import is_remote
+SHARED_STATE_OPTIONS = ("fencing_marker", "run_root", "checkpoint_root", "sink_root")
+"""The job options every host that runs a pair's tasks must see alike (``local_root`` is per host)."""
 
-    base = Path(source).resolve().parent if source != "<memory>" else Path.cwd()
+
+def _default_job_paths(pair: str) -> dict[str, Path]:
+    """Where the job's state goes when the config names no place: under this host's ``$AIRFLOW_HOME``."""
     home = _airflow_home() / "kafka-failover"
-    defaults = {
+    return {
         "sink_root": home / "sink" / pair,
         "checkpoint_root": home / "checkpoints",
         "run_root": home / "runs",
         "fencing_marker": home / "fencing" / pair,
         "local_root": home / "local",
     }
+
+
+def defaulted_state_options(pair: PairConfig) -> list[str]:
+    """The :data:`SHARED_STATE_OPTIONS` of ``pair`` left at their per-host defaults under ``$AIRFLOW_HOME``.
+
+    On a deployment whose tasks run on several hosts each host would keep its own fence, run folders and
+    checkpoints there.
+    """
+    defaults = _default_job_paths(pair.name)
+    return [key for key in SHARED_STATE_OPTIONS if getattr(pair.job, key) == str(defaults[key])]
+
+
+def _resolve_job_paths(job: JobOptions, pair: str, source: str) -> JobOptions:
+    """The job options with every path absolute: given local ones relative to the file, others defaulted; a
+    store URI is kept as it is."""
+    from airflow_kafka_failover.core.storage.locations import is_remote
+
+    base = Path(source).resolve().parent if source != "<memory>" else Path.cwd()
+    defaults = _default_job_paths(pair)
     resolved: dict[str, str] = {}
     for key in PATH_OPTIONS:
         given = getattr(job, key)

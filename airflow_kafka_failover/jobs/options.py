@@ -80,7 +80,11 @@ class JobOptions(StreamOptions):
 
     The four paths ``sink_root``, ``checkpoint_root``, ``run_root`` and ``fencing_marker`` default (in the
     pair config) to folders under ``$AIRFLOW_HOME/kafka-failover/`` (``~/airflow`` when ``AIRFLOW_HOME`` is
-    unset); in them ``~`` is expanded and a relative path is relative to the config file's folder. Each may
+    unset); in them ``~`` is expanded and a relative path is relative to the config file's folder. Those
+    defaults serve a deployment whose tasks all run on one host (``LocalExecutor``): with an executor that
+    runs tasks on other hosts (Celery, Kubernetes, Edge) the DAG file refuses a pair that leaves any of the
+    four at its default, since each host would keep its own fence and run folders; a path named in the
+    config is taken as shared (a store URI, or a folder every host mounts). Each may
     instead be a store URI, ``hdfs://namenode:port/...`` or ``s3a://bucket/...`` (``gs://``, ``abfs(s)://``
     untested): the Airflow tasks reach it through the connection ``storage_connections`` names for its
     scheme, the driver through Spark's Hadoop connectors. ``local_root`` is always local. ``application`` and

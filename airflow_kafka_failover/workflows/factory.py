@@ -31,7 +31,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, AssetWatcher, Param, task
 
 from airflow_kafka_failover.core.exceptions import ConfigError
-from airflow_kafka_failover.domain.config import PairConfig, SwitchWake, load_pairs
+from airflow_kafka_failover.domain.config import PairConfig, SwitchWake, defaulted_state_options, load_pairs
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor, SwitchProgressSensor
 from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
 from airflow_kafka_failover.sensors.switch_verdict import (
@@ -420,6 +420,20 @@ def build_keeper_dag(config_path: str, pair: PairConfig) -> DAG:
     return dag
 
 
+SINGLE_HOST_EXECUTORS = ("LocalExecutor", "SequentialExecutor", "DebugExecutor")
+"""Executors that run every task on the scheduler's host: the default state folders are shared there."""
+
+
+def _executors_across_hosts() -> list[str]:
+    """The configured executors (``[core] executor``, comma-separated, ``alias:module.Class`` allowed) that
+    may run tasks on other hosts than the scheduler's."""
+    from airflow_kafka_failover.version_compat import conf
+
+    configured = str(conf.get("core", "executor", fallback="LocalExecutor") or "LocalExecutor")
+    names = [entry.strip() for entry in configured.split(",") if entry.strip()]
+    return [name for name in names if name.rsplit(":", 1)[-1].rsplit(".", 1)[-1] not in SINGLE_HOST_EXECUTORS]
+
+
 def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, DAG]:
     """Every DAG of every pair in the config file, by dag id.
 
@@ -430,7 +444,17 @@ def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, D
 
     path = str(config_path or default_config_path())
     dags: dict[str, DAG] = {}
+    spread = _executors_across_hosts()
     for pair in load_pairs(path).values():
+        if spread and (defaulted := defaulted_state_options(pair)):
+            raise ConfigError(
+                f"{path}: pair {pair.name!r} keeps {', '.join(f'job.{key}' for key in defaulted)} at the "
+                f"default under $AIRFLOW_HOME of each host, but the executor {', '.join(spread)} runs tasks "
+                "on several hosts: each would keep its own fencing marker and run folders, and a switch on "
+                "one host would not fence the job another started. Set them to a store every worker reads "
+                "(hdfs://..., s3a://...) or a mounted shared folder (docs/topologies.md); a path named in "
+                "the config is taken as shared"
+            )
         use_job_storage(pair.job)
         for dag in (
             build_start_dag(path, pair),

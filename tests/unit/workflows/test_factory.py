@@ -260,3 +260,35 @@ def test_a_cluster_that_answers_the_short_check_keeps_the_hooks_default_timeout(
     hook = steps._hook_if_reachable(load_pair(pair_config(tmp_path), "orders"), "A", timeout=1.5)
     assert checks == [1.5]
     assert hook is not None and hook.timeout_seconds == kafka_cluster.DEFAULT_TIMEOUT_S
+
+
+@pytest.mark.parametrize(
+    "executor",
+    [
+        "CeleryExecutor",
+        "LocalExecutor,KubernetesExecutor",
+        "edge:airflow.providers.edge3.executors.EdgeExecutor",
+    ],
+)
+def test_default_state_folders_are_refused_when_tasks_run_on_several_hosts(tmp_path, monkeypatch, executor):
+    """Each host would keep its own fence under its own $AIRFLOW_HOME: the DAG file fails, naming them."""
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", executor)
+    with pytest.raises(ConfigError) as refused:
+        build_dags(pair_config(tmp_path))
+    message = str(refused.value)
+    for key in ("job.fencing_marker", "job.run_root", "job.checkpoint_root", "job.sink_root"):
+        assert key in message, message
+    assert "job.local_root" not in message and "runs tasks on several hosts" in message
+
+
+@pytest.mark.parametrize("executor", ["LocalExecutor", "airflow.executors.local_executor.LocalExecutor"])
+def test_default_state_folders_serve_a_single_host_executor(tmp_path, monkeypatch, executor):
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", executor)
+    assert len(build_dags(pair_config(tmp_path))) == 4
+
+
+def test_state_folders_named_in_the_config_are_taken_as_shared(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "CeleryExecutor")
+    shared = tmp_path / "nfs"
+    job = {key: str(shared / key) for key in ("fencing_marker", "run_root", "checkpoint_root", "sink_root")}
+    assert len(build_dags(pair_config(tmp_path, job=job))) == 4
