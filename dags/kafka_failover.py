@@ -1,4 +1,4 @@
-"""The failover, failback and start DAGs of every pair in the config file.
+"""The start, failover, failback and keeper DAGs of every pair in the config file.
 
 The file is found through ``$AKF_PAIRS_CONFIG`` (required; ``examples/pairs.yaml`` is an example).
 Parsing reads that file and nothing else: no Variable, connection or network access.
