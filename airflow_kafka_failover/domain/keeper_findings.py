@@ -102,9 +102,13 @@ class JobLook:
 
     @property
     def seconds_since_batch(self) -> float | None:
-        """Seconds since the last committed batch, or since the start before the first (None: unknown)."""
-        since = self.committed_at if self.committed_at is not None else self.started_at
-        return None if since is None else max(0.0, self.at - since)
+        """Seconds since the last committed batch or the job's start, whichever is later (None: unknown).
+
+        A job restarted in place has had only the time since its start to commit: the batches in its
+        checkpoint are its previous process's.
+        """
+        known = [moment for moment in (self.committed_at, self.started_at) if moment is not None]
+        return None if not known else max(0.0, self.at - max(known))
 
 
 def assess(look: JobLook, limits: KeeperLimits) -> list[Finding]:

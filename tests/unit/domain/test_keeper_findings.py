@@ -79,6 +79,14 @@ def test_a_job_without_a_batch_yet_is_measured_from_its_start():
     assert look(committed_at=None, started_at=None).seconds_since_batch is None
 
 
+def test_a_job_restarted_in_place_is_timed_from_its_restart():
+    """Its checkpoint's last batch is its previous process's: the stall clock starts at the restart."""
+    restarted = look(committed_at=NOW - 300, started_at=NOW - 30)
+    assert restarted.seconds_since_batch == 30
+    assert assess(restarted, LIMITS) == []
+    assert assess(look(committed_at=NOW - 600, started_at=NOW - 300), LIMITS) == [Finding.STALLED]
+
+
 def test_lagging_above_the_limit_only_when_one_is_set():
     behind = {"orders-0": 400, "orders-1": 101}
     assert assess(look(behind=behind), LIMITS) == [Finding.LAGGING]
