@@ -349,9 +349,20 @@ class LocalAirflow:
             )
         else:
             request = urllib.request.Request(f"{self.url}/auth/token", method="GET")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            self._token = json.loads(response.read())["access_token"]
-        return self._token
+        # The API server answers slowly on a loaded 2-core machine: a request that times out is made again.
+        attempts = 3
+        for attempt in range(1, attempts + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    self._token = json.loads(response.read())["access_token"]
+                return self._token
+            except TimeoutError:
+                if attempt == attempts:
+                    raise
+                log.warning(
+                    "%s/auth/token: no answer in 60 s (attempt %s of %s)", self.url, attempt, attempts
+                )
+        raise AssertionError("unreachable")
 
     def password(self) -> str:
         """The admin password Airflow generated (it keeps it in ``AIRFLOW_HOME``)."""

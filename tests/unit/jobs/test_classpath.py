@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError
-from airflow_kafka_failover.jobs.api import FailoverStream
 from airflow_kafka_failover.jobs.classpath import check_kafka_classpath, kafka_source_coordinates
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from tests.unit.jobs.test_api import settings_file
@@ -46,18 +47,27 @@ def test_a_missing_kafka_client_alone_is_named():
         check_kafka_classpath(fake_spark({"org.apache.spark.sql.kafka010.KafkaSourceProvider"}))
 
 
+# The driver runs in a process of its own: a SparkSession started in the test worker would stay in its JVM,
+# without the jars that later tests in the same worker (the record-id reader's) put on the classpath.
+DRIVER = """
+import sys
+from airflow_kafka_failover.jobs.api import FailoverStream
+FailoverStream.from_args(
+    ["--settings", sys.argv[1]], spark_config={"spark.master": "local[1]", "spark.ui.enabled": "false"}
+)
+"""
+
+
 @pytest.mark.slow
 def test_a_real_driver_without_the_jars_is_refused_before_its_query(tmp_path):
     """A real local SparkSession without --jars: the run writes ``refused`` naming the coordinates, exits 2,
     and claims nothing (the checkpoint folder is not created)."""
     FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 2, "A")
     path = settings_file(tmp_path)
-    with pytest.raises(SystemExit) as exit_:
-        FailoverStream.from_args(
-            ["--settings", str(path)],
-            spark_config={"spark.master": "local[1]", "spark.ui.enabled": "false"},
-        )
-    assert exit_.value.code == 2
+    driver = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(path)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert driver.returncode == 2, driver.stderr[-3000:]
     status = json.loads((path.parent / "status.json").read_text())
     assert status["state"] == "refused"
     assert (
