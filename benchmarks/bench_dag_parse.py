@@ -2,9 +2,11 @@
 
 Each run starts a fresh Python process that imports Airflow, then times only the parse of
 ``dags/kafka_failover.py`` (``DagBag`` with the file as its folder), and reports the DAGs found and
-whether a Kafka or Spark client was imported (it must not be).
+whether a Kafka or Spark client was imported (it must not be). With ``--pairs N`` the file is parsed with a
+fleet: N copies of the config's first pair (each its own name and topic), as one Airflow guarding many
+pairs over the same clusters would hold them.
 
-    .venv/bin/python benchmarks/bench_dag_parse.py [--runs 5] [--config examples/pairs.yaml]
+    .venv/bin/python benchmarks/bench_dag_parse.py [--runs 5] [--config examples/pairs.yaml] [--pairs 50]
 
 Prints one line per run on stderr and a final JSON line on stdout.
 """
@@ -18,7 +20,10 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = """
@@ -33,14 +38,42 @@ print(json.dumps({"parse_s": elapsed, "dags": sorted(bag.dag_ids), "errors": err
 """
 
 
+def fleet_config(config: str, pairs: int, folder: Path) -> str:
+    """A copy of ``config`` whose only pairs are ``pairs`` copies of its first pair (``<name>_<n>``, topic
+    ``<topic>_<n>``); paths the pair names are made per pair, so that no two share a fence."""
+    document = yaml.safe_load(Path(config).read_text())
+    name, first = next(iter(document["pairs"].items()))
+    fleet = {}
+    for number in range(pairs):
+        pair = yaml.safe_load(yaml.safe_dump(first))
+        pair["topics"] = [f"{topic}_{number}" for topic in pair["topics"]]
+        if pair.get("bookkeeping_group"):
+            pair["bookkeeping_group"] = f"{pair['bookkeeping_group']}_{number}"
+        job = pair.get("job") or {}
+        for key in ("fencing_marker", "sink_root", "run_root", "checkpoint_root"):
+            if job.get(key):
+                job[key] = f"{job[key]}/{name}_{number}"
+        fleet[f"{name}_{number}"] = pair
+    path = folder / "fleet.yaml"
+    path.write_text(yaml.safe_dump({"pairs": fleet}))
+    return str(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--config", default=str(REPO / "examples" / "pairs.yaml"))
+    parser.add_argument(
+        "--pairs", type=int, default=None, help="parse a fleet of this many copies of the config's first pair"
+    )
     args = parser.parse_args()
+    if args.pairs is not None and args.pairs < 1:
+        parser.error(f"--pairs {args.pairs}: give a number of pairs >= 1")
+    folder = Path(tempfile.mkdtemp(prefix="bench-dag-parse-"))
+    config = args.config if args.pairs is None else fleet_config(args.config, args.pairs, folder)
     env = {
         **os.environ,
-        "AKF_PAIRS_CONFIG": args.config,
+        "AKF_PAIRS_CONFIG": config,
         "AIRFLOW_HOME": str(REPO / ".airflow" / "bench"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     }
@@ -69,10 +102,14 @@ def main() -> None:
         json.dumps(
             {
                 "dag_file": "dags/kafka_failover.py",
-                "dags": results[-1]["dags"],
+                "pairs": len(results[-1]["dags"]) // 4,
+                "dags": results[-1]["dags"] if args.pairs is None else len(results[-1]["dags"]),
                 "runs": len(times),
                 "parse_ms_median": round(statistics.median(times) * 1000, 1),
                 "parse_ms_max": round(max(times) * 1000, 1),
+                "parse_ms_per_pair": round(
+                    statistics.median(times) * 1000 / (len(results[-1]["dags"]) // 4), 1
+                ),
                 "heavy_imports": results[-1]["heavy"],
                 "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
             }
