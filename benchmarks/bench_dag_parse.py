@@ -69,8 +69,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.pairs is not None and args.pairs < 1:
         parser.error(f"--pairs {args.pairs}: give a number of pairs >= 1")
-    folder = Path(tempfile.mkdtemp(prefix="bench-dag-parse-"))
-    config = args.config if args.pairs is None else fleet_config(args.config, args.pairs, folder)
+    config = args.config
+    if args.pairs is not None:
+        config = fleet_config(args.config, args.pairs, Path(tempfile.mkdtemp(prefix="bench-dag-parse-")))
     env = {
         **os.environ,
         "AKF_PAIRS_CONFIG": config,

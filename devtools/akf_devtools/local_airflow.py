@@ -114,6 +114,27 @@ def connection_env(
     return env
 
 
+def read_json(request: urllib.request.Request, attempts: int = 3, timeout: float = 60.0) -> Any:
+    """The JSON answer to ``request``; a request that gets no answer in ``timeout`` seconds is made again, up
+    to ``attempts`` times in all (the API server answers slowly on a loaded 2-core machine). Give 1 for a
+    request that must not be repeated (a POST that creates something)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.loads(response.read())
+        except TimeoutError:
+            if attempt == attempts:
+                raise
+            log.warning(
+                "%s: no answer in %.0f s (attempt %s of %s); asking again",
+                request.full_url,
+                timeout,
+                attempt,
+                attempts,
+            )
+    raise AssertionError("unreachable")
+
+
 @dataclass
 class LocalAirflow:
     """Airflow, the sandbox and the example pair in one run directory.
@@ -349,20 +370,8 @@ class LocalAirflow:
             )
         else:
             request = urllib.request.Request(f"{self.url}/auth/token", method="GET")
-        # The API server answers slowly on a loaded 2-core machine: a request that times out is made again.
-        attempts = 3
-        for attempt in range(1, attempts + 1):
-            try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    self._token = json.loads(response.read())["access_token"]
-                return self._token
-            except TimeoutError:
-                if attempt == attempts:
-                    raise
-                log.warning(
-                    "%s/auth/token: no answer in 60 s (attempt %s of %s)", self.url, attempt, attempts
-                )
-        raise AssertionError("unreachable")
+        self._token = read_json(request)["access_token"]
+        return self._token
 
     def password(self) -> str:
         """The admin password Airflow generated (it keeps it in ``AIRFLOW_HOME``)."""

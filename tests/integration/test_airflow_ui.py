@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from akf_devtools.local_airflow import COMPONENTS, PAIR, LocalAirflow
+from akf_devtools.local_airflow import COMPONENTS, PAIR, LocalAirflow, read_json
 from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
@@ -81,17 +81,7 @@ class Launcher:
         request = urllib.request.Request(
             self.airflow.url + path, data=data, headers=headers, method="GET" if body is None else "POST"
         )
-        # A GET is read again when the API server, slow on a loaded 2-core machine, does not answer in time.
-        attempts = 1 if body is not None else 3
-        for attempt in range(1, attempts + 1):
-            try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    return json.loads(response.read())
-            except TimeoutError:
-                if attempt == attempts:
-                    raise
-                print(f"{path}: no answer in 60 s (attempt {attempt} of {attempts}); asking again")
-        raise AssertionError("unreachable")
+        return read_json(request, attempts=1 if body is not None else 3)  # a GET may be asked again
 
     def record(self) -> str:
         return self.api(f"/api/v2/variables/{RECORD_VARIABLE}")["value"]
