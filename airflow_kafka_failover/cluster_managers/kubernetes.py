@@ -601,7 +601,7 @@ class Kubernetes:
                 return False
             raise
 
-    def stop(self, handle: JobHandle, timeout: float) -> str:
+    def stop(self, handle: JobHandle, timeout: float, at_once: bool = False) -> str:
         handle.check_cluster_manager()
         return stop_driver(self.pods(handle), handle, timeout)
 

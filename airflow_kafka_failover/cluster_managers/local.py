@@ -102,7 +102,7 @@ class LocalDriver:
     def alive(self, handle: JobHandle) -> bool | None:
         return handle.process.is_running()
 
-    def stop(self, handle: JobHandle, timeout: float) -> str:
+    def stop(self, handle: JobHandle, timeout: float, at_once: bool = False) -> str:
         if not handle.process.is_running():
             last = handle.status().get("state")
             log.info("%s is not running (last state %r); nothing to stop", handle.describe(), last)
@@ -110,11 +110,16 @@ class LocalDriver:
         ended = lambda: not handle.process.is_running()  # noqa: E731
         if stopped_on_request(handle, timeout, ended, interval=0.25, trust_status=False):
             return "stopped"
-        log.warning("terminating the process group of %s", handle.describe())
-        handle.process.stop(timeout=KILL_WAIT_S)
+        if at_once:
+            log.warning("killing the process group of %s (SIGKILL)", handle.describe())
+            handle.process.kill()
+        else:
+            log.warning("terminating the process group of %s", handle.describe())
+            handle.process.stop(timeout=KILL_WAIT_S)
         mark_killed(
             handle.run_dir,
-            f"did not stop within {timeout:.0f} s of the stop request; its process group was terminated",
+            f"did not stop within {timeout:.0f} s of the stop request; its process group was "
+            + ("killed" if at_once else "terminated"),
         )
         return "forced"
 

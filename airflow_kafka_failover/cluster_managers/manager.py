@@ -146,8 +146,11 @@ class ClusterManager(Protocol):
         """
         ...
 
-    def stop(self, handle: JobHandle, timeout: float) -> str:
-        """Stop request, wait up to ``timeout``, then kill; ``not-running``, ``stopped`` or ``forced``."""
+    def stop(self, handle: JobHandle, timeout: float, at_once: bool = False) -> str:
+        """Stop request, wait up to ``timeout``, then kill; ``not-running``, ``stopped`` or ``forced``.
+
+        ``at_once``: the kill gives the driver no grace (a local process group gets SIGKILL, not SIGTERM).
+        """
         ...
 
     def log_tail(self, handle: JobHandle, lines: int = 40) -> str:

@@ -218,9 +218,9 @@ class Standalone(LocalDriver):
         port = handle.master_webui_port or DEFAULT_MASTER_WEBUI_PORT
         return StandaloneMasterClient(handle.master, port).application(str(app_id))
 
-    def stop(self, handle: JobHandle, timeout: float) -> str:
+    def stop(self, handle: JobHandle, timeout: float, at_once: bool = False) -> str:
         if handle.deploy_mode != DeployMode.CLUSTER:
-            return super().stop(handle, timeout)
+            return super().stop(handle, timeout, at_once)
         if stopped_on_request(handle, timeout, lambda: None):  # the driver's end is not tracked: its word
             return "stopped"
         command = ["spark-submit", "--master", handle.master, "--kill", str(handle.driver_id)]

@@ -406,7 +406,7 @@ class Yarn:
             log.warning("%s", exc)
             return None
 
-    def stop(self, handle: JobHandle, timeout: float) -> str:
+    def stop(self, handle: JobHandle, timeout: float, at_once: bool = False) -> str:
         handle.check_cluster_manager()
         state = self._state(handle)
         if state is not None and state.is_final:

@@ -362,8 +362,9 @@ class KeeperSpec(Schema):
     stall_trigger_intervals: Count = Field(
         30,
         description="A running job that committed no batch for this many trigger intervals (and at least "
-        "60 s; counted from its start or restart when that is later than its last batch) while the active "
-        "cluster holds records it has not read is stalled: the keeper alerts.",
+        "60 s) while the active cluster holds records it has not read is stalled: the keeper alerts. Until "
+        "its first batch after a start or a restart in place, the job has `job.first_batch_timeout_seconds` "
+        "(when longer), counted from that start.",
     )
     max_lag_records: Count | None = Field(
         None,

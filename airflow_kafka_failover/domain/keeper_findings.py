@@ -55,17 +55,32 @@ class KeeperLimits:
     :param stall_seconds: time without a committed batch after which a running job with unread records is
         stalled.
     :param max_lag_records: total records behind the end above which the job is lagging (None: never).
+    :param first_batch_seconds: time a job started or restarted has for its first batch before it is stalled
+        (the job's ``first_batch_timeout_seconds``; never less than ``stall_seconds``): a start on a loaded
+        machine or a busy cluster manager is not a stall.
     """
 
     stall_seconds: float
     max_lag_records: int | None = None
+    first_batch_seconds: float = 0.0
 
     @classmethod
     def of(
-        cls, stall_trigger_intervals: int, trigger_interval_seconds: float, max_lag_records: int | None
+        cls,
+        stall_trigger_intervals: int,
+        trigger_interval_seconds: float,
+        max_lag_records: int | None,
+        first_batch_seconds: float = 0.0,
     ) -> KeeperLimits:
         stall = max(MIN_STALL_SECONDS, stall_trigger_intervals * trigger_interval_seconds)
-        return cls(stall, max_lag_records)
+        return cls(stall, max_lag_records, max(stall, first_batch_seconds))
+
+    def quiet_limit(self, look: JobLook) -> float:
+        """The silence after which ``look``'s job is stalled: the first-batch time until it committed a batch
+        since its start, the stall time after."""
+        if look.batch_since_start:
+            return self.stall_seconds
+        return max(self.stall_seconds, self.first_batch_seconds)
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,13 @@ class JobLook:
         known = [moment for moment in (self.committed_at, self.started_at) if moment is not None]
         return None if not known else max(0.0, self.at - max(known))
 
+    @property
+    def batch_since_start(self) -> bool:
+        """The job committed a batch since it was (re)started (a start time unknown counts as yes)."""
+        if self.committed_at is None:
+            return False
+        return self.started_at is None or self.committed_at >= self.started_at
+
 
 def assess(look: JobLook, limits: KeeperLimits) -> list[Finding]:
     """The findings of one look (in the order they matter: an action, or the reason to wait, comes first)."""
@@ -126,7 +148,7 @@ def assess(look: JobLook, limits: KeeperLimits) -> list[Finding]:
         return [Finding.DEAD]
     findings = []
     lag, quiet = look.lag, look.seconds_since_batch
-    if quiet is not None and quiet > limits.stall_seconds and lag:
+    if quiet is not None and quiet > limits.quiet_limit(look) and lag:
         findings.append(Finding.STALLED)
     if limits.max_lag_records is not None and lag is not None and lag > limits.max_lag_records:
         findings.append(Finding.LAGGING)
@@ -148,8 +170,14 @@ def describe(look: JobLook, finding: Finding, limits: KeeperLimits) -> str:
         Finding.HELD: f"the job of epoch {look.epoch} stopped on a stop request (state {look.state!r}); it "
         "is not restarted until the start DAG runs it",
         Finding.UNKNOWN: f"whether the job of epoch {look.epoch} runs cannot be told",
-        Finding.STALLED: f"the job of epoch {look.epoch} runs but committed its last batch {quiet_text} "
-        f"(stall time {limits.stall_seconds:.0f} s) while {lag} records wait on the active cluster",
+        Finding.STALLED: f"the job of epoch {look.epoch} runs but "
+        + (
+            f"committed its last batch {quiet_text} (stall time {limits.stall_seconds:.0f} s)"
+            if look.batch_since_start
+            else f"committed no batch in the {quiet_text.removesuffix(' ago')} since its start (first-batch "
+            f"time {limits.quiet_limit(look):.0f} s)"
+        )
+        + f" while {lag} records wait on the active cluster",
         Finding.LAGGING: f"the job of epoch {look.epoch} is {lag} records behind the end of the active "
         f"cluster (max_lag_records {limits.max_lag_records})",
     }

@@ -413,9 +413,12 @@ class StreamingJobHook(BaseHook):
 
     # ---- stop ----------------------------------------------------------------------------------------
 
-    def stop(self, handle: JobHandle | dict | None, timeout: float = 60.0) -> str:
+    def stop(self, handle: JobHandle | dict | None, timeout: float = 60.0, at_once: bool = False) -> str:
         """Ask the job to finish its batch and stop; force it after ``timeout``. Idempotent.
 
+        :param timeout: seconds the stop request is given (0: write it and force the job at once).
+        :param at_once: force without a grace: SIGKILL instead of SIGTERM and a wait for a local driver's
+            shutdown hooks (the cluster managers' kills have none).
         :return: ``not-running`` (nothing to stop), ``stopped`` (it stopped on request), or ``forced``.
         """
         if not handle:
@@ -423,7 +426,7 @@ class StreamingJobHook(BaseHook):
             return "not-running"
         handle = JobHandle.from_dict(handle)
         self.use_storage_of(handle)
-        return self.managers.of(handle).stop(handle, timeout)
+        return self.managers.of(handle).stop(handle, timeout, at_once=at_once)
 
     @cached_property
     def managers(self) -> ClusterManagers:

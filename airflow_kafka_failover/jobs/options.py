@@ -181,8 +181,8 @@ class JobOptions(StreamOptions):
     )
     stop_timeout_seconds: JobSeconds = Field(
         60.0,
-        description="Time a stopped job has to finish its batch before it is stopped by force (a failover "
-        "waits at most 5 s).",
+        description="Time a stopped job has to finish its batch before it is stopped by force (a forced "
+        "failover waits at most 5 s; a failover after the down verdict kills the old job at once).",
     )
     first_batch_timeout_seconds: JobSeconds = Field(
         300.0,

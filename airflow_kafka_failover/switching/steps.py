@@ -47,8 +47,8 @@ from airflow_kafka_failover.switching.old_run import OldRun, old_run
 log = logging.getLogger(__name__)
 
 FORCED_STOP_TIMEOUT_S = 5.0
-"""How long a failover waits for the old job's graceful stop: its cluster is usually gone, and the fence
-already keeps it from committing another batch."""
+"""How long a forced failover waits for the old job's graceful stop: its cluster may still answer, and the
+fence already keeps it from committing another batch."""
 
 
 def current_record(pair: PairConfig, kind: str, seen: ActiveRecord | None = None) -> ActiveRecord:
@@ -105,11 +105,17 @@ def fenced_record(
     return record
 
 
-def fence_and_stop(pair: PairConfig, kind: str, seen: ActiveRecord | None = None) -> dict[str, Any]:
+def fence_and_stop(
+    pair: PairConfig, kind: str, seen: ActiveRecord | None = None, forced: bool = False
+) -> dict[str, Any]:
     """Re-read the record, advance the fence to ``epoch + 1`` for the target, take the switch lease, then stop
     the old job (bounded, best effort).
 
     :param seen: the record the run's gate passed on (only to log what changed since).
+    :param forced: the run was forced (no verdict). A failover that is not forced follows the down verdict:
+        its source did not answer moments ago, so the old job is killed at once (it cannot finish a batch
+        that needs its source) and the plan does not probe the source again (``source_judged_down`` in the
+        result).
     :raises NotApplicable: the record, read now, no longer calls for this switch.
     :raises FencedError: the marker moved under us (another switch is in progress or won).
     """
@@ -131,31 +137,49 @@ def fence_and_stop(pair: PairConfig, kind: str, seen: ActiveRecord | None = None
     # A commit at the old epoch that raced the fence's creation (the start DAG's) is in the record now; no
     # later one can land, since every commit checks the fence first.
     old = old_run(pair, fenced_record(pair, kind, new_epoch))
+    judged_down = kind == FAILOVER and not forced
     return {
         "epoch": new_epoch,
-        "stop": stop_old_job(pair, kind, old, new_epoch),
+        "stop": stop_old_job(pair, kind, old, new_epoch, source_judged_down=judged_down),
         "fenced_at": fenced_at,
         "old_run": old.identity,
+        "source_judged_down": judged_down,
     }
 
 
-def stop_old_job(pair: PairConfig, kind: str, old: OldRun, fence_epoch: int) -> str:
+def stop_old_job(
+    pair: PairConfig, kind: str, old: OldRun, fence_epoch: int, source_judged_down: bool = False
+) -> str:
     """Stop the old run once the fence moved past it (bounded, best effort); return the outcome.
+
+    A failback gives it ``job.stop_timeout_seconds`` to finish its batch, then kills it (a local driver gets
+    SIGTERM and time for its shutdown hooks). A failover gives it at most 5 s, none when the down verdict
+    judged its source down, and then kills it at once (SIGKILL for a local driver): a driver whose brokers are
+    gone hangs in its batch and in its shutdown hooks, and the fence already keeps it from committing a batch
+    that matters. A batch it wrote but never committed is read again, and counted in the plan's bound.
 
     :param old: the run of the record's epoch (:func:`~airflow_kafka_failover.switching.old_run.old_run`).
     :param fence_epoch: the epoch of the fence this switch moved (named in the log).
+    :param source_judged_down: the down verdict of this failover said the source does not answer.
     """
     if old.handle is None:
         log.info("the record's epoch has no job, in the record or in its run folder: there is none to stop")
         return "not-running"
-    timeout = (
-        min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S)
-        if kind == FAILOVER
-        else pair.job.stop_timeout_seconds
+    if kind != FAILOVER:
+        timeout = pair.job.stop_timeout_seconds
+    elif source_judged_down:
+        timeout = 0.0
+    else:
+        timeout = min(pair.job.stop_timeout_seconds, FORCED_STOP_TIMEOUT_S)
+    log.info(
+        "stopping %s (%s)",
+        old.describe(),
+        "its source was judged down: killing it at once, after the stop request"
+        if timeout == 0
+        else f"a stop request, then a kill after {timeout:.0f} s",
     )
-    log.info("stopping %s", old.describe())
     try:
-        return StreamingJobHook.for_options(pair.job).stop(old.handle, timeout)
+        return StreamingJobHook.for_options(pair.job).stop(old.handle, timeout, at_once=kind == FAILOVER)
     except Exception as exc:  # best effort: the fence stops it when it can read the marker
         log.warning(
             "could not stop the old job (%s); the fence at epoch %s stops it at its next check",
@@ -225,13 +249,20 @@ def check_target(pair: PairConfig, kind: str) -> None:
 
 
 def make_plan(
-    pair: PairConfig, kind: str, record: ActiveRecord, dry_run: bool, old: OldRun | None = None
+    pair: PairConfig,
+    kind: str,
+    record: ActiveRecord,
+    dry_run: bool,
+    old: OldRun | None = None,
+    probe_source: bool = True,
 ) -> dict[str, Any]:
     """Translate the old run's position on the source to start offsets on the target, handling gaps per
     on_gap.
 
     :param record: the active record, read when this step acts.
     :param old: the run the plan starts from (default: the record's, :func:`old_run`).
+    :param probe_source: ask whether the source answers (1.5 s at most) and read it when it does; False when
+        the down verdict has just judged it down: the plan reads the target only.
     :raises CheckpointError: the record names a job whose checkpoint holds no committed batch: its position
         is unknown, and no start can be proven safe.
     """
@@ -239,8 +270,10 @@ def make_plan(
     source, target = direction(pair, kind)
     old = old or old_run(pair, record)
     position = old_position(pair, record, old)
+    if not probe_source:
+        log.info("not asking %s again: the down verdict of this failover judged it down", source)
     hooks = {
-        source: _hook_if_reachable(pair, source, timeout=1.5),
+        source: _hook_if_reachable(pair, source, timeout=1.5) if probe_source else None,
         target: KafkaClusterHook(pair.cluster(target).connection),
     }
     started = time.monotonic()
@@ -380,7 +413,9 @@ def plan_after_fence(pair: PairConfig, kind: str, fenced: dict[str, Any]) -> dic
         record = fenced_record(pair, kind, fenced["epoch"])
         old = old_run(pair, record)
         stop_if_changed(pair, kind, old, fenced.get("old_run"), fenced["epoch"])
-        return make_plan(pair, kind, record, False, old)
+        return make_plan(
+            pair, kind, record, False, old, probe_source=not fenced.get("source_judged_down", False)
+        )
 
 
 def commit_after_first_batch(

@@ -144,6 +144,7 @@ class JobKeeperTrigger(BaseTrigger):
             pair.keeper.stall_trigger_intervals,
             pair.job.trigger_interval_seconds,
             pair.keeper.max_lag_records,
+            pair.job.first_batch_timeout_seconds,
         )
         return cls(
             pair=pair.name,

@@ -138,7 +138,10 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
 
         if context["params"].get("dry_run"):
             return {"dry_run": True, "note": "dry run: the fence and the running job were left alone"}
-        return _skip_when_not_applicable(steps.fence_and_stop, load(), kind, _gate_view(pair, context))
+        forced = bool(context["params"].get("force"))
+        return _skip_when_not_applicable(
+            steps.fence_and_stop, load(), kind, _gate_view(pair, context), forced
+        )
 
     @task(task_id="plan", pool=pool)
     def plan(**context: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ def test_records_appear_on_b_with_same_partition_and_timestamp(sandbox, unique_t
 
     remote = f"A.{topic}"
     wait_for(
-        lambda: sum((end_offsets(b, remote) or {}).values()) >= 1000, 60, f"1000 records in {remote} on B"
+        lambda: sum((end_offsets(b, remote) or {}).values()) >= 1000, 180, f"1000 records in {remote} on B"
     )
 
     source = {r.key: r for r in read_all(a, topic)}

@@ -79,6 +79,25 @@ def test_a_job_without_a_batch_yet_is_measured_from_its_start():
     assert look(committed_at=None, started_at=None).seconds_since_batch is None
 
 
+def test_a_started_or_restarted_job_has_the_first_batch_time_for_its_first_batch():
+    limits = KeeperLimits.of(30, 1.0, None, first_batch_seconds=300.0)
+    assert (limits.stall_seconds, limits.first_batch_seconds) == (MIN_STALL_SECONDS, 300.0)
+    # Started 200 s ago, no batch yet: past the stall time, within the first-batch time.
+    assert assess(look(committed_at=None, started_at=NOW - 200), limits) == []
+    # Restarted in place 200 s ago; its checkpoint's last batch is its previous process's.
+    assert assess(look(committed_at=NOW - 400, started_at=NOW - 200), limits) == []
+    assert assess(look(committed_at=NOW - 400, started_at=NOW - 301), limits) == [Finding.STALLED]
+    text = describe(look(committed_at=None, started_at=NOW - 301), Finding.STALLED, limits)
+    assert "no batch in the 301 s since its start (first-batch time 300 s)" in text, text
+    # Once it committed a batch since its start, the stall time applies.
+    assert assess(look(committed_at=NOW - 61, started_at=NOW - 200), limits) == [Finding.STALLED]
+    assert "last batch 61 s ago (stall time 60 s)" in describe(
+        look(committed_at=NOW - 61, started_at=NOW - 200), Finding.STALLED, limits
+    )
+    # The first-batch time never shortens the stall time.
+    assert KeeperLimits.of(30, 5.0, None, first_batch_seconds=10.0).first_batch_seconds == 150.0
+
+
 def test_a_job_restarted_in_place_is_timed_from_its_restart():
     """Its checkpoint's last batch is its previous process's: the stall clock starts at the restart."""
     restarted = look(committed_at=NOW - 300, started_at=NOW - 30)

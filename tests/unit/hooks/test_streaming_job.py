@@ -16,7 +16,7 @@ from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from airflow_kafka_failover.get_provider_info import get_provider_info
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.jobs.layout import RunLayout, read_status, status_file
+from airflow_kafka_failover.jobs.layout import RunLayout, read_status, status_file, stop_requested
 from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.operators.streaming_job import StopStreamingJobOperator
 from tests.builders import run_of
@@ -118,6 +118,34 @@ def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(
     status = read_status(layout.run_dir)
     assert (status["state"], status["state_before"], status["epoch"]) == ("killed", "running", 1)
     assert "did not stop within 0 s of the stop request" in status["reason"]
+
+
+def test_a_local_job_stopped_at_once_is_killed_even_when_it_ignores_sigterm(tmp_path):
+    """A failover's stop: a driver hanging in its shutdown hooks (here: one that ignores SIGTERM) gets
+    SIGKILL, not SIGTERM and a 10 s wait."""
+    settings, layout = _settings(tmp_path)
+    handle = JobHandle(
+        pair="orders",
+        cluster="A",
+        epoch=0,
+        deploy_mode="local",
+        master="local[2]",
+        run_dir=str(layout.run_dir),
+        checkpoint=str(layout.checkpoint),
+        sink_root=settings.sink_root,
+    )
+    Path(layout.run_dir).mkdir(parents=True)
+    write_json_atomically(status_file(layout.run_dir), {"state": "running", "epoch": 0})
+    handle.process.start(["bash", "-c", "trap '' TERM; while true; do sleep 0.1; done"])
+    try:
+        assert StreamingJobHook("spark_default").stop(handle.to_dict(), timeout=0, at_once=True) == "forced"
+        assert not handle.process.is_running()
+    finally:
+        handle.process.kill()
+    assert stop_requested(layout.run_dir)  # a driver out of reach of the kill still stops on it
+    status = read_status(layout.run_dir)
+    assert status["state"] == "killed"
+    assert status["reason"].endswith("its process group was killed"), status["reason"]
 
 
 def test_standalone_cluster_mode_is_refused_with_the_way_out(tmp_path, monkeypatch):
@@ -274,7 +302,7 @@ class FakeJobHook:
             sink_root=settings.sink_root,
         )
 
-    def stop(self, handle, timeout):
+    def stop(self, handle, timeout, at_once=False):
         self.stops.append((JobHandle.from_dict(handle), timeout))
         return "stopped"
 

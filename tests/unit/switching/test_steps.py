@@ -46,9 +46,11 @@ class JobHook:
 
     def __init__(self) -> None:
         self.stopped: list[dict[str, Any]] = []
+        self.modes: list[tuple[float, bool]] = []  # (seconds given to the stop request, killed at once)
 
-    def stop(self, handle: dict[str, Any], timeout: float) -> str:
+    def stop(self, handle: dict[str, Any], timeout: float, at_once: bool = False) -> str:
         self.stopped.append(handle)
+        self.modes.append((timeout, at_once))
         return "stopped"
 
 
@@ -134,6 +136,39 @@ def test_fence_and_stop_stops_the_job_committed_after_the_gate(pair, world):
     assert fenced["epoch"] == 1 and fenced["stop"] == "stopped"
     assert [stopped["run_dir"] for stopped in world["hook"].stopped] == [job["run_dir"]]
     assert fenced["old_run"]["run_dir"] == job["run_dir"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "forced", "mode", "judged_down"),
+    [
+        (FAILOVER, False, (0.0, True), True),  # the down verdict: no grace for a job whose brokers are gone
+        (FAILOVER, True, (5.0, True), False),  # forced: its source may answer; 5 s to finish its batch
+        ("failback", False, (60.0, False), False),  # the job on B serves: stop_timeout_seconds, then SIGTERM
+    ],
+)
+def test_how_long_the_old_job_is_given_depends_on_the_switch(pair, world, kind, forced, mode, judged_down):
+    if kind == "failback":
+        record_store.fencing_marker(pair).advance(None, 1, "B")
+        on_b = GATE_VIEW.switched(
+            to="B", job=job_of(pair, "B", 1), checkpoint="c", entry={"kind": "failover"}, watermarks={}
+        )
+        record_store.commit_record(pair, 0, on_b)
+    else:
+        start_commits(pair, job_of(pair, "A", 0))
+    fenced = steps.fence_and_stop(pair, kind, None, forced=forced)
+    assert world["hook"].modes == [mode]
+    assert fenced["source_judged_down"] is judged_down
+
+
+@pytest.mark.parametrize(("forced", "probed_clusters"), [(False, []), (True, ["A"])])
+def test_a_plan_after_the_down_verdict_does_not_probe_the_source_again(
+    pair, world, monkeypatch, forced, probed_clusters
+):
+    probed: list[str] = []
+    monkeypatch.setattr(steps, "_hook_if_reachable", lambda pair, cluster, timeout: probed.append(cluster))
+    start_commits(pair, job_of(pair, "A", 0))
+    steps.plan_after_fence(pair, FAILOVER, steps.fence_and_stop(pair, FAILOVER, GATE_VIEW, forced=forced))
+    assert probed == probed_clusters
 
 
 def test_fence_and_stop_finds_a_started_job_the_record_does_not_name_yet(pair, world):
