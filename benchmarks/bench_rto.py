@@ -14,7 +14,9 @@ then each round is:
 
 Rounds continue the same pair (epochs 1, 2, 3, ...), as a pair lives through repeated outages. Per switch:
 detection = fault to the verdict sensor's success (from the run's log), RTO = fault to the first batch
-the new run committed (its progress entries). For failback the clock starts when A is restarted, so
+the new run committed (its progress entries), and the seconds of each step after the verdict
+(``check_target`` to ``commit``, from the run's task start and end lines; medians in the summary as
+``<kind>_<step>_median_s``). For failback the clock starts when A is restarted, so
 both figures include the start-up of A's broker and of MirrorMaker 2. Median, min and max over the
 rounds; at the end the sink is checked against every acknowledged id (lost, duplicates).
 
@@ -43,7 +45,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from akf_devtools.demo.story import QUICK_HEALTH, WATCHING, RunningDag, Story, switch_figures  # noqa: E402
+from akf_devtools.demo.story import (  # noqa: E402
+    QUICK_HEALTH,
+    SWITCH_STEPS,
+    WATCHING,
+    RunningDag,
+    Story,
+    switch_figures,
+)
 from akf_devtools.sandbox.airflow_env import prepare_airflow_home  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
@@ -87,9 +96,10 @@ class Rounds:
         cluster = "B" if kind == "failover" else "A"
         self.story.active_for_producer = cluster
         figure = switch_figures(self.story, f"{kind} ({fault})", fault_at, cluster, epoch, output)
+        steps = ", ".join(f"{step} {took} s" for step, took in figure["steps"].items())
         say(
             f"  {kind} to {cluster} (epoch {epoch}): detection {figure.get('detection_s')} s, "
-            f"RTO {figure['rto_s']} s"
+            f"RTO {figure['rto_s']} s ({steps})"
         )
         time.sleep(SETTLE_S)  # the new run works a while before the next fault
         return figure
@@ -129,6 +139,10 @@ def summarize(
             values = [f[f"{figure}_s"] for f in mine if f"{figure}_s" in f]
             for stat, value in (stats(values) if values else {}).items():
                 summary[f"{kind}_{figure}_{stat}_s"] = value
+        for step in SWITCH_STEPS:
+            values = [f["steps"][step] for f in mine if step in f.get("steps", {})]
+            if values:
+                summary[f"{kind}_{step}_median_s"] = round(statistics.median(values), 1)
     summary.update({key: counts[key] for key in ("produced", "lost", "duplicates")})
     summary.update({"switches": figures, "machine": machine})
     return summary
@@ -215,7 +229,12 @@ def main() -> int:
         say(
             f"{kind}: detection median {summary.get(f'{kind}_detection_median_s')} s, RTO median "
             f"{summary.get(f'{kind}_rto_median_s')} s (min {summary.get(f'{kind}_rto_min_s')}, "
-            f"max {summary.get(f'{kind}_rto_max_s')})"
+            f"max {summary.get(f'{kind}_rto_max_s')}); step medians: "
+            + ", ".join(
+                f"{step} {summary[f'{kind}_{step}_median_s']} s"
+                for step in SWITCH_STEPS
+                if f"{kind}_{step}_median_s" in summary
+            )
         )
     json_out.write(json.dumps(summary) + "\n")
     json_out.flush()

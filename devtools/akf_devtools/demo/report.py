@@ -137,6 +137,11 @@ def render(
             f"  {figure['switch']:<28} detection {detection if detection is not None else '?':>5} s"
             f"   RTO {figure['rto_s']:>5} s (fault to first committed batch on the new cluster)"
         )
+        if figure.get("steps"):
+            out.append(
+                "    after the verdict: "
+                + ", ".join(f"{step} {took} s" for step, took in figure["steps"].items())
+            )
     out += [
         "",
         "Records:",

@@ -361,16 +361,45 @@ def verdict_time(output: str) -> float | None:
     return None
 
 
+SWITCH_STEPS = ("check_target", "fence_and_stop", "plan", "submit", "wait_first_batch", "commit")
+"""The tasks of a switch after its verdict, in order: the RTO's breakdown."""
+
+
+def _log_time(line: str) -> float:
+    return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
+
+
+def step_seconds(output: str) -> dict[str, float]:
+    """Seconds each task of a ``dag.test()`` run took, from its ``[DAG TEST]`` start and end lines (a task
+    deferred and resumed counts from its first start to its end)."""
+    started: dict[str, float] = {}
+    took: dict[str, float] = {}
+    for line in output.splitlines():
+        for marker, is_end in (
+            ("[DAG TEST] starting task_id=", False),
+            ("[DAG TEST] end task task_id=", True),
+        ):
+            if marker in line:
+                task = line.split(marker, 1)[1].split()[0]
+                if is_end and task in started:
+                    took[task] = round(_log_time(line) - started[task], 1)
+                elif not is_end:
+                    started.setdefault(task, _log_time(line))
+    return took
+
+
 def switch_figures(
     story: Story, label: str, fault_at: float, cluster: str, epoch: int, output: str
 ) -> dict[str, Any]:
-    """Detection time (fault to verdict) and RTO (fault to the new run's first committed batch)."""
-    figure: dict[str, Any] = {
-        "switch": label,
-        "rto_s": round(story.first_batch_time(cluster, epoch) - fault_at, 1),
-    }
+    """Detection time (fault to verdict), RTO (fault to the new run's first committed batch), and the
+    seconds of each step after the verdict (``steps``; ``wait_first_batch`` ends up to one poke, 2 s,
+    after the batch)."""
+    first_batch = story.first_batch_time(cluster, epoch)
+    figure: dict[str, Any] = {"switch": label, "rto_s": round(first_batch - fault_at, 1)}
     verdict = verdict_time(output)
     if verdict is not None:
         figure["detection_s"] = round(verdict - fault_at, 1)
+    took = step_seconds(output)
+    figure["steps"] = {step: took[step] for step in SWITCH_STEPS if step in took}
     story.figures.append(figure)
     return figure

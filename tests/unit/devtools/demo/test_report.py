@@ -45,10 +45,21 @@ def test_render_and_plot(tmp_path):
     timeline.add(T0 + 10, "info", "job on A")
     counts = {"produced": 100, "rows": 104, "unique": 100, "duplicates": 4, "lost": 0, "without_id": 0}
     text = report.render(
-        [{"switch": "failover", "detection_s": 3.5, "rto_s": 30.1}], counts, {"A": 60, "B": 44}, timeline
+        [
+            {
+                "switch": "failover",
+                "detection_s": 3.5,
+                "rto_s": 30.1,
+                "steps": {"fence_and_stop": 0.4, "plan": 1},
+            }
+        ],
+        counts,
+        {"A": 60, "B": 44},
+        timeline,
     )
     assert text.index("job on A") < text.index("A crashed")  # events sorted by time
     assert "+  30.0 s  A crashed" in text and "RTO  30.1 s" in text and "60 / 44" in text
+    assert "after the verdict: fence_and_stop 0.4 s, plan 1 s" in text
     png = report.plot(
         report.consumption_series([line("A", 0, 0, 1, 10)], T0), timeline, tmp_path / "p.png", "title"
     )
