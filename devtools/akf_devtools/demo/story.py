@@ -380,6 +380,10 @@ def step_seconds(output: str) -> dict[str, float]:
             ("[DAG TEST] end task task_id=", True),
         ):
             if marker in line:
+                try:
+                    _log_time(line)
+                except ValueError:  # a line that does not start with its time (output mixed in): not ours
+                    continue
                 task = line.split(marker, 1)[1].split()[0]
                 if is_end and task in started:
                     took[task] = round(_log_time(line) - started[task], 1)

@@ -14,6 +14,7 @@ LOG = """\
 2026-11-26T19:32:32.142266Z [info     ] [DAG TEST] starting task_id=fence_and_stop map_index=-1 [airflow.sdk]
 2026-11-26T19:32:48.245653Z [info     ] [DAG TEST] end task task_id=fence_and_stop map_index=-1 [airflow.sdk]
 2026-11-26T19:32:48.263536Z [info     ] [DAG TEST] starting task_id=plan map_index=-1 [airflow.sdk]
+a stray [DAG TEST] end task task_id=plan line from another process
 """
 
 
