@@ -95,7 +95,8 @@ def test_cluster_mode_submits_without_waiting_and_kills_through_the_resource_man
     )
 
 
-def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(tmp_path):
+def _running_local_job(tmp_path, command: list[str]) -> tuple[JobHandle, RunLayout]:
+    """A local run of epoch 1 on B whose ``status.json`` says running and whose driver is ``command``."""
     settings, layout = _settings(tmp_path)
     handle = JobHandle(
         pair="orders",
@@ -109,7 +110,12 @@ def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(
     )
     Path(layout.run_dir).mkdir(parents=True)
     write_json_atomically(status_file(layout.run_dir), {"state": "running", "epoch": 1})
-    handle.process.start(["sleep", "60"])  # a driver that never reads the stop request
+    handle.process.start(command)
+    return handle, layout
+
+
+def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(tmp_path):
+    handle, layout = _running_local_job(tmp_path, ["sleep", "60"])  # never reads the stop request
     try:
         assert StreamingJobHook("spark_default").stop(handle.to_dict(), timeout=0.5) == "forced"
     finally:
@@ -123,20 +129,9 @@ def test_a_local_job_ignoring_the_stop_request_is_killed_and_its_status_says_so(
 def test_a_local_job_stopped_at_once_is_killed_even_when_it_ignores_sigterm(tmp_path):
     """A failover's stop: a driver hanging in its shutdown hooks (here: one that ignores SIGTERM) gets
     SIGKILL, not SIGTERM and a 10 s wait."""
-    settings, layout = _settings(tmp_path)
-    handle = JobHandle(
-        pair="orders",
-        cluster="A",
-        epoch=0,
-        deploy_mode="local",
-        master="local[2]",
-        run_dir=str(layout.run_dir),
-        checkpoint=str(layout.checkpoint),
-        sink_root=settings.sink_root,
+    handle, layout = _running_local_job(
+        tmp_path, ["bash", "-c", "trap '' TERM; while true; do sleep 0.1; done"]
     )
-    Path(layout.run_dir).mkdir(parents=True)
-    write_json_atomically(status_file(layout.run_dir), {"state": "running", "epoch": 0})
-    handle.process.start(["bash", "-c", "trap '' TERM; while true; do sleep 0.1; done"])
     try:
         assert StreamingJobHook("spark_default").stop(handle.to_dict(), timeout=0, at_once=True) == "forced"
         assert not handle.process.is_running()
