@@ -135,8 +135,11 @@ class ParquetBatchSink:
             how = "in place (S3A magic committer)" if in_place else "by copying"
             log.info("sink %s: batches committed %s", self.sink_root, how)
             self._committer_chosen = True
-        # "overwrite" replaces what a crashed attempt left without its _SUCCESS
-        batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").parquet(final)
+        # "overwrite" replaces what a crashed attempt left without its _SUCCESS. Record ids are unique, so a
+        # dictionary never pays off for them; without the option Parquet builds one per page and drops it.
+        batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").option(
+            "parquet.enable.dictionary#record_id", "false"
+        ).parquet(final)
         return None
 
 

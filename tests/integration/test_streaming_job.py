@@ -24,7 +24,7 @@ from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
 from airflow_kafka_failover.io.planner import build_plan, load_position
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.progress import read_progress
-from airflow_kafka_failover.jobs.sink import read_sink
+from airflow_kafka_failover.jobs.sink import batch_dirs, parquet_files, read_sink
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
@@ -60,6 +60,15 @@ def progress_sensor(handle, **kwargs) -> StreamingJobProgressSensor:
 def wait_progress(handle, timeout: float = 120, **kwargs) -> None:
     sensor = progress_sensor(handle, **kwargs)
     wait_for(lambda: sensor.poke({}), timeout, f"job progress {kwargs}", interval=1.0)
+
+
+def dictionary_encoded(batch: str) -> dict[str, bool]:
+    """Whether the record id and topic columns of a batch's first file have a dictionary page."""
+    import pyarrow.parquet as pq
+
+    group = pq.ParquetFile(parquet_files(batch)[0]).metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
+    return {name: any("DICTIONARY" in e for e in encodings[name]) for name in ("record_id", "topic")}
 
 
 def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
@@ -121,6 +130,7 @@ def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
     contents = read_sink(world.sink)
     assert contents.record_ids == wanted
     assert contents.without_id == 0
+    assert dictionary_encoded(batch_dirs(world.sink)[0][2]) == {"record_id": False, "topic": True}
     bound = plan.max_redelivery
     assert bound is None or contents.duplicates <= bound, (contents.duplicates, bound)
     assert set(contents.rows_by_cluster) == {"A", "B"}

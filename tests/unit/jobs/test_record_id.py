@@ -78,6 +78,19 @@ EDGE_CASES = [
     '{"a": [1, 2.5, -0, 0.0e0, 1E+2, true, false, null, "s", {"b": []}], "id": "after"}',
 ]
 
+# Values that are not well-formed UTF-8: a stray continuation byte, a truncated sequence, an overlong form,
+# an encoded surrogate, a code point above U+10FFFF, a byte that never starts a sequence; in the id and in
+# another member. Both paths read the value cast to a string, where Spark's decoding replaces what is bad.
+RAW_BYTES = [
+    *(
+        b'{"id": "a' + bad + b'b"}'
+        for bad in (b"\x80", b"\xc3", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xff")
+    ),
+    *(b'{"x": "' + bad + b'", "id": "ok"}' for bad in (b"\x80", b"\xe2\x82", b"\xf0\x80\x80\xaf", b"\xfe")),
+    b'{"id": "ok"}\xa0',
+    b'{"id": "\xc3\xa9\xe2\x98\x83\xf0\x9f\x98\x80", "x": "\xf4\x8f\xbf\xbf"}',
+]
+
 
 def generated(count: int, seed: int) -> list[str]:
     """JSON documents of varied shape, then about a third of them broken by one mutation."""
@@ -141,8 +154,8 @@ def test_the_reader_agrees_with_get_json_object_on_every_value(spark):
     from pyspark.sql import functions as F
 
     assert record_id.register_reader(spark, "id")
-    values = EDGE_CASES + generated(4000, seed=20261122)
-    frame = spark.createDataFrame([(v.encode("utf-8"),) for v in values], "value binary")
+    values = [v.encode("utf-8") for v in EDGE_CASES + generated(4000, seed=20261122)] + RAW_BYTES
+    frame = spark.createDataFrame([(v,) for v in values], "value binary")
     rows = frame.select(
         F.col("value").cast("string").alias("text"),
         record_id.record_id_column("id", reader=True).alias("combined"),
@@ -164,6 +177,7 @@ def test_the_reader_agrees_with_get_json_object_on_every_value(spark):
     assert by_text['{"id": "first", "id": "second"}'].reader == "first"
     assert by_text['{"x": {"id": "nested"}, "id": "top"}'].reader == "top"
     assert by_text['{"id": "\\ud83d\\ude00"}'].reader == "😀"
+    assert by_text['{"id": "é☃😀", "x": "\U0010ffff"}'].reader == "é☃😀"
     assert by_text['{"id": 42}'].reader is None and by_text['{"id": 42}'].combined == "42"
 
 
