@@ -136,7 +136,8 @@ class ParquetBatchSink:
             log.info("sink %s: batches committed %s", self.sink_root, how)
             self._committer_chosen = True
         # "overwrite" replaces what a crashed attempt left without its _SUCCESS. Record ids are unique, so a
-        # dictionary never pays off for them; without the option Parquet builds one per page and drops it.
+        # dictionary never pays off: without the option Parquet starts one in each column chunk and drops it
+        # once it outgrows its page.
         batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").option(
             "parquet.enable.dictionary#record_id", "false"
         ).parquet(final)
