@@ -18,9 +18,11 @@ it per million records:
 6. ``job_query``: the job's two observations instead (the source's count and per-partition marks, the
    output's record-id count): the packaged job's query without its run protocol.
 
-Every query writes with Spark's default Parquet options (the job's sink also turns off the dictionary of
-``record_id``, about 0.1 s per million records). ``record_id_get_json`` (not in the chain) is row 4 with
-Spark's ``get_json_object`` alone, as without the jar; its figure is against row 3.
+From row 3 on, the queries are built with the job's own pieces (``stream_job.sink_columns``,
+``job_run.source_metrics``, ``job_run.record_id_counts``) and written by the job's sink
+(``ParquetBatchSink.write_batch``, which adds ``batch_id``); row 3 has a null record id.
+``record_id_get_json`` (not in the chain) is row 4 with Spark's ``get_json_object`` alone, as without the jar;
+its figure is against row 3.
 
     .venv/bin/python benchmarks/bench_job_parts.py [--records 2000000] [--partitions 4] [--rounds 5]
 
@@ -49,8 +51,10 @@ from akf_devtools.sandbox.jars import job_jars  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
 from airflow_kafka_failover.core.types import TopicPartition  # noqa: E402
-from airflow_kafka_failover.jobs.job_run import RECORD_ID_METRICS, SOURCE_METRICS  # noqa: E402
+from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, record_id_counts, source_metrics  # noqa: E402
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader  # noqa: E402
+from airflow_kafka_failover.jobs.sink import ParquetBatchSink  # noqa: E402
+from airflow_kafka_failover.jobs.stream_job import sink_columns  # noqa: E402
 from benchmarks.bench_job import SPARK_CONF, load_topic, say  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
@@ -96,65 +100,41 @@ class Queries:
 
     def observed_source(self, marks: bool) -> Any:
         """The source with the job's observation (``JobRun.source``): a count, and the marks if asked."""
-        F = self.F
-        metrics = [F.count(F.lit(1)).alias("records")]
-        for index, tp in enumerate(self.partitions if marks else []):
-            here = (F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
-            metrics.append(F.max(F.when(here, F.col("offset"))).alias(f"o{index}"))
-            metrics.append(F.max(F.when(here, F.expr("unix_millis(timestamp)"))).alias(f"t{index}"))
-        return self.source().observe(SOURCE_METRICS, *metrics)
+        metrics = source_metrics(self.partitions)
+        return self.source().observe(SOURCE_METRICS, *(metrics if marks else metrics[:1]))
 
-    def job_columns(self, df: Any, record_id: Any | None) -> Any:
-        """The packaged job's select (``jobs/stream_job.py``), with ``record_id`` when given."""
+    def build(self, name: str) -> Any:
+        """The DataFrame of query ``name``."""
         F = self.F
-        first = [record_id.alias("record_id")] if record_id is not None else []
-        return df.select(
-            *first,
-            "key",
-            "value",
-            F.lit("A").alias("source_cluster"),
-            "topic",
-            "partition",
-            "offset",
-            F.expr("unix_millis(timestamp)").alias("timestamp_ms"),
-            F.lit(0).alias("epoch"),
-        )
-
-    def build(self, name: str) -> tuple[Any, bool]:
-        """The DataFrame of query ``name`` and whether it adds ``batch_id`` (the job's sink does)."""
-        F = self.F
-        jar_id = record_id_column("id", True)
+        jar_id, no_id = record_id_column("id", True), F.lit(None).cast("string")
         if name in ("plain", "foreach_batch"):
-            return self.source().select(*KAFKA_COLUMNS), False
+            return self.source().select(*KAFKA_COLUMNS)
         if name == "job_columns":
-            return self.job_columns(self.source(), None), True
+            return sink_columns(self.source(), no_id, "A", 0)
         if name == "record_id":
-            return self.job_columns(self.source(), jar_id), True
+            return sink_columns(self.source(), jar_id, "A", 0)
         if name == "record_id_get_json":
-            return self.job_columns(self.source(), record_id_column("id", False)), True
+            return sink_columns(self.source(), record_id_column("id", False), "A", 0)
         if name == "one_observation":
-            return self.job_columns(self.observed_source(marks=False), jar_id), True
+            return sink_columns(self.observed_source(marks=False), jar_id, "A", 0)
         if name == "job_query":
-            output = self.job_columns(self.observed_source(marks=True), jar_id)
-            ids = (F.count(F.lit(1)).alias("rows"), F.count(F.col("record_id")).alias("with_id"))
-            return output.observe(RECORD_ID_METRICS, *ids), True
+            return record_id_counts(sink_columns(self.observed_source(marks=True), jar_id, "A", 0))
         raise ValueError(name)
 
     def run(self, name: str, folder: Path) -> None:
         """Run query ``name`` over the whole topic into ``folder``; return when it has read everything."""
-        F = self.F
-        df, with_batch_id = self.build(name)
+        df = self.build(name)
         output = str(folder / "out")
         if name == "plain":
             writer = df.writeStream.format("parquet").option("path", output)
-        else:
+        elif name == "foreach_batch":
 
             def write(batch: Any, batch_id: int) -> None:
-                if with_batch_id:
-                    batch = batch.withColumn("batch_id", F.lit(batch_id).cast("long"))
                 batch.write.mode("overwrite").parquet(f"{output}/batch={batch_id}")
 
             writer = df.writeStream.foreachBatch(write)
+        else:
+            writer = df.writeStream.foreachBatch(ParquetBatchSink(output, 0).write_batch)
         query = (
             writer.option("checkpointLocation", str(folder / "checkpoint"))
             .trigger(availableNow=True)

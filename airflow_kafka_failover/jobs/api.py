@@ -43,10 +43,10 @@ from airflow_kafka_failover.jobs.hadoop_store import use_hadoop_stores
 from airflow_kafka_failover.jobs.job_run import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
-    RECORD_ID_METRICS,
     JobRun,
     first_line,
     prepare,
+    record_id_counts,
     write_refusal,
 )
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
@@ -185,11 +185,7 @@ class FailoverStream:
 
     def with_record_id_count(self, df: Any, column: str = "record_id") -> Any:
         """``df`` observed for the progress entries' ``without_id`` count (rows whose ``column`` is null)."""
-        from pyspark.sql import functions as F
-
-        return df.observe(
-            RECORD_ID_METRICS, F.count(F.lit(1)).alias("rows"), F.count(F.col(column)).alias("with_id")
-        )
+        return record_id_counts(df, column)
 
     # ---- what the run writes ------------------------------------------------------------------------
 

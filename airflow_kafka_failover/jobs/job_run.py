@@ -251,8 +251,6 @@ class JobRun:
 
     def source(self) -> Any:
         """The Kafka source DataFrame of the active cluster, observed for the progress entries."""
-        from pyspark.sql import functions as F
-
         settings = self.settings
         reader = (
             self.spark.readStream.format("kafka")
@@ -270,12 +268,7 @@ class JobRun:
         for key, value in settings.kafka_options.items():
             reader = reader.option(f"kafka.{key}", value)
         self.partitions = self._subscribed_partitions()
-        marks = []
-        for index, tp in enumerate(self.partitions):
-            here = (F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
-            marks.append(F.max(F.when(here, F.col("offset"))).alias(f"o{index}"))
-            marks.append(F.max(F.when(here, F.expr("unix_millis(timestamp)"))).alias(f"t{index}"))
-        return reader.load().observe(SOURCE_METRICS, F.count(F.lit(1)).alias("records"), *marks)
+        return reader.load().observe(SOURCE_METRICS, *source_metrics(self.partitions))
 
     def _subscribed_partitions(self) -> list[TopicPartition]:
         """The partitions the run reads now (a partition added later gets no marks, only offsets)."""
@@ -621,6 +614,28 @@ def _nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
 def _short(offsets: dict[Any, int], limit: int = 6) -> str:
     items = [f"{tp.topic}-{tp.partition}:{offset}" for tp, offset in sorted(offsets.items())]
     return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def source_metrics(partitions: list[TopicPartition]) -> list[Any]:
+    """The observation of the Kafka source (:data:`SOURCE_METRICS`): records, and per partition the newest
+    offset (``o<i>``) and timestamp (``t<i>``) in the order of ``partitions``."""
+    from pyspark.sql import functions as F
+
+    metrics = [F.count(F.lit(1)).alias("records")]
+    for index, tp in enumerate(partitions):
+        here = (F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
+        metrics.append(F.max(F.when(here, F.col("offset"))).alias(f"o{index}"))
+        metrics.append(F.max(F.when(here, F.expr("unix_millis(timestamp)"))).alias(f"t{index}"))
+    return metrics
+
+
+def record_id_counts(df: Any, column: str = "record_id") -> Any:
+    """``df`` observed for :data:`RECORD_ID_METRICS`: ``rows``, and ``with_id`` (rows with a ``column``)."""
+    from pyspark.sql import functions as F
+
+    return df.observe(
+        RECORD_ID_METRICS, F.count(F.lit(1)).alias("rows"), F.count(F.col(column)).alias("with_id")
+    )
 
 
 def first_line(text: str) -> str:

@@ -15,26 +15,33 @@ Exit codes: 0 stopped on request or fenced, 2 bad settings or checkpoint, 1 anyt
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_kafka_failover.jobs.api import FailoverStream
 from airflow_kafka_failover.jobs.sink import ParquetBatchSink
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the packaged job; ends the process with its exit code."""
+def sink_columns(kafka: Any, record_id: Any, cluster: str, epoch: int) -> Any:
+    """The sink's columns (but ``batch_id``, which the sink adds) of the Kafka source ``kafka``."""
     from pyspark.sql import functions as F
 
+    return kafka.select(
+        record_id.alias("record_id"),
+        "key",
+        "value",
+        F.lit(cluster).alias("source_cluster"),
+        "topic",
+        "partition",
+        "offset",
+        F.expr("unix_millis(timestamp)").alias("timestamp_ms"),
+        F.lit(epoch).alias("epoch"),
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the packaged job; ends the process with its exit code."""
     with FailoverStream.from_args(argv) as stream:
-        records = stream.read_kafka().select(
-            stream.record_id().alias("record_id"),
-            "key",
-            "value",
-            F.lit(stream.cluster).alias("source_cluster"),
-            "topic",
-            "partition",
-            "offset",
-            F.expr("unix_millis(timestamp)").alias("timestamp_ms"),
-            F.lit(stream.epoch).alias("epoch"),
-        )
+        records = sink_columns(stream.read_kafka(), stream.record_id(), stream.cluster, stream.epoch)
         sink = ParquetBatchSink(stream.settings.sink_root, stream.epoch)
         # One write per batch: the batch is read once without a cache.
         stream.foreach_batch(stream.with_record_id_count(records), sink.write_batch, cache_batch=False)
