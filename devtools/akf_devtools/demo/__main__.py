@@ -2,10 +2,14 @@
 
 The sandbox's clusters A and B run with MirrorMaker 2 between them; a producer writes records with unique
 ids at a steady rate. The pair's real DAGs do the rest, each run with ``dag.test()``: the start DAG runs
-the PySpark job on A; the failover DAG watches A, A is crashed, its sensor decides A is down and it moves
-the job to B; A is restarted, the failback DAG's sensor decides A has recovered and caught up, and it moves
-the job back. The report (timeline, detection and RTO of both switches, records produced, consumed,
-duplicated and lost, and a plot) goes to a results folder whose path is printed at the end.
+the PySpark job on A while the failover DAG starts watching A (as a deployed failover DAG watches all the
+time); A is crashed, the failover sensor decides A is down and the run moves the job to B; the failback
+DAG starts watching A while A is restarted, its sensor decides A has recovered and caught up, and it moves
+the job back. Steps that do not depend on each other overlap (the sandbox and the Airflow home, a DAG
+run's start-up and the step before its fault), so the demo takes little more than its switches.
+
+The report (timeline, detection and RTO of both switches, records produced, consumed, duplicated and lost,
+and a plot) goes to a results folder whose path is printed at the end.
 
 Every process started here is stopped on success, on failure and on Ctrl-C.
 """
@@ -16,6 +20,7 @@ import argparse
 import shutil
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,7 +51,7 @@ class Demo:
         self.sandbox = Sandbox(run_dir / "sandbox")
         self.story: Any = None
         self.live: Any = None
-        self.current: Any = None  # the DAG run in progress, killed on Ctrl-C
+        self.in_flight: list[Any] = []  # the DAG runs in progress, killed on Ctrl-C
 
     # ---- steps ---------------------------------------------------------------------------------------
 
@@ -55,16 +60,32 @@ class Demo:
         from akf_devtools.demo.story import Story
         from akf_devtools.sandbox.airflow_env import prepare_airflow_home
 
-        say(f"starting Kafka clusters A and B (KRaft) and MirrorMaker 2 under {self.sandbox.run_dir} ...")
-        info = self.sandbox.up()
+        home, pair_root = self.run_dir / "airflow", self.run_dir / "pair"
+        say(
+            f"starting Kafka clusters A and B (KRaft) and MirrorMaker 2 under {self.sandbox.run_dir}, "
+            "and preparing a local Airflow home (SQLite metadata DB) meanwhile ..."
+        )
+        failures: list[BaseException] = []
+
+        def prepare() -> None:
+            try:
+                prepare_airflow_home(home)
+                _forget_previous_run(home, pair_root)
+            except BaseException as exc:  # raised in the main thread below
+                failures.append(exc)
+
+        preparing = threading.Thread(target=prepare, name="demo-airflow-home")
+        preparing.start()
+        try:
+            info = self.sandbox.up()
+        finally:
+            preparing.join()
+        if failures:
+            raise failures[0]
         self.note(
             "info",
             f"sandbox up: A {info['clusters']['A']['bootstrap']}, B {info['clusters']['B']['bootstrap']}",
         )
-        say("preparing a local Airflow home (SQLite metadata DB) ...")
-        home = prepare_airflow_home(self.run_dir / "airflow")
-        pair_root = self.run_dir / "pair"
-        _forget_previous_run(home, pair_root)
         self.story = Story(self.sandbox, home, pair_root, PAIR, TOPIC, spark_conn="spark_demo")
         self.story.write_config()
         self.story.create_topics(self.partitions)
@@ -72,53 +93,60 @@ class Demo:
         self.note("info", f"producer writing {self.rate:g} records/s with unique ids to {TOPIC} on A")
         self.live = LiveStatus(self.story, say).start()
 
-    def start_job(self) -> None:
+    def start_job(self) -> Any:
+        """Run the start DAG; return the failover DAG's run, started beside it, whose sensor watches A."""
         self.live.clear("start")
         say(f"start DAG: running the PySpark job on A (pair config {self.story.config_path}) ...")
-        self.dag_run("start", expect="success")
+        start = self.launch("start")
+        say("failover DAG: started beside it; its down sensor will watch A ...")
+        failover = self.launch("failover")
+        self.finish(start, expect="success")
         first = self.story.first_batch_time("A", 0)
         self.note("info", "job on A committed its first batch (epoch 0)", at=first)
-        self.settle(6, "job running on A")
+        return failover
 
-    def fail_over(self) -> None:
+    def fail_over(self, failover: Any) -> None:
         from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S, switch_figures
 
         self.live.clear("failover armed")
-        say("failover DAG: its down sensor is watching A ...")
-        self.current = self.story.start_run("failover")
-        self.current.wait_for_text(WATCHING, WATCHING_WITHIN_S)
+        failover.wait_for_text(WATCHING, WATCHING_WITHIN_S)
+        say("failover DAG: its down sensor is watching A")
+        self.settle(2, "failover armed")
         fault_at = time.time()
         self.sandbox.fault("crash", "A")
         self.story.active_for_producer = "B"
         self.live.fault("A crashed, failover")
         self.note("fault", "A crashed (kill -9); producers move to B", at=fault_at)
         say("A crashed (kill -9 of its broker). Producers now write to B. Waiting for the failover DAG ...")
-        output = self.wait_current("success")
+        output = self.finish(failover, expect="success")
         figure = switch_figures(self.story, "failover A -> B (crash)", fault_at, "B", 1, output)
         self.note_verdict(output, "down verdict on A")
         self.note(
             "info", "job on B committed its first batch (epoch 1)", at=self.story.first_batch_time("B", 1)
         )
         say(f"failed over to B: detection {figure.get('detection_s')} s, RTO {figure['rto_s']} s")
-        self.settle(6, "job running on B")
 
     def fail_back(self) -> None:
-        from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S, switch_figures
+        from akf_devtools.demo.story import switch_figures
 
-        self.live.clear("failback armed")
-        say("failback DAG: its recovered sensor is watching A ...")
-        self.current = self.story.start_run("failback")
-        self.current.wait_for_text(WATCHING, WATCHING_WITHIN_S)
+        self.live.clear("job running on B")
+        say("failback DAG: started; its recovered sensor will watch A. Restarting A meanwhile ...")
+        failback = self.launch("failback")
         back_at = time.time()
-        self.sandbox.fault("restart", "A")
         # In dedicated mode a flow into a cluster that was down can stay stopped until MirrorMaker 2
-        # restarts, so operators restart it after an outage (README, "MirrorMaker 2 after an outage").
-        self.sandbox.stop_mirrormaker()
+        # restarts, so operators restart it after an outage (README, "MirrorMaker 2 after an outage"). Its
+        # stop (it often waits out its grace, flushing to A) runs while A starts.
+        stopping = threading.Thread(target=self.sandbox.stop_mirrormaker, name="demo-mm2-stop")
+        stopping.start()
+        try:
+            self.sandbox.fault("restart", "A")
+        finally:
+            stopping.join()
         self.sandbox.start_mirrormaker()
         self.live.fault("A back, failback")
         self.note("recovery", "A restarted with its data; MirrorMaker 2 restarted", at=back_at)
         say("A restarted (data kept) and MirrorMaker 2 restarted. Waiting for the failback DAG ...")
-        output = self.wait_current("success")
+        output = self.finish(failback, expect="success")
         self.story.active_for_producer = "A"
         figure = switch_figures(self.story, "failback B -> A (restart)", back_at, "A", 2, output)
         self.note_verdict(output, "recovered verdict on A (stable, caught up)")
@@ -129,7 +157,6 @@ class Demo:
             f"failed back to A: detection {figure.get('detection_s')} s, RTO {figure['rto_s']} s; "
             "producers on A"
         )
-        self.settle(6, "job back on A")
 
     def drain(self) -> dict[str, int]:
         self.live.clear("draining")
@@ -179,13 +206,16 @@ class Demo:
 
     # ---- helpers -------------------------------------------------------------------------------------
 
-    def dag_run(self, kind: str, expect: str) -> str:
-        self.current = self.story.start_run(kind)
-        return self.wait_current(expect)
+    def launch(self, kind: str) -> Any:
+        """Start a ``dag.test()`` run of the pair's ``kind`` DAG (it runs until :meth:`finish`)."""
+        running = self.story.start_run(kind)
+        self.in_flight.append(running)
+        return running
 
-    def wait_current(self, expect: str) -> str:
-        running, self.current = self.current, None
+    def finish(self, running: Any, expect: str) -> str:
+        """Wait for ``running`` to end; return its output, or raise unless it ended ``expect``."""
         state, output = running.wait(timeout=420)
+        self.in_flight.remove(running)
         if state != expect:
             raise DemoFailed(
                 f"the {running.kind} DAG run ended {state!r}, expected {expect!r}; "
@@ -211,8 +241,8 @@ class Demo:
         """Stop everything this demo started, whatever state it is in."""
         if self.live is not None:
             self.live.stop()
-        if self.current is not None:
-            self.current.kill()
+        for running in self.in_flight:
+            running.kill()
         if self.story is not None:
             if self.story.producer is not None:
                 self.story.producer.stop(flush_timeout=2)
@@ -224,22 +254,14 @@ class Demo:
 
 def _forget_previous_run(home: Path, pair_root: Path) -> None:
     """Start the pair afresh: stop a job a previous demo left, delete its files and its active record."""
-    import subprocess
-
     from airflow_kafka_failover.core.process_group import ManagedProcess
     from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-    from akf_devtools.sandbox.airflow_env import airflow_env
+    from akf_devtools.sandbox.airflow_env import delete_variable
 
     for run_dir in pair_root.glob("runs/*/*/epoch-*"):
         ManagedProcess(PROCESS_NAME, run_dir).stop(timeout=10)
     shutil.rmtree(pair_root, ignore_errors=True)
-    airflow = Path(sys.executable).with_name("airflow")
-    subprocess.run(
-        [str(airflow), "variables", "delete", f"kafka_failover.{PAIR}.active_record"],
-        env=airflow_env(home),
-        capture_output=True,
-        check=False,
-    )
+    delete_variable(home, f"kafka_failover.{PAIR}.active_record")
 
 
 def run(run_dir: Path, results: Path, rate: float, partitions: int) -> int:
@@ -248,8 +270,7 @@ def run(run_dir: Path, results: Path, rate: float, partitions: int) -> int:
     started = time.monotonic()
     try:
         demo.bring_up()
-        demo.start_job()
-        demo.fail_over()
+        demo.fail_over(demo.start_job())
         demo.fail_back()
         counts = demo.drain()
         code = demo.report(counts)

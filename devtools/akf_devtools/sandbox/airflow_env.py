@@ -129,15 +129,10 @@ def read_variable(home: Path, key: str) -> Any:
     home's Fernet key: ``airflow variables get`` starts all of Airflow, 5 s on a quiet 2-core machine and
     several times that while tests run, and the stories read the record after every step.
     """
-    import configparser
     import sqlite3
 
-    config = configparser.ConfigParser(interpolation=None)
-    config.read(home / "airflow.cfg")
-    url = config.get("database", "sql_alchemy_conn", fallback=f"sqlite:///{home / 'airflow.db'}")
-    if not url.startswith("sqlite:///"):
-        raise FailoverError(f"{home}/airflow.cfg: {url!r} is not the SQLite database of a test Airflow home")
-    with contextlib.closing(sqlite3.connect(url[len("sqlite:///") :], timeout=30)) as database:
+    config, path = _metadata_db(home)
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as database:
         row = database.execute("SELECT val, is_encrypted FROM variable WHERE key = ?", (key,)).fetchone()
     if row is None or not row[0]:
         return None
@@ -148,6 +143,28 @@ def read_variable(home: Path, key: str) -> Any:
         fernet_key = os.environ.get("AIRFLOW__CORE__FERNET_KEY") or config.get("core", "fernet_key")
         value = Fernet(fernet_key.encode()).decrypt(value.encode()).decode()
     return json.loads(value)
+
+
+def delete_variable(home: Path, key: str) -> None:
+    """Remove Airflow Variable ``key`` from ``home``'s SQLite metadata DB, if it is set (straight in the
+    database, as :func:`read_variable` reads it, instead of starting ``airflow variables delete``)."""
+    import sqlite3
+
+    _config, path = _metadata_db(home)
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as database, database:
+        database.execute("DELETE FROM variable WHERE key = ?", (key,))
+
+
+def _metadata_db(home: Path) -> tuple[Any, str]:
+    """``home``'s parsed ``airflow.cfg`` and the path of its SQLite metadata DB."""
+    import configparser
+
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(home / "airflow.cfg")
+    url = config.get("database", "sql_alchemy_conn", fallback=f"sqlite:///{home / 'airflow.db'}")
+    if not url.startswith("sqlite:///"):
+        raise FailoverError(f"{home}/airflow.cfg: {url!r} is not the SQLite database of a test Airflow home")
+    return config, url[len("sqlite:///") :]
 
 
 def write_variable(home: Path, key: str, value: Any) -> None:

@@ -183,7 +183,7 @@ class MirrorMaker:
             )
         )
 
-    def stop(self) -> None:
-        # MM2 tries to flush to clusters that may be down; its offsets are flushed every 5 s anyway,
-        # so a short grace period loses nothing worth waiting for.
-        self.process.stop(timeout=5.0)
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM, and SIGKILL after ``grace`` seconds. MM2 tries to flush to clusters that may be down;
+        its offsets are flushed every 5 s anyway, so a short grace period loses nothing worth waiting for."""
+        self.process.stop(timeout=grace)

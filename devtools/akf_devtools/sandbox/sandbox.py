@@ -358,8 +358,14 @@ class Sandbox:
     def _stop_all(self) -> None:
         if not self.clusters:
             return
-        self.mirrormaker.stop()
-        threads = [threading.Thread(target=cluster.stop) for cluster in self.clusters.values()]
+        # MirrorMaker 2 stops beside the brokers, with a shorter grace: it often ignores SIGTERM for the
+        # whole of it (it flushes to clusters that are going away), and what it would still copy or commit
+        # is copied again after the next `up` (its offsets are in the clusters).
+        stops = [
+            lambda: self.mirrormaker.stop(grace=2.0),
+            *(cluster.stop for cluster in self.clusters.values()),
+        ]
+        threads = [threading.Thread(target=stop) for stop in stops]
         for thread in threads:
             thread.start()
         for thread in threads:

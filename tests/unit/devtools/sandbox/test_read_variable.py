@@ -1,4 +1,4 @@
-"""Reading an Airflow Variable straight from a test home's SQLite metadata DB, as the stories do."""
+"""Reading (and deleting) an Airflow Variable straight from a test home's SQLite metadata DB."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 import pytest
-from akf_devtools.sandbox.airflow_env import read_variable
+from akf_devtools.sandbox.airflow_env import delete_variable, read_variable
 from cryptography.fernet import Fernet
 
 from airflow_kafka_failover.core.exceptions import FailoverError
@@ -40,3 +40,11 @@ def test_a_home_on_another_database_is_refused_by_name(tmp_path):
     home = _home(tmp_path, [], url="postgresql://airflow@db/airflow")
     with pytest.raises(FailoverError, match="'postgresql://airflow@db/airflow' is not the SQLite database"):
         read_variable(home, "anything")
+
+
+def test_delete_removes_the_key_alone_and_a_missing_key_is_no_error(tmp_path):
+    home = _home(tmp_path, [("pair.record", {"active": "A"}, False), ("other", 1, False)])
+    delete_variable(home, "pair.record")
+    delete_variable(home, "never.set")
+    assert read_variable(home, "pair.record") is None
+    assert read_variable(home, "other") == 1
