@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from akf_devtools.sandbox.class_sharing import driver_java_options
 from akf_devtools.sandbox.hdfs import HdfsCluster
 from akf_devtools.sandbox.jars import s3a_jars
 from akf_devtools.sandbox.s3 import S3Server
@@ -172,7 +173,7 @@ def driver_run(stores) -> dict[str, Any]:
             # run (spark.jars copies every jar into the application's scratch folder).
             "spark.driver.extraClassPath": os.pathsep.join(map(str, s3a_jars())),
             "spark.driver.extraJavaOptions": (
-                f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+                f"{driver_java_options()} -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
             ),
         },
     )

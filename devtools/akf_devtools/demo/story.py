@@ -28,6 +28,7 @@ from akf_devtools.sandbox.airflow_env import (
     register_kafka_connections,
     register_spark_connection,
 )
+from akf_devtools.sandbox.class_sharing import driver_java_options
 from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.producer import SteadyProducer
 
@@ -47,9 +48,9 @@ LOCAL_SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.memory": "768m",
-    # Short-lived drivers at a few records per second: a serial collector and the quick (C1) compiler
-    # leave the CPU to the rest of the machine.
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    # A serial collector and the quick (C1) compiler, and Spark's classes from the class-sharing archive
+    # once `make test` built it (akf_devtools.sandbox.class_sharing).
+    "spark.driver.extraJavaOptions": driver_java_options(),
 }
 
 # The line a verdict sensor logs when it defers to the triggerer: the DAG is watching.

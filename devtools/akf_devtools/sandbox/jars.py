@@ -383,7 +383,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--all",
         action="store_true",
-        help=f"every set ({', '.join(ARTIFACT_SETS)}) and the Hadoop minicluster's jar, as the tests need; "
+        help=f"every set ({', '.join(ARTIFACT_SETS)}), the Hadoop minicluster's jar and the local Spark "
+        "drivers' class-sharing archive, as the tests need; "
         f"default: the demo's ({', '.join(DEMO_SETS)})",
     )
     args = parser.parse_args(argv)
@@ -395,6 +396,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"record-id: {record_id_jar()}")
     if args.all:
         print(f"hadoop-minicluster main: {hadoop_minicluster_classpath().split(os.pathsep)[0]}")
+        from akf_devtools.sandbox.class_sharing import ensure_archive
+
+        print(f"class-sharing archive of the local Spark drivers: {ensure_archive()}")
     else:
         later = ", ".join(name for name in ARTIFACT_SETS if name not in DEMO_SETS)
         print(f"not resolved (the tests' sets): {later}; `make test` resolves them, or run with --all")

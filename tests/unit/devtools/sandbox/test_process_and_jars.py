@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from akf_devtools.errors import SandboxError
-from akf_devtools.sandbox import jars
+from akf_devtools.sandbox import class_sharing, jars
 from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
@@ -167,6 +167,7 @@ def resolved_sets(tmp_path: Path, monkeypatch) -> list[str]:
     monkeypatch.setattr(jars, "record_id_jar", lambda: tmp_path / "record-id" / jars.RECORD_ID_JAR)
     monkeypatch.setattr(jars, "hadoop_minicluster_classpath", lambda: str(tmp_path / "hadoop-main"))
     monkeypatch.setattr(jars, "_pyspark_jars_dir", lambda: tmp_path / "pyspark-jars")
+    monkeypatch.setattr(class_sharing, "ensure_archive", lambda: tmp_path / "class-sharing" / "spark.jsa")
     return asked
 
 
@@ -179,7 +180,8 @@ def test_setup_resolves_only_the_demos_sets_and_all_of_them_with_all(resolved_se
     resolved_sets.clear()
     jars.main(["--all"])
     assert set(resolved_sets) == set(jars.ARTIFACT_SETS)
-    assert "hadoop-minicluster main:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "hadoop-minicluster main:" in out and "class-sharing archive of the local Spark drivers:" in out
 
 
 def test_the_demos_job_jars_leave_out_delta_and_resolve_nothing_else(resolved_sets):

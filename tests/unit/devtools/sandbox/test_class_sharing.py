@@ -1,0 +1,39 @@
+"""The local drivers' class-sharing archive: used only when built for this machine's java and pyspark."""
+
+from __future__ import annotations
+
+import pytest
+from akf_devtools.sandbox import class_sharing
+from akf_devtools.sandbox.class_sharing import BASE_JAVA_OPTIONS, archive_path, driver_java_options
+
+
+@pytest.fixture
+def jars_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_without_an_archive_the_drivers_get_the_base_options(jars_dir):
+    assert not archive_path().exists()
+    assert driver_java_options() == BASE_JAVA_OPTIONS
+
+
+def test_a_built_archive_is_shared_and_a_jvm_that_cannot_use_it_stays_quiet(jars_dir):
+    archive = archive_path()
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"archive")
+    options = driver_java_options()
+    assert options.startswith(BASE_JAVA_OPTIONS)
+    assert f"-XX:SharedArchiveFile={archive}" in options and "-Xlog:cds=off" in options
+
+
+def test_the_archive_name_changes_with_pyspark(jars_dir, monkeypatch):
+    first = archive_path()
+    monkeypatch.setattr("importlib.metadata.version", lambda name: "9.9.9")
+    second = archive_path()
+    assert first != second and second.name.startswith("spark-9.9.9-")
+
+
+def test_no_java_means_no_archive(jars_dir, monkeypatch):
+    monkeypatch.setattr(class_sharing.shutil, "which", lambda name: None)
+    assert driver_java_options() == BASE_JAVA_OPTIONS
