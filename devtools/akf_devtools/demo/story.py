@@ -55,6 +55,8 @@ LOCAL_SPARK_CONF = {
 
 # The line a verdict sensor logs when it defers to the triggerer: the DAG is watching.
 WATCHING = "Pausing task as DEFERRED"
+FIRST_TASK = "[DAG TEST] starting task_id="
+"""The line a ``dag.test()`` run logs when it starts a task: it has written its DAG and assets by then."""
 
 WATCHING_WITHIN_S = 300
 """How long a run may take to reach ``WATCHING``: its first task starts Airflow's in-process execution API
