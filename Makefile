@@ -2,6 +2,10 @@
 # needs: `make setup` resolves only the demo's JVM artifacts; `make test` resolves every set the tests use.
 .PHONY: setup demo test test-fast clean
 
+# Python writes the .pyc files of what a run imports (the setup does not compile all of .venv ahead): where
+# the environment sets PYTHONDONTWRITEBYTECODE, every run would otherwise compile the same modules again.
+unexport PYTHONDONTWRITEBYTECODE
+
 setup:
 	@scripts/setup.sh
 

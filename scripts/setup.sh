@@ -63,10 +63,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing the provider and the development tools into .venv (about a minute the first time)"
   # constraints.txt pins every package to the versions last tested (refreshed by 'make constraints'), uv too.
   # uv (from PyPI, into .venv) installs the pinned set several times faster than pip (README, "Setup times");
-  # pip stays in .venv for 'make constraints'. --compile-bytecode writes the .pyc files as pip does: without
-  # them each run compiles every module it imports again where PYTHONDONTWRITEBYTECODE is set.
+  # pip stays in .venv for 'make constraints'. No .pyc files at install (compiling all 1.6 GB took 35 of its
+  # 73 s): Python writes them for the modules a run imports, which the Makefile allows even where
+  # PYTHONDONTWRITEBYTECODE is set (it unexports it).
   .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt uv
-  .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -c constraints.txt \
+  .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt \
     -e '.[test]' -e './devtools[demo]'
   .venv/bin/python -c 'import pyspark' \
     || { echo "error: 'import pyspark' fails in .venv (two packages writing the pyspark folder?); remove .venv and run 'make setup' again" >&2; exit 1; }
