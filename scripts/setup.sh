@@ -67,7 +67,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # 73 s): Python writes them for the modules a run imports, which the Makefile allows even where
   # PYTHONDONTWRITEBYTECODE is set (it unexports it).
   .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt uv
-  .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt \
+  # pyspark and pyspark-client exist on PyPI only as sdists, and uv built them again on every install (30 s:
+  # its cache keeps each build under a new revision and never reuses it). Their wheels are built once per
+  # version into a wheelhouse beside uv's own cache (AKF_WHEELHOUSE overrides it), which uv then installs.
+  wheelhouse=${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}
+  mkdir -p "$wheelhouse"
+  for pin in $(grep -E '^pyspark(-client)?==' constraints.txt); do
+    name=${pin%%==*} version=${pin##*==}
+    if ! ls "$wheelhouse/${name//-/_}-$version-"*.whl >/dev/null 2>&1; then
+      echo "setup: building the wheel of $pin once into $wheelhouse (PyPI has only its sdist)"
+      .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheelhouse" "$pin"
+    fi
+  done
+  .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt --find-links "$wheelhouse" \
     -e '.[test]' -e './devtools[demo]'
   .venv/bin/python -c 'import pyspark' \
     || { echo "error: 'import pyspark' fails in .venv (two packages writing the pyspark folder?); remove .venv and run 'make setup' again" >&2; exit 1; }
