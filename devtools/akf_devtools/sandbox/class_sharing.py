@@ -2,10 +2,10 @@
 
 A local driver's JVM spends most of its start-up loading and verifying Spark's classes. Java's dynamic
 class-data sharing (``-XX:ArchiveClassesAtExit`` once, ``-XX:SharedArchiveFile`` afterwards) maps them from
-one file instead: on the 2-core machine a SparkSession starts in 4.9 s instead of 7.7 s and the Kafka source
-loads in 0.3 s instead of 1.2 s (2026-11-27, ``python -m akf_devtools.sandbox.class_sharing --time``).
+one file instead: on the 2-core machine a SparkSession starts in 4.2 s instead of 7.8 s and the Kafka source
+loads in 0.3 s instead of 1.3 s (2026-11-27, ``python -m akf_devtools.sandbox.class_sharing --time 2``).
 
-``make test`` builds the archive (``python -m akf_devtools.sandbox.jars --all``); :data:`driver_java_options`
+``make test`` builds the archive (``python -m akf_devtools.sandbox.jars --all``); :func:`driver_java_options`
 uses it when it exists and matches this machine's ``java`` and the installed pyspark (its file name holds
 both), so ``make demo`` after ``make test`` starts its drivers faster too. A JVM whose class path does not
 match the archive (another Spark) ignores it; the flags that keep that quiet are part of the options.
@@ -111,9 +111,7 @@ def ensure_archive() -> Path:
         partial.unlink(missing_ok=True)
         log.info("Building the Spark drivers' class-sharing archive %s (about 40 s) ...", archive)
         jars = ",".join(str(jar) for jar in spark_kafka_jars())
-        options = (
-            f"{BASE_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"
-        )
+        options = f"{BASE_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial} {QUIET}"
         with tempfile.TemporaryDirectory() as scratch:
             result = subprocess.run(
                 [sys.executable, "-c", _WORKLOAD, options, jars],
