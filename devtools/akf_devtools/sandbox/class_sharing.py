@@ -39,9 +39,11 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """No warning when a JVM cannot use the archive (it then loads its classes as usual)."""
 
 # What the archiving driver does: the classes it loads are the ones archived (session, Kafka source,
-# Parquet writer, the expressions of the job's observations).
+# Parquet writer, the expressions of the job's observations). It prints the seconds to its SparkSession and
+# to its loaded Kafka source, which ``--time`` reports.
 _WORKLOAD = """
-import sys, tempfile
+import sys, tempfile, time
+started = time.monotonic()
 from pyspark.sql import SparkSession, functions as F
 spark = (
     SparkSession.builder.master("local[1]").appName("akf-class-sharing")
@@ -49,10 +51,12 @@ spark = (
     .config("spark.driver.extraJavaOptions", sys.argv[1])
     .getOrCreate()
 )
+session = time.monotonic()
 source = (
     spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
     .option("subscribe", "orders").load()
 )
+print("SECONDS", session - started, time.monotonic() - session, flush=True)
 source.observe("marks", F.count(F.lit(1)).alias("records"), F.max("offset").alias("o0"))
 with tempfile.TemporaryDirectory() as folder:
     rows = spark.range(1000).selectExpr("id", "cast(id as string) as value", "current_timestamp() as ts")
@@ -110,44 +114,42 @@ def ensure_archive() -> Path:
         partial = archive.with_suffix(".partial")
         partial.unlink(missing_ok=True)
         log.info("Building the Spark drivers' class-sharing archive %s (about 40 s) ...", archive)
-        jars = ",".join(str(jar) for jar in spark_kafka_jars())
-        options = f"{BASE_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial} {QUIET}"
-        with tempfile.TemporaryDirectory() as scratch:
-            result = subprocess.run(
-                [sys.executable, "-c", _WORKLOAD, options, jars],
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=scratch,
-                env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-            )
+        result = _run_workload(f"{BASE_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial} {QUIET}")
         if result.returncode != 0 or not partial.is_file():
             partial.unlink(missing_ok=True)
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
             raise SandboxError(
-                f"the archiving Spark driver failed (exit {result.returncode}) or wrote no {partial}:\n{tail}"
+                f"the archiving Spark driver failed (exit {result.returncode}) or wrote no {partial}:\n"
+                f"{_tail(result)}"
             )
         partial.rename(archive)
     return archive
 
 
+def _run_workload(options: str) -> subprocess.CompletedProcess[str]:
+    """Run :data:`_WORKLOAD` in a new local driver whose JVM gets ``options``."""
+    jars = ",".join(str(jar) for jar in spark_kafka_jars())
+    with tempfile.TemporaryDirectory() as scratch:
+        return subprocess.run(
+            [sys.executable, "-c", _WORKLOAD, options, jars],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=scratch,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        )
+
+
+def _tail(result: subprocess.CompletedProcess[str]) -> str:
+    """The last 15 lines a driver printed (for an error message)."""
+    return "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+
+
 def _session_seconds(options: str) -> tuple[float, float]:
     """Seconds to a SparkSession and to a loaded Kafka source, in a new driver with ``options``."""
-    script = (
-        "import sys, time\nstarted = time.monotonic()\nfrom pyspark.sql import SparkSession\n"
-        "spark = (SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false')"
-        ".config('spark.jars', sys.argv[2]).config('spark.driver.extraJavaOptions', sys.argv[1])"
-        ".getOrCreate())\n"
-        "session = time.monotonic()\n"
-        "spark.readStream.format('kafka').option('kafka.bootstrap.servers', '127.0.0.1:9')"
-        ".option('subscribe', 'orders').load()\n"
-        "print('SECONDS', session - started, time.monotonic() - session)\nspark.stop()\n"
-    )
-    jars = ",".join(str(jar) for jar in spark_kafka_jars())
-    result = subprocess.run(
-        [sys.executable, "-c", script, options, jars], capture_output=True, text=True, check=True
-    )
-    line = next(line for line in result.stdout.splitlines() if line.startswith("SECONDS"))
+    result = _run_workload(options)
+    line = next((line for line in result.stdout.splitlines() if line.startswith("SECONDS")), None)
+    if result.returncode != 0 or line is None:
+        raise SandboxError(f"the timed Spark driver failed (exit {result.returncode}):\n{_tail(result)}")
     session, source = (float(value) for value in line.split()[1:])
     return session, source
 
