@@ -90,8 +90,7 @@ class Rounds:
         if fault == "crash":
             self.story.active_for_producer = "B"
         else:
-            sandbox.stop_mirrormaker()
-            sandbox.start_mirrormaker()
+            sandbox.restart_mirrormaker()
         output = self._finish(kind)
         cluster = "B" if kind == "failover" else "A"
         self.story.active_for_producer = cluster

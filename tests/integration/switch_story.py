@@ -17,6 +17,7 @@ from akf_devtools.demo.story import QUICK_HEALTH, RunningDag, switch_figures
 from akf_devtools.demo.story import Story as _Story
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
+from airflow_kafka_failover.core.storage.store import StoreUnavailable
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 
 TEST_HEALTH = QUICK_HEALTH
@@ -141,9 +142,10 @@ class JobCensus:
         return sorted(runs)
 
     def _fence_epoch(self) -> int | None:
+        """The fence's epoch; None while it is unreadable (absent, or its store frozen by a test)."""
         try:
             return json.loads(self.story.fence())["epoch"]
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, StoreUnavailable):
             return None
 
     def _run(self) -> None:

@@ -36,13 +36,18 @@ def topic(own_sandbox):
 
 @pytest.fixture(scope="module")
 def topic_on_b(own_sandbox):
-    """A topic written on B (as while B is active), replicated to A as ``B.<name>``."""
+    """A topic written on B (as while B is active), replicated to A as ``B.<name>``.
+
+    First requested after the crash and hang of A: MirrorMaker 2 is restarted as after any outage of A, since
+    its B->A flow (whose internal topics live on A) can stay stopped until then.
+    """
+    own_sandbox.restart_mirrormaker()
     name = "events-on-b"
     create_topic(own_sandbox.bootstrap("B"), name, 2)
     produce(own_sandbox.bootstrap("B"), name, [(None, b"e", i % 2, None) for i in range(50)])
     wait_for(
         lambda: sum((end_offsets(own_sandbox.bootstrap("A"), f"B.{name}") or {}).values()) >= 50,
-        60,
+        120,
         f"B.{name} replicated to A",
     )
     return name
@@ -127,12 +132,13 @@ def test_recovered_only_after_the_stability_window(own_sandbox, conns, topic, to
 
 
 def test_recovered_waits_until_replication_toward_it_caught_up(own_sandbox, conns):
+    own_sandbox.restart_mirrormaker()  # after the previous test's crash of A (see topic_on_b)
     local = "orders-on-b"
     create_topic(own_sandbox.bootstrap("B"), local, 2)
     produce(own_sandbox.bootstrap("B"), local, [(None, b"x", i % 2, None) for i in range(100)])
     wait_for(
         lambda: sum((end_offsets(own_sandbox.bootstrap("A"), f"B.{local}") or {}).values()) >= 100,
-        60,
+        120,
         "first records replicated B->A",
     )
     own_sandbox.stop_mirrormaker()

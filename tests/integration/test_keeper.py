@@ -222,8 +222,7 @@ def step_failover_interrupted_with_a_down(story) -> None:
 def step_failback_whose_submit_fails_once(story) -> None:
     ensure_keeper(story)
     story.sandbox.fault("restart", "A")
-    story.sandbox.stop_mirrormaker()
-    story.sandbox.start_mirrormaker()
+    story.sandbox.restart_mirrormaker()
     running = story.start_run(
         "failback",
         env={"AIRFLOW__KAFKA_FAILOVER__JOB_JARS": str(story.root / "no-such-kafka-source.jar")},
@@ -245,8 +244,7 @@ def step_failover_interrupted_then_a_returns(story) -> None:
     story.active_for_producer = "B"
     killed_at = interrupted_switch(story, "failover")
     story.sandbox.fault("restart", "A")
-    story.sandbox.stop_mirrormaker()
-    story.sandbox.start_mirrormaker()
+    story.sandbox.restart_mirrormaker()
     record_convergence(story, "failover interrupted, A back before the keeper acts", killed_at, "B", 3)
     check_no_loss(story, "failover finished by the keeper")
 

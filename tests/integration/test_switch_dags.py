@@ -90,12 +90,10 @@ def check_counts(story, record) -> dict:
 
 
 def back_from_outage(story, fault: str) -> None:
-    """A returns; MM2 is restarted as operators do after an outage: in dedicated mode a flow whose target
-    (the home of its internal topics) was down can stay stopped until then, and the recovered sensor
-    rightly waits for replication to catch up."""
+    """A returns and MM2 is restarted as operators do after an outage (see ``Sandbox.restart_mirrormaker``);
+    the recovered sensor rightly waits for replication to catch up."""
     story.sandbox.fault(fault, "A")
-    story.sandbox.stop_mirrormaker()
-    story.sandbox.start_mirrormaker()
+    story.sandbox.restart_mirrormaker()
 
 
 def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) -> tuple[dict, float, str]:

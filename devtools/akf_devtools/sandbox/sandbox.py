@@ -523,6 +523,15 @@ class Sandbox:
             self.mirrormaker.start()
         self.wait_replicating(timeout, since=marks)
 
+    def restart_mirrormaker(self, timeout: float = 120.0) -> None:
+        """Restart MirrorMaker 2 and wait until each of its flows has replicated a new heartbeat.
+
+        What operators do once a cluster is back from an outage: in dedicated mode a flow whose target
+        cluster (the home of its internal topics) was down can stay stopped inside MirrorMaker 2 until then.
+        """
+        self.stop_mirrormaker()
+        self.start_mirrormaker(timeout)
+
 
 def _uses_scram(security: str) -> bool:
     return security in ("scram", "scram-tls")
