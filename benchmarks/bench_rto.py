@@ -17,8 +17,12 @@ detection = fault to the verdict sensor's success (from the run's log), RTO = fa
 the new run committed (its progress entries), and the seconds of each step after the verdict
 (``check_target`` to ``commit``, from the run's task start and end lines; medians in the summary as
 ``<kind>_<step>_median_s``). For failback the clock starts when A is restarted, so
-both figures include the start-up of A's broker and of MirrorMaker 2. Median, min and max over the
-rounds; at the end the sink is checked against every acknowledged id (lost, duplicates).
+both figures include the start-up of A's broker and of MirrorMaker 2; its detection is broken down into
+``broker_start`` (A answers again), ``mm2_start`` (MirrorMaker 2 restarted and replicating both ways) and
+``recovered_wait`` (the rest until the recovered verdict: replication toward A catching up and the stability
+window). Catch-up = fault to the new run's first batch whose newest record was at most two trigger intervals
+old when the batch committed (``catch_up``; the job is then back to its steady lag). Median, min and max over
+the rounds; at the end the sink is checked against every acknowledged id (lost, duplicates).
 
 Health thresholds: ``--health quick`` (default; the demo's: 3 failed probes 1 s apart, 6 s stability) or
 ``--health default`` (the provider's defaults: 6 s down span, 30 s stability). The job's trigger interval
@@ -48,6 +52,7 @@ sys.path.insert(0, str(REPO))
 from akf_devtools.demo.story import (  # noqa: E402
     QUICK_HEALTH,
     SWITCH_STEPS,
+    TRIGGER_INTERVAL_S,
     WATCHING,
     RunningDag,
     Story,
@@ -62,6 +67,9 @@ from benchmarks.json_output import json_line_output  # noqa: E402
 PAIR = "benchrto"
 TOPIC = "orders"
 SETTLE_S = 6.0
+CAUGHT_UP_WITHIN_S = 2 * TRIGGER_INTERVAL_S
+"""A batch is caught up when its newest record is at most this old at its commit: a record waits up to one
+trigger interval for its batch, and the batch takes up to one more."""
 
 
 def say(message: str) -> None:
@@ -81,26 +89,45 @@ class Rounds:
         say("start DAG: the job runs on A")
 
     def switch(self, kind: str, fault: str, epoch: int) -> dict[str, Any]:
-        """Arm the ``kind`` DAG, inject ``fault`` on A once its sensor watches, wait; return its figures."""
+        """Arm the ``kind`` DAG, inject ``fault`` on A once its sensor watches, wait; return its figures.
+
+        A failback's figures also break its wait before the verdict down (``back``): A's brokers answering
+        again (``broker_start``), MirrorMaker 2 restarted and replicating both ways (``mm2_start``), and the
+        rest until the recovered verdict (``recovered_wait``: the replication toward A catching up and the
+        stability window).
+        """
         self.current = self.story.start_run(kind)
         self.current.wait_for_text(WATCHING, 180)
         fault_at = time.time()
         sandbox = self.story.sandbox
         sandbox.fault(fault, "A")
+        back: dict[str, float] = {}
         if fault == "crash":
             self.story.active_for_producer = "B"
         else:
+            broker_up = time.time()
             sandbox.restart_mirrormaker()
+            replicating = time.time()
+            back = {"broker_start": broker_up - fault_at, "mm2_start": replicating - broker_up}
         output = self._finish(kind)
         cluster = "B" if kind == "failover" else "A"
         self.story.active_for_producer = cluster
         figure = switch_figures(self.story, f"{kind} ({fault})", fault_at, cluster, epoch, output)
-        steps = ", ".join(f"{step} {took} s" for step, took in figure["steps"].items())
-        say(
-            f"  {kind} to {cluster} (epoch {epoch}): detection {figure.get('detection_s')} s, "
-            f"RTO {figure['rto_s']} s ({steps})"
-        )
+        if back and "detection_s" in figure:
+            back["recovered_wait"] = figure["detection_s"] - back["broker_start"] - back["mm2_start"]
+            figure["back"] = {part: round(seconds, 1) for part, seconds in back.items()}
         time.sleep(SETTLE_S)  # the new run works a while before the next fault
+        caught_up = self.story.caught_up_time(cluster, epoch, CAUGHT_UP_WITHIN_S)
+        if caught_up is not None:
+            figure["catch_up_s"] = round(caught_up - fault_at, 1)
+        steps = ", ".join(f"{step} {took} s" for step, took in figure["steps"].items())
+        before = ", ".join(f"{part} {took} s" for part, took in figure.get("back", {}).items())
+        say(
+            f"  {kind} to {cluster} (epoch {epoch}): detection {figure.get('detection_s')} s"
+            + (f" ({before})" if before else "")
+            + f", RTO {figure['rto_s']} s ({steps}), "
+            + f"caught up {figure.get('catch_up_s', 'not within the settle')} s"
+        )
         return figure
 
     def _finish(self, kind: str) -> str:
@@ -134,7 +161,7 @@ def summarize(
     summary: dict[str, Any] = {"rounds": args.rounds, "health": args.health, "rate": args.rate}
     for kind in ("failover", "failback"):
         mine = [f for f in figures if f["switch"].startswith(kind)]
-        for figure in ("detection", "rto"):
+        for figure in ("detection", "rto", "catch_up"):
             values = [f[f"{figure}_s"] for f in mine if f"{figure}_s" in f]
             for stat, value in (stats(values) if values else {}).items():
                 summary[f"{kind}_{figure}_{stat}_s"] = value
@@ -142,6 +169,10 @@ def summarize(
             values = [f["steps"][step] for f in mine if step in f.get("steps", {})]
             if values:
                 summary[f"{kind}_{step}_median_s"] = round(statistics.median(values), 1)
+        for part in ("broker_start", "mm2_start", "recovered_wait"):
+            values = [f["back"][part] for f in mine if part in f.get("back", {})]
+            if values:
+                summary[f"{kind}_{part}_median_s"] = round(statistics.median(values), 1)
     summary.update({key: counts[key] for key in ("produced", "lost", "duplicates")})
     summary.update({"switches": figures, "machine": machine})
     return summary
@@ -228,10 +259,12 @@ def main() -> int:
         say(
             f"{kind}: detection median {summary.get(f'{kind}_detection_median_s')} s, RTO median "
             f"{summary.get(f'{kind}_rto_median_s')} s (min {summary.get(f'{kind}_rto_min_s')}, "
-            f"max {summary.get(f'{kind}_rto_max_s')}); step medians: "
+            f"max {summary.get(f'{kind}_rto_max_s')}), "
+            f"caught up median {summary.get(f'{kind}_catch_up_median_s')} s; "
+            "step medians: "
             + ", ".join(
                 f"{step} {summary[f'{kind}_{step}_median_s']} s"
-                for step in SWITCH_STEPS
+                for step in ("broker_start", "mm2_start", "recovered_wait", *SWITCH_STEPS)
                 if f"{kind}_{step}_median_s" in summary
             )
         )

@@ -196,7 +196,7 @@ class Story:
                         "fencing_marker": self.state("fence"),
                         "local_root": str(self.local_root or self.root / "runs"),
                         "storage_connections": self.storage_connections,
-                        "trigger_interval_seconds": 1,
+                        "trigger_interval_seconds": TRIGGER_INTERVAL_S,
                         "spark_conf": LOCAL_SPARK_CONF,
                         "startup_timeout_seconds": 240,
                         "stop_timeout_seconds": 30,
@@ -318,6 +318,16 @@ class Story:
         first = min(int(name) for name in open_store(folder).names(folder) if name.isdigit())
         return float(read_json(locations.join(folder, str(first)))["written_at"])
 
+    def caught_up_time(self, cluster: str, epoch: int, within_s: float) -> float | None:
+        """Epoch seconds of the first batch of the run of (cluster, epoch) that was caught up (see
+        :func:`caught_up_at`)."""
+        from airflow_kafka_failover.core.storage import locations
+
+        return caught_up_at(
+            locations.join(self.state("checkpoints"), self.pair, cluster, f"epoch-{epoch}", "progress"),
+            within_s,
+        )
+
     def sink_counts(self, acked: set[str] | None = None) -> dict[str, int]:
         """Acknowledged records (``acked``, default all so far) against the deduplicated sink."""
         assert self.producer is not None
@@ -363,6 +373,26 @@ def verdict_time(output: str) -> float | None:
             return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
     return None
 
+
+def caught_up_at(progress: str, within_s: float) -> float | None:
+    """Epoch seconds of the first batch in the ``progress`` folder of a run that committed records at most
+    ``within_s`` seconds old: its newest record's timestamp (over all partitions) against the time of its
+    progress entry. None while no batch has (among the entries the job keeps)."""
+    from airflow_kafka_failover.core.storage import locations
+    from airflow_kafka_failover.core.storage.store import open_store, read_json
+
+    for batch in sorted(int(name) for name in open_store(progress).names(progress) if name.isdigit()):
+        entry = read_json(locations.join(progress, str(batch)))
+        marks = entry.get("max_timestamp_ms", {}).values()
+        newest_ms = max((ts for partitions in marks for ts in partitions.values()), default=None)
+        written_at = float(entry["written_at"])
+        if newest_ms is not None and written_at - newest_ms / 1000 <= within_s:
+            return written_at
+    return None
+
+
+TRIGGER_INTERVAL_S = 1
+"""The trigger interval of the story's job, in seconds."""
 
 SWITCH_STEPS = ("check_target", "fence_and_stop", "plan", "submit", "wait_first_batch", "commit")
 """The tasks of a switch after its verdict, in order: the RTO's breakdown."""

@@ -1,8 +1,11 @@
-"""The RTO breakdown read from a switch run's log (``akf_devtools.demo.story.step_seconds``)."""
+"""The RTO breakdown read from a switch run's log (``akf_devtools.demo.story.step_seconds``) and the catch-up
+read from its progress entries (``caught_up_at``)."""
 
 from __future__ import annotations
 
-from akf_devtools.demo.story import step_seconds, verdict_time
+import json
+
+from akf_devtools.demo.story import caught_up_at, step_seconds, verdict_time
 
 LOG = """\
 2026-11-26T19:29:34.227963Z [info     ] [DAG TEST] starting task_id=gate map_index=-1 [airflow.sdk]
@@ -22,3 +25,21 @@ def test_each_step_is_timed_from_its_first_start_to_its_end():
     took = step_seconds(LOG)
     assert took == {"gate": 25.5, "wait_for_down": 151.5, "fence_and_stop": 16.1}  # plan has not ended
     assert verdict_time(LOG) is not None
+
+
+def _entry(folder, batch, written_at, newest_ms):
+    marks = {"orders": {"0": newest_ms - 5000, "1": newest_ms}} if newest_ms is not None else {}
+    (folder / str(batch)).write_text(
+        json.dumps({"batch_id": batch, "written_at": written_at, "max_timestamp_ms": marks})
+    )
+
+
+def test_caught_up_at_the_first_batch_whose_newest_record_is_recent(tmp_path):
+    _entry(tmp_path, 0, 100.0, None)  # a batch without records
+    _entry(tmp_path, 1, 110.0, 90_000)  # 20 s behind: the outage's backlog
+    _entry(tmp_path, 2, 112.0, 111_000)  # 1 s: caught up
+    _entry(tmp_path, 10, 113.0, 112_500)
+    (tmp_path / "not-a-batch").write_text("{}")
+    assert caught_up_at(str(tmp_path), 2.0) == 112.0
+    assert caught_up_at(str(tmp_path), 30.0) == 110.0
+    assert caught_up_at(str(tmp_path), 0.1) is None
