@@ -48,6 +48,14 @@ AIRFLOW_SIDE = (
 """The packages of the provider's Airflow side: their unit tests are marked ``airflow``."""
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_local_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Spark's scratch folders (``spark-*``, ``blockmgr-*``) of every driver and executor the tests start, in
+    the session's temporary folder instead of /tmp: a driver killed by a test (as switches do) never removes
+    its own, and pytest keeps only the last few sessions' folders."""
+    os.environ.setdefault("SPARK_LOCAL_DIRS", str(tmp_path_factory.mktemp("spark-local")))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark everything under tests/integration as needing the sandbox, so `-m "not sandbox"` skips it, and the
     unit tests of the Airflow side's packages ``airflow`` (``-m "not airflow"`` keeps the pure and driver-side

@@ -197,7 +197,8 @@ class Story:
                         "local_root": str(self.local_root or self.root / "runs"),
                         "storage_connections": self.storage_connections,
                         "trigger_interval_seconds": TRIGGER_INTERVAL_S,
-                        "spark_conf": LOCAL_SPARK_CONF,
+                        # Spark's scratch folders under the pair's: a killed driver leaves its own behind.
+                        "spark_conf": {**LOCAL_SPARK_CONF, "spark.local.dir": str(self.root / "spark-local")},
                         "startup_timeout_seconds": 240,
                         "stop_timeout_seconds": 30,
                         **self.job_options,
