@@ -29,6 +29,7 @@ Health thresholds: ``--health quick`` (default; the demo's: 3 failed probes 1 s 
 is the demo's 1 s.
 
     .venv/bin/python benchmarks/bench_rto.py [--rounds 3] [--health quick|default] [--rate 40]
+        [--partitions 2] [--max-offsets-per-trigger N]
 
 Progress goes to stderr; the last line on stdout is JSON.
 """
@@ -158,7 +159,13 @@ def summarize(
     args: argparse.Namespace, figures: list[dict[str, Any]], counts: dict[str, int], machine: str
 ) -> dict[str, Any]:
     """Flat ``<switch>_<figure>_<stat>_s`` keys for tables, every switch's figures under ``switches``."""
-    summary: dict[str, Any] = {"rounds": args.rounds, "health": args.health, "rate": args.rate}
+    summary: dict[str, Any] = {
+        "rounds": args.rounds,
+        "health": args.health,
+        "rate": args.rate,
+        "partitions": args.partitions,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+    }
     for kind in ("failover", "failback"):
         mine = [f for f in figures if f["switch"].startswith(kind)]
         for figure in ("detection", "rto", "catch_up"):
@@ -192,6 +199,8 @@ def make_story(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> Story:
         TOPIC,
         spark_conn="spark_bench_rto",
     )
+    if args.max_offsets_per_trigger is not None:
+        story.job_options["max_offsets_per_trigger"] = args.max_offsets_per_trigger
     story.write_config(health=health_settings(args.health))
     story.create_topics(args.partitions)
     story.start_producer(args.rate, args.partitions)
@@ -229,6 +238,13 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--rate", type=float, default=40.0, help="records per second produced (40)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=None,
+        help="the job's max_offsets_per_trigger: a cap on each batch, so the first batch after an outage "
+        "is bounded and the backlog is read by the batches after it (default: none)",
+    )
     return parser.parse_args()
 
 
