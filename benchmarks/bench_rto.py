@@ -22,7 +22,9 @@ both figures include the start-up of A's broker and of MirrorMaker 2; its detect
 ``recovered_wait`` (the rest until the recovered verdict: replication toward A catching up and the stability
 window). Catch-up = fault to the new run's first batch whose newest record was at most two trigger intervals
 old when the batch committed (``catch_up``; the job is then back to its steady lag). Median, min and max over
-the rounds; at the end the sink is checked against every acknowledged id (lost, duplicates).
+the rounds; at the end the sink is checked against every acknowledged id (lost, duplicates), and each switch
+gets the rows its new run wrote again (``duplicates``) beside its plan's bound (``max_duplicates``);
+``duplicates_above_bound`` counts the switches above it.
 
 Health thresholds: ``--health quick`` (default; the demo's: 3 failed probes 1 s apart, 6 s stability) or
 ``--health default`` (the provider's defaults: 6 s down span, 30 s stability). The job's trigger interval
@@ -181,6 +183,11 @@ def summarize(
             if values:
                 summary[f"{kind}_{part}_median_s"] = round(statistics.median(values), 1)
     summary.update({key: counts[key] for key in ("produced", "lost", "duplicates")})
+    summary["duplicates_above_bound"] = sum(
+        1
+        for f in figures
+        if f.get("max_duplicates") is not None and f.get("duplicates", 0) > f["max_duplicates"]
+    )
     summary.update({"switches": figures, "machine": machine})
     return summary
 
@@ -222,7 +229,26 @@ def measure(args: argparse.Namespace, bench: Rounds) -> tuple[list[dict], dict[s
         f"sink: {counts['unique']} of {counts['produced']} acknowledged ids, {counts['lost']} lost, "
         f"{counts['duplicates']} duplicates"
     )
+    attribute_duplicates(story, figures)
     return figures, counts
+
+
+def attribute_duplicates(story: Story, figures: list[dict[str, Any]]) -> None:
+    """Give each switch the rows its new run wrote again (``duplicates``: rows of its epoch whose id an
+    earlier row has) beside its plan's bound from the pair's history (``max_duplicates``; None: unbounded)."""
+    by_epoch = story.read_sink().duplicates_by_epoch
+    bounds = {
+        entry["epoch"]: (entry.get("plan") or {}).get("max_duplicates") for entry in story.record()["history"]
+    }
+    for epoch, figure in enumerate(figures, start=1):
+        figure["duplicates"], figure["max_duplicates"] = by_epoch.get(epoch, 0), bounds.get(epoch)
+        within = figure["max_duplicates"] is None or figure["duplicates"] <= figure["max_duplicates"]
+        say(
+            f"  {figure['switch']} (epoch {epoch}): {figure['duplicates']} rows written again, plan's bound "
+            f"{figure['max_duplicates']}" + ("" if within else "  ABOVE THE BOUND")
+        )
+    if by_epoch.get(0):
+        say(f"  the start run (epoch 0): {by_epoch[0]} rows written again (not a switch's)")
 
 
 def parse_args() -> argparse.Namespace:

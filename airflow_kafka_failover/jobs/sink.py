@@ -198,6 +198,8 @@ class SinkContents:
     :param duplicates: rows whose record id was already seen (re-deliveries across switches).
     :param without_id: rows that have no record id (they cannot be deduplicated).
     :param rows_by_cluster: rows per source cluster.
+    :param duplicates_by_epoch: ``duplicates`` by the epoch of the run that wrote the repeated row (a switch's
+        re-delivery shows under the epoch it switched to).
     """
 
     rows: int = 0
@@ -205,6 +207,7 @@ class SinkContents:
     duplicates: int = 0
     without_id: int = 0
     rows_by_cluster: Counter[str] = field(default_factory=Counter)
+    duplicates_by_epoch: Counter[int] = field(default_factory=Counter)
 
     @property
     def record_ids(self) -> set[str]:
@@ -221,7 +224,7 @@ def read_sink(sink_root: str, columns: tuple[str, ...] = COLUMNS) -> SinkContent
 
     needed = list(dict.fromkeys(("record_id", "source_cluster", "topic", "partition", "offset", *columns)))
     contents = SinkContents()
-    for _epoch, _batch, path in batch_dirs(sink_root):
+    for epoch, _batch, path in batch_dirs(sink_root):
         rows = [
             row
             for file in parquet_files(path)
@@ -229,11 +232,11 @@ def read_sink(sink_root: str, columns: tuple[str, ...] = COLUMNS) -> SinkContent
         ]
         rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
         for row in rows:
-            _add(contents, row, columns)
+            _add(contents, row, columns, epoch)
     return contents
 
 
-def _add(contents: SinkContents, row: dict[str, Any], columns: tuple[str, ...]) -> None:
+def _add(contents: SinkContents, row: dict[str, Any], columns: tuple[str, ...], epoch: int) -> None:
     contents.rows += 1
     contents.rows_by_cluster[row["source_cluster"]] += 1
     record_id = row["record_id"]
@@ -241,5 +244,6 @@ def _add(contents: SinkContents, row: dict[str, Any], columns: tuple[str, ...]) 
         contents.without_id += 1
     elif record_id in contents.records:
         contents.duplicates += 1
+        contents.duplicates_by_epoch[epoch] += 1
     else:
         contents.records[record_id] = {name: row[name] for name in columns}

@@ -333,7 +333,7 @@ class Story:
         """Acknowledged records (``acked``, default all so far) against the deduplicated sink."""
         assert self.producer is not None
         acked = self.producer.acked_ids if acked is None else acked
-        contents = self.sink_reader(self.state("sink") if self.remote else self.root / "sink")
+        contents = self.read_sink()
         return {
             "produced": len(acked),
             "lost": len(acked - contents.record_ids),
@@ -342,6 +342,10 @@ class Story:
             "duplicates": contents.duplicates,
             "without_id": contents.without_id,
         }
+
+    def read_sink(self) -> SinkContents:
+        """The pair's sink as it is now, deduplicated by record id."""
+        return self.sink_reader(self.state("sink") if self.remote else self.root / "sink")
 
     def wait_for_sink(self, timeout: float) -> dict[str, int]:
         """Wait until every acknowledged id is in the sink (or ``timeout`` passes); return the counts."""

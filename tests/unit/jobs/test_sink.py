@@ -105,6 +105,7 @@ def test_batch_dirs_numeric_order_and_junk_ignored(tmp_path):
 def test_read_sink_of_empty_root(tmp_path):
     contents = read_sink(tmp_path)
     assert (contents.rows, contents.duplicates, contents.without_id) == (0, 0, 0)
+    assert contents.duplicates_by_epoch == {}
     assert contents.records == {}
     assert contents.rows_by_cluster == {}
 
@@ -116,6 +117,7 @@ def test_read_sink_counts_and_deduplicates(tmp_path):
     contents = read_sink(tmp_path)
     assert contents.rows == 8
     assert contents.duplicates == 2
+    assert contents.duplicates_by_epoch == {0: 1, 1: 1}  # each under the epoch that wrote it again
     assert contents.without_id == 2
     assert contents.rows_by_cluster == {"A": 5, "B": 3}
     assert contents.record_ids == {"r1", "r2", "r3", "r4"}
@@ -144,6 +146,7 @@ def test_read_sink_keeps_the_first_occurrence_in_epoch_then_batch_order(tmp_path
     assert contents.records["r1"]["batch_id"] == 9
     assert contents.records["r1"]["offset"] == 9
     assert contents.duplicates == 2
+    assert contents.duplicates_by_epoch == {2: 1, 10: 1}
     assert contents.rows_by_cluster == {"A": 2, "B": 1}
 
 
