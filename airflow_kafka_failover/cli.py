@@ -2,7 +2,8 @@
 
 Subcommands:
     plan     translate a job's position to start offsets on the other cluster
-    status   the operator's view of each pair: record, fence, job, lag, replication, last switches
+    status   the operator's view of each pair: record, fence, job, lag, replication, last switches (over
+             several pairs, first a table of all of them, the ones in trouble first)
     history  the switch history of a pair's active record
 
 Exit codes: 0 success; 1 an error (named on stderr); 2 bad arguments; 3 (``plan``) the plan was printed,
@@ -23,13 +24,19 @@ import json
 import logging
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.domain.config import load_pair, load_pairs
 from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
 from airflow_kafka_failover.domain.status.model import PairHistory
-from airflow_kafka_failover.domain.status.text import history_to_text, statuses_to_json, to_text
+from airflow_kafka_failover.domain.status.text import (
+    fleet_to_text,
+    history_to_text,
+    statuses_to_json,
+    to_text,
+)
 from airflow_kafka_failover.hooks.storage import use_job_storage
 
 if TYPE_CHECKING:
@@ -49,6 +56,8 @@ EXIT_STATUS_ACT = EXIT_ACT
 """``status``: some pair needs a person."""
 EXIT_STATUS_UNREAD = EXIT_UNREAD
 """``status``: something could not be read; nothing seen needs a person."""
+STATUS_READERS = 8
+"""``status``: how many pairs are read at the same time."""
 
 
 def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
@@ -112,7 +121,10 @@ def _add_status_command(subparsers: argparse._SubParsersAction) -> None:
         help="show each pair: active cluster, epoch, fence, job, lag, replication, last switches",
         description="Show, per pair, the active record and the fencing marker (and whether they agree), the "
         "job's state and last committed batch, its lag per partition on the active cluster, MirrorMaker 2's "
-        "replication lag and heartbeat age on the standby, and the last switches. Changes nothing. Exits 0 "
+        "replication lag and heartbeat age on the standby, and the last switches. Over several pairs, a "
+        "table of them all comes first (the ones that need a person first, then those not fully read, "
+        "then those with warnings; the furthest behind first within each), then the full status of each "
+        "pair in trouble. Changes nothing. Exits 0 "
         f"when all is read and well, {EXIT_ACT} when a pair needs a person (interrupted switch, fence and "
         f"record disagree, no running job), {EXIT_UNREAD} when something could not be read.",
     )
@@ -168,11 +180,16 @@ def _run_status(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_kafka_failover.io.status_readers import read_pair
 
     pairs = _chosen_pairs(args.config, args.pair, "or leave --pair out to see every pair")
-    statuses = [assemble(read_pair(pair)) for pair in pairs]
+    # Each pair's reads wait on clusters and stores: a fleet's are read side by side, in the config's order.
+    with ThreadPoolExecutor(max_workers=min(STATUS_READERS, len(pairs)), thread_name_prefix="status") as pool:
+        statuses = [assemble(readings) for readings in pool.map(read_pair, pairs)]
     if args.json:
-        print(statuses_to_json(statuses), file=out, flush=True)
+        text = statuses_to_json(statuses)
+    elif len(statuses) == 1:
+        text = to_text(statuses[0])
     else:
-        print("\n\n".join(to_text(status) for status in statuses), file=out, flush=True)
+        text = fleet_to_text(statuses, args.config)
+    print(text, file=out, flush=True)
     return exit_code(statuses)
 
 

@@ -220,6 +220,30 @@ def test_status_exits_5_when_only_reading_failed(config, monkeypatch, tmp_path, 
     assert len(pair["unread"]) == 2
 
 
+def test_status_of_several_pairs_is_one_table_with_the_pairs_in_trouble_first(
+    config, monkeypatch, tmp_path, capfd
+):
+    pairs = yaml.safe_load(config.read_text())["pairs"]
+    for name in ("payments", "clicks"):
+        pairs[name] = {**pairs["orders"], "topics": [name]}
+    config.write_text(yaml.safe_dump({"pairs": pairs}))
+    store_record(monkeypatch, SWITCHED)
+    FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 2, "A")  # interrupted: needs a person
+    assert cli.main(["status", "--config", str(config)]) == cli.EXIT_STATUS_ACT
+    out = capfd.readouterr().out
+    lines = out.splitlines()
+    # the two others have no stored record, and this test has no metadata DB to read it from
+    assert lines[0] == "3 pairs: 1 ACTION NEEDED, 2 could not read"
+    assert lines[1].split()[:2] == ["pair", "active"]
+    assert [line.split()[0] for line in lines[2:5]] == ["orders", "clicks", "payments"]
+    assert "pair orders: active B at epoch 1" in out and "!! INTERRUPTED SWITCH" in out
+    assert lines[-1] == f"one pair in full: kafka-failover status --config {config} --pair NAME"
+    assert cli.main(["status", "--config", str(config), "--json"]) == cli.EXIT_STATUS_ACT
+    document = json.loads(capfd.readouterr().out)
+    assert [status["pair"] for status in document["pairs"]] == ["clicks", "orders", "payments"]  # the file's
+    assert [row["pair"] for row in document["fleet"]] == ["orders", "clicks", "payments"]
+
+
 def test_status_exits_4_on_an_interrupted_switch(config, monkeypatch, tmp_path, capfd):
     store_record(monkeypatch, SWITCHED)
     FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 2, "A")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_kafka_failover.domain.status.assembly import exit_code
+from airflow_kafka_failover.domain.status.fleet import Trouble, fleet_counts, fleet_rows, trouble_of
 from airflow_kafka_failover.domain.status.model import (
     FenceAgreement,
     JobState,
@@ -145,13 +146,69 @@ def to_text(status: PairStatus) -> str:
     return "\n".join(lines)
 
 
+def _seconds(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f} s"
+
+
+def _clipped(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def fleet_to_text(statuses: Sequence[PairStatus], config: str) -> str:
+    """Several pairs as text: a count by trouble, one table row per pair (the ones in trouble first, with
+    the start of their first problem, unread part or warning), then the full status of each pair that is not
+    ``ok``.
+
+    :param statuses: the status of every pair shown.
+    :param config: the config file, for the line that says how to see one pair.
+    """
+    counts = ", ".join(f"{count} {label}" for label, count in fleet_counts(statuses).items() if count)
+    headers = (
+        "pair",
+        "active",
+        "epoch",
+        "job",
+        "last batch",
+        "lag",
+        "replication lag",
+        "heartbeat",
+        "trouble",
+    )
+    rows = [
+        (
+            row.pair,
+            _cell(row.active),
+            _cell(row.epoch),
+            row.job,
+            _seconds(row.last_batch_age_seconds),
+            _cell(row.lag),
+            _cell(row.replication_lag),
+            _seconds(row.heartbeat_age_seconds),
+            f"{row.trouble}: {_clipped(row.first)}" if row.first else row.trouble,
+        )
+        for row in fleet_rows(statuses)
+    ]
+    lines = [f"{len(statuses)} pairs: {counts}", *_table(headers, rows, indent="  ")]
+    in_trouble = sorted(
+        (status for status in statuses if trouble_of(status) is not Trouble.OK),
+        key=lambda status: (trouble_of(status), status.pair),
+    )
+    details = [to_text(status) for status in in_trouble]
+    hint = f"one pair in full: kafka-failover status --config {config} --pair NAME"
+    return "\n\n".join(["\n".join(lines), *details, hint])
+
+
 def statuses_to_json(statuses: Sequence[PairStatus]) -> str:
-    """Every pair's status as one JSON document ``{"pairs": [...], "exit_code": n}``.
+    """Every pair's status as one JSON document ``{"pairs": [...], "fleet": [...], "exit_code": n}``.
+
+    ``pairs`` in the config's order; ``fleet`` one row per pair in trouble order (see
+    :mod:`~airflow_kafka_failover.domain.status.fleet`).
 
     :param statuses: the status of every pair shown.
     """
     document = {
         "pairs": [status.model_dump(mode="json") for status in statuses],
+        "fleet": [row.model_dump(mode="json") for row in fleet_rows(statuses)],
         "exit_code": exit_code(statuses),
     }
     return json.dumps(document, indent=2)
