@@ -14,6 +14,7 @@ from pathlib import Path
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.jars import kafka_classpath
+from akf_devtools.sandbox.kafka_class_sharing import java_options as kafka_java_options
 from akf_devtools.sandbox.loopback import accepts_connections, wait_until
 from akf_devtools.sandbox.scram import ScramLogin, java_argfile_argv, write_private
 from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
@@ -69,6 +70,7 @@ def java_argv(main_class: str, args: list[str], heap: str, run_dir: Path) -> lis
         "-Xms64m",
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
+        *kafka_java_options(main_class),  # the class-sharing archive of a broker or MirrorMaker 2, if built
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",

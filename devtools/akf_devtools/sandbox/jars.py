@@ -399,6 +399,10 @@ def main(argv: list[str] | None = None) -> None:
         from akf_devtools.sandbox.class_sharing import ensure_archive
 
         print(f"class-sharing archive of the local Spark drivers: {ensure_archive()}")
+        from akf_devtools.sandbox.kafka_class_sharing import ensure_archives
+
+        for role, archive in ensure_archives().items():
+            print(f"class-sharing archive of the sandbox's {role}: {archive}")
     else:
         later = ", ".join(name for name in ARTIFACT_SETS if name not in DEMO_SETS)
         print(f"not resolved (the tests' sets): {later}; `make test` resolves them, or run with --all")
