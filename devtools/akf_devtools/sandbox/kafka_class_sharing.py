@@ -8,10 +8,11 @@ dynamic class-data sharing maps them from a file instead: one archive per main c
 10.9 s with them against 15.2 and 13.5 s without, and a cluster restarted in 12.4 s against 14.0 s; under the
 load of a running test suite a broker answered in 2.6 to 5.9 s against 6.9 to 13.0 s (2026-11-27).
 
-``make test`` builds them (``python -m akf_devtools.sandbox.jars --all``; 33 s on the quiet machine from a fresh
-clone, 2026-11-27); :func:`java_options` adds an archive to a JVM's command line when it exists and matches this
-machine's ``java`` and the Kafka jars (the file name holds a key of both). A JVM that cannot use it loads its
-classes as usual, quietly. A failed build is a warning of the setup, not an error: only start-up time is lost.
+``make test`` builds them (``python -m akf_devtools.sandbox.jars --all``; 33 s on the quiet machine from a
+fresh clone, 2026-11-27); :func:`java_options` adds an archive to a JVM's command line when it exists and
+matches this machine's ``java`` and the Kafka jars (the file name holds a key of both). A JVM that cannot
+use it loads its classes as usual, quietly. A failed build is a warning of the setup, not an error: only
+start-up time is lost.
 """
 
 from __future__ import annotations
