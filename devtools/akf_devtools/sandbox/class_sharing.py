@@ -66,6 +66,21 @@ spark.stop()
 """
 
 
+def java_identity() -> str:
+    """This machine's ``java``: its home and its ``release`` file (an archive is valid for one JVM build).
+
+    :raises OSError: no ``java`` on PATH.
+    """
+    java = shutil.which("java")
+    if java is None:
+        raise OSError("java is not on PATH")
+    java_home = Path(java).resolve().parents[1]
+    release = java_home / "release"
+    return (
+        f"{java_home}\n{release.read_text() if release.is_file() else Path(java).resolve().stat().st_mtime}"
+    )
+
+
 def archive_path() -> Path:
     """Where the archive of this machine's ``java`` and the installed pyspark is (built or not).
 
@@ -73,16 +88,8 @@ def archive_path() -> Path:
     """
     from importlib.metadata import version
 
-    java = shutil.which("java")
-    if java is None:
-        raise OSError("java is not on PATH")
-    java_home = Path(java).resolve().parents[1]
-    release = java_home / "release"
-    java_id = (
-        f"{java_home}\n{release.read_text() if release.is_file() else Path(java).resolve().stat().st_mtime}"
-    )
     spark = version("pyspark")
-    key = hashlib.sha256(f"{java_id}\n{spark}\n{BASE_JAVA_OPTIONS}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{java_identity()}\n{spark}\n{BASE_JAVA_OPTIONS}".encode()).hexdigest()[:12]
     return jars_root() / "class-sharing" / f"spark-{spark}-{key}.jsa"
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from akf_devtools.errors import SandboxError
+from akf_devtools.sandbox.class_sharing import java_identity
 from akf_devtools.sandbox.jars import jars_root, kafka_classpath
 
 log = logging.getLogger(__name__)
@@ -45,19 +46,11 @@ _archiving: Path | None = None
 
 def _key() -> str:
     """This machine's ``java`` and the Kafka jars (names, sizes, times): an archive is only valid for both."""
-    java = shutil.which("java")
-    if java is None:
-        raise OSError("java is not on PATH")
-    java_home = Path(java).resolve().parents[1]
-    release = java_home / "release"
-    java_id = (
-        f"{java_home}\n{release.read_text() if release.is_file() else Path(java).resolve().stat().st_mtime}"
-    )
     folder = Path(kafka_classpath().removesuffix("*"))
     jars = "\n".join(
         f"{jar.name} {jar.stat().st_size} {jar.stat().st_mtime_ns}" for jar in sorted(folder.glob("*.jar"))
     )
-    return hashlib.sha256(f"{java_id}\n{folder}\n{jars}".encode()).hexdigest()[:12]
+    return hashlib.sha256(f"{java_identity()}\n{folder}\n{jars}".encode()).hexdigest()[:12]
 
 
 def archive_path(role: str, key: str | None = None) -> Path:
