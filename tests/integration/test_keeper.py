@@ -68,6 +68,7 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
     ) as story:
         story.write_config(keeper=KEEPER)
         story.keeper = None
+        story.keeper_ended_output = ""
         try:
             yield story
         finally:
@@ -122,9 +123,16 @@ def ensure_keeper(story) -> None:
     if story.keeper is not None and story.keeper.process.poll() is None:
         return
     if story.keeper is not None:
-        print("the keeper run ended:", story.keeper.wait(1)[0])
+        state, output = story.keeper.wait(1)
+        print(f"the keeper run ended: {state}; its last lines:\n{output[-3000:]}")
+        story.keeper_ended_output += output
     story.keeper = story.start_run("keeper", window_seconds=3000)
     story.keeper.wait_for_text(WATCHING, WATCHING_WITHIN_S)
+
+
+def keeper_output(story) -> str:
+    """What every keeper run of this story wrote, the ended ones first (an alert ends a run; the next starts)."""
+    return story.keeper_ended_output + (story.keeper.output() if story.keeper is not None else "")
 
 
 def converged(story, cluster: str, epoch: int) -> dict:
@@ -206,7 +214,7 @@ def step_killed_driver_is_restarted_in_place(story) -> None:
     print(figure)
     assert story.job().process.pid() not in (None, pid)
     converged(story, "A", 0)
-    assert "restarting it in place, restart 1" in story.keeper.output()
+    assert "restarting it in place, restart 1" in keeper_output(story)
     check_no_loss(story, "restart in place")
 
 
@@ -254,10 +262,10 @@ def step_restart_and_failback_race(story) -> None:
     ensure_keeper(story)
     pid = story.job().process.pid()
     assert pid is not None
-    restarts_before = story.keeper.output().count("restarting it in place")
+    restarts_before = keeper_output(story).count("restarting it in place")
     os.kill(pid, signal.SIGKILL)
     wait_for(
-        lambda: story.keeper.output().count("restarting it in place") > restarts_before,
+        lambda: keeper_output(story).count("restarting it in place") > restarts_before,
         60,
         "the keeper's restart of the killed driver",
         story,
