@@ -13,25 +13,26 @@ then each round is:
    the job back to A, and the producer follows.
 
 Rounds continue the same pair (epochs 1, 2, 3, ...), as a pair lives through repeated outages. Per switch:
-detection = fault to the verdict sensor's success (from the run's log), RTO = fault to the first batch
-the new run committed (its progress entries), and the seconds of each step after the verdict
-(``check_target`` to ``commit``, from the run's task start and end lines; medians in the summary as
-``<kind>_<step>_median_s``). For failback the clock starts when A is restarted, so
-both figures include the start-up of A's broker and of MirrorMaker 2; its detection is broken down into
-``broker_start`` (A answers again), ``mm2_start`` (MirrorMaker 2 restarted and replicating both ways) and
-``recovered_wait`` (the rest until the recovered verdict: replication toward A catching up and the stability
-window). Catch-up = fault to the new run's first batch whose newest record was at most two trigger intervals
-old when the batch committed (``catch_up``; the job is then back to its steady lag). Median, min and max over
-the rounds; at the end the sink is checked against every acknowledged id (lost, duplicates), and each switch
-gets the rows its new run wrote again (``duplicates``) beside its plan's bound (``max_duplicates``);
-``duplicates_above_bound`` counts the switches above it.
+detection = fault to the verdict sensor's success (from the run's log), RTO = fault to the first batch the new
+run committed (its progress entries), and the seconds of each step after the verdict (``check_target`` to
+``commit``, from the run's task start and end lines; medians in the summary as ``<kind>_<step>_median_s``).
+For failback the clock starts when A is restarted, so both figures include the start-up of A's broker and of
+MirrorMaker 2; its detection is broken down into ``broker_start`` (A answers again), ``mm2_start``
+(MirrorMaker 2 restarted and replicating both ways) and ``recovered_wait`` (the rest until the recovered
+verdict: replication toward A catching up and the stability window); when the verdict comes before MirrorMaker
+2's last flow shows a heartbeat (the sensor needs only the flow toward A), ``mm2_start`` ends at the verdict
+and ``verdict_before_mm2_s`` says by how much. Catch-up = fault to the new run's first batch whose newest
+record was at most two trigger intervals old when the batch committed (``catch_up``; the job is then back to
+its steady lag). Median, min and max over the rounds; at the end the sink is checked against every
+acknowledged id (lost, duplicates), and each switch gets the rows its new run wrote again (``duplicates``)
+beside its plan's bound (``max_duplicates``); ``duplicates_above_bound`` counts the switches above it.
 
 Health thresholds: ``--health quick`` (default; the demo's: 3 failed probes 1 s apart, 6 s stability) or
 ``--health default`` (the provider's defaults: 6 s down span, 30 s stability). The job's trigger interval
 is the demo's 1 s.
 
     .venv/bin/python benchmarks/bench_rto.py [--rounds 3] [--health quick|default] [--rate 40]
-        [--partitions 2] [--max-offsets-per-trigger N]
+        [--partitions 2] [--max-offsets-per-trigger N] [--keep-run-dir]
 
 Progress goes to stderr; the last line on stdout is JSON.
 """
@@ -117,7 +118,14 @@ class Rounds:
         self.story.active_for_producer = cluster
         figure = switch_figures(self.story, f"{kind} ({fault})", fault_at, cluster, epoch, output)
         if back and "detection_s" in figure:
-            back["recovered_wait"] = figure["detection_s"] - back["broker_start"] - back["mm2_start"]
+            # Parts of one timeline up to the verdict: the recovered sensor may pass before MirrorMaker 2's
+            # last flow shows a heartbeat (it needs only the flow toward A), so mm2_start ends at the verdict
+            # at the latest and the rest is never negative.
+            verdict_in = figure["detection_s"] - back["broker_start"]
+            if back["mm2_start"] > verdict_in:
+                back["verdict_before_mm2_s"] = back["mm2_start"] - verdict_in
+                back["mm2_start"] = verdict_in
+            back["recovered_wait"] = verdict_in - back["mm2_start"]
             figure["back"] = {part: round(seconds, 1) for part, seconds in back.items()}
         time.sleep(SETTLE_S)  # the new run works a while before the next fault
         caught_up = self.story.caught_up_time(cluster, epoch, CAUGHT_UP_WITHIN_S)
@@ -265,6 +273,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=40.0, help="records per second produced (40)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")
     parser.add_argument(
+        "--keep-run-dir",
+        action="store_true",
+        help="keep the run directory (every DAG run's log, the plans) after a run that finished",
+    )
+    parser.add_argument(
         "--max-offsets-per-trigger",
         type=int,
         default=None,
@@ -292,7 +305,7 @@ def main() -> int:
         if bench is not None:
             bench.stop()
         sandbox.down()
-        if result is not None:
+        if result is not None and not args.keep_run_dir:
             shutil.rmtree(root, ignore_errors=True)
         else:
             say(f"run directory kept (logs of every DAG run): {root}")

@@ -31,6 +31,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -51,6 +52,7 @@ from airflow_kafka_failover.jobs.job_run import (
 )
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
 from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.jobs.standby import Handoff, SlotBusy, StandbySlot, StandbyStopped
 
 __all__ = ["DELTA_SESSION_CONFIG", "FailoverStream"]
 
@@ -98,32 +100,55 @@ class FailoverStream:
         driver whose classpath lacks Spark's Kafka source or the Kafka client (checked once the session is
         up, naming the jars' Maven coordinates).
 
-        :param argv: the arguments (``sys.argv[1:]`` by default); other arguments than ``--settings`` are
-            left to your job (see :attr:`extra_args`).
-        :param app_name: the Spark application name (default ``akf-<pair>-<cluster>-epoch-<n>``).
+        With ``--standby <slot>`` instead of ``--settings``, the driver is a warm standby
+        (:mod:`~airflow_kafka_failover.jobs.standby`): it holds the slot (a second warm driver of the slot
+        exits with code 2), starts Spark and loads the Kafka source, and waits without reading anything until
+        a switch hands it a run's settings file; from there on the checks above apply to that run as to a
+        submitted one (a handoff of an epoch the fence has left behind is refused). A stop request in the slot
+        before any handoff ends it with code 0.
+
+        :param argv: the arguments (``sys.argv[1:]`` by default); other arguments than ``--settings`` or
+            ``--standby`` are left to your job (see :attr:`extra_args`).
+        :param app_name: the Spark application name (default ``akf-<pair>-<cluster>-epoch-<n>``; a warm
+            standby keeps spark-submit's ``--name``).
         :param delta: configure the session for Delta Lake (:data:`DELTA_SESSION_CONFIG`).
         :param spark_config: more session settings.
         """
         _configure_logging()
         parser = argparse.ArgumentParser(description="a streaming job run by the Kafka failover DAGs")
-        parser.add_argument("--settings", required=True, help="the settings file written by the operator")
+        given = parser.add_mutually_exclusive_group(required=True)
+        given.add_argument("--settings", help="the settings file written by the operator")
+        given.add_argument(
+            "--standby",
+            help="a warm standby's slot folder: start Spark now, wait there for the run a switch hands over",
+        )
         args, extra = parser.parse_known_args(argv)
         session_config = {**(DELTA_SESSION_CONFIG if delta else {}), **(spark_config or {})}
         spark = None
-        if locations.is_remote(args.settings):
+        settings_location = args.settings
+        if args.standby:
+            spark, handoff = _warm_standby(args.standby, app_name, session_config)
+            settings_location = handoff.settings
+        if locations.is_remote(settings_location):
             # A settings file on a store is read through Spark's Hadoop FileSystem: the session comes first.
-            spark = _session(app_name, session_config)
+            spark = spark or _session(app_name, session_config)
             use_hadoop_stores(spark)
         try:
-            settings = JobSettings.load(args.settings)
+            settings = JobSettings.load(settings_location)
+            if args.standby and settings.epoch != handoff.epoch:
+                raise ConfigError(
+                    f"the handoff names epoch {handoff.epoch} but its settings file {settings_location} is "
+                    f"for epoch {settings.epoch}; the warm driver does not start either run"
+                )
             prepare(settings)
         except (ConfigError, CheckpointError, StoreUnavailable) as exc:
             log.error("refusing to start: %s", exc)
-            _refuse(args.settings, str(exc))
+            _refuse(settings_location, str(exc))
+            if args.standby:
+                StandbySlot(args.standby).write_state("refused", reason=first_line(str(exc)))
             if spark is not None:
                 spark.stop()
             raise SystemExit(EXIT_BAD_INPUT) from None
-
         if spark is None:
             spark = _session(
                 app_name or f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}", session_config
@@ -132,7 +157,7 @@ class FailoverStream:
             check_kafka_classpath(spark)
         except ConfigError as exc:
             log.error("refusing to start: %s", exc)
-            _refuse(args.settings, str(exc))
+            _refuse(settings_location, str(exc))
             spark.stop()
             raise SystemExit(EXIT_BAD_INPUT) from None
         stream = cls(settings, spark)
@@ -310,6 +335,44 @@ def _session(app_name: str | None, config: dict[str, str]) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("AKF_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def _warm_standby(folder: str, app_name: str | None, config: dict[str, str]) -> tuple[Any, Handoff]:
+    """Be a warm standby in the slot ``folder``: hold it, start Spark, load the Kafka source, wait for the
+    handoff (``jobs/standby.py``); return the session and the handoff. Exits with code 2 when another warm
+    driver holds the slot or the classpath lacks the Kafka source, with 0 when stopped before a handoff."""
+    slot = StandbySlot(folder)
+    try:
+        slot.claim()
+    except SlotBusy as exc:
+        log.error("refusing to start: %s", exc)
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    spark = _session(app_name, config)
+    try:
+        check_kafka_classpath(spark)
+    except ConfigError as exc:
+        log.error("refusing to start: %s", exc)
+        slot.write_state("refused", reason=first_line(str(exc)))
+        spark.stop()
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    slot.write_state("waiting", application_id=spark.sparkContext.applicationId)
+    log.info("warm standby in %s: Spark is up; waiting for a switch to hand over a run", folder)
+    try:
+        handoff = slot.wait_for_handoff()
+    except StandbyStopped as exc:
+        log.info("%s", exc)
+        slot.write_state("stopped")
+        spark.stop()
+        raise SystemExit(0) from None
+    except ConfigError as exc:
+        log.error("refusing the handoff: %s", exc)
+        slot.write_state("refused", reason=first_line(str(exc)))
+        spark.stop()
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    waited = time.time() - handoff.written_at
+    log.info("handed epoch %s (%s) after %.2f s; starting it", handoff.epoch, handoff.settings, waited)
+    slot.write_state("taken", epoch=handoff.epoch, settings=handoff.settings)
+    return spark, handoff
 
 
 def _refuse(settings_location: str, reason: str) -> None:

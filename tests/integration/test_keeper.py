@@ -131,7 +131,8 @@ def ensure_keeper(story) -> None:
 
 
 def keeper_output(story) -> str:
-    """What every keeper run of this story wrote, the ended ones first (an alert ends a run; the next starts)."""
+    """What every keeper run of this story wrote, the ended ones first (an alert ends a run; the next one
+    starts)."""
     return story.keeper_ended_output + (story.keeper.output() if story.keeper is not None else "")
 
 
