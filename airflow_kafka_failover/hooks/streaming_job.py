@@ -59,6 +59,13 @@ from airflow_kafka_failover.cluster_managers.manager import (
 )
 from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.cluster_managers.standalone import MASTER_WEBUI_PORT_EXTRA, check_webui_port
+from airflow_kafka_failover.cluster_managers.standby_handover import (
+    hand_over,
+    launch_fingerprint,
+    option_value,
+    start_standby,
+    waiting_standby,
+)
 from airflow_kafka_failover.cluster_managers.yarn import (
     RESOURCE_MANAGER_EXTRA,
     normalize_resource_manager_url,
@@ -71,6 +78,7 @@ from airflow_kafka_failover.hooks.storage import spark_store_properties, use_sto
 from airflow_kafka_failover.jobs.layout import RunLayout, clear_run_state
 from airflow_kafka_failover.jobs.options import DeployMode, JobOptions
 from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
 from airflow_kafka_failover.version_compat import conf
 
 __all__ = ["CLUSTER_HANDLE_FILE", "JOB_APPLICATION", "JobStartError", "StreamingJobHook"]
@@ -336,12 +344,88 @@ class StreamingJobHook(BaseHook):
                 log.info("%s is already running; adopting it instead of starting another", adopted.describe())
                 handle = adopted
             else:
-                handle = manager.start(
-                    handle, self._launch(settings, layout, application, handle, manager, env)
-                )
+                launch = self._launch(settings, layout, application, handle, manager, env)
+                if not self._handed_to_standby(handle, layout, launch, application):
+                    handle = manager.start(handle, launch)
                 if handle.deploy_mode == DeployMode.CLUSTER:
                     record_submission(layout, handle)
         return manager.wait_running(handle, startup_timeout)
+
+    # ---- warm standby --------------------------------------------------------------------------------
+
+    def start_standby(
+        self,
+        settings: JobSettings,
+        layout: RunLayout,
+        application: str | os.PathLike[str] = JOB_APPLICATION,
+        env: dict[str, str] | None = None,
+    ) -> int | None:
+        """Start a warm standby driver for the pair and cluster of ``settings`` (``jobs/standby.py``) unless
+        one holds the slot; return its pid (None: one was there). The next submission of a run of that pair
+        and cluster with the same launch is handed to it instead of starting spark-submit.
+
+        :param settings: the settings of a run on that cluster (only its pair, cluster and store paths are
+            used: the warm driver learns its run from the handoff).
+        :param layout: that run's folders (the slot is beside its epochs, under the local root).
+        :raises ConfigError: a deploy mode that does not run the driver on this host (cluster mode).
+        """
+        probe = self.spark_submit_hook("probe", [], self.conf)
+        master, deploy_mode = spark_submit_compat.master_and_deploy_mode(probe)
+        mode = self.deploy_mode_of(master, deploy_mode)
+        if mode == DeployMode.CLUSTER:
+            raise ConfigError(
+                f"a warm standby driver runs on this host: spark connection {self.spark_conn_id!r} submits "
+                "in cluster mode, where the driver runs in the cluster; use client mode for a warm standby"
+            )
+        handle = JobHandle(
+            pair=settings.pair,
+            cluster=settings.cluster,
+            epoch=settings.epoch,
+            deploy_mode=mode,
+            master=master,
+            run_dir=layout.run_dir,
+            checkpoint=settings.checkpoint,
+            sink_root=settings.sink_root,
+            spark_conn_id=self.spark_conn_id,
+            local_dir=layout.local_dir,
+        )
+        manager = self.managers.of(handle)
+        slot = StandbySlot(standby_dir(self._local_root(layout), settings.pair, settings.cluster))
+        properties = self._store_properties_file(settings, layout)
+        command = spark_submit_compat.spark_submit_command(
+            self.spark_submit_hook(
+                f"akf-{settings.pair}-{settings.cluster}-standby",
+                ["--standby", str(slot.folder)],
+                self._conf_for(handle, manager),
+                properties_file=properties,
+            ),
+            str(application),
+        )
+        fingerprint = launch_fingerprint(command, [str(application), *([properties] if properties else [])])
+        return start_standby(slot, command, job_environment(env), fingerprint, settings)
+
+    @staticmethod
+    def _local_root(layout: RunLayout) -> str:
+        return str(Path(layout.local_dir).parents[2])
+
+    def _handed_to_standby(
+        self, handle: JobHandle, layout: RunLayout, launch: Launch, application: str | os.PathLike[str]
+    ) -> bool:
+        """Hand the run to the pair's waiting warm driver on this cluster when there is one started with the
+        same launch (local and client mode); False: submit it as usual."""
+        if handle.deploy_mode == DeployMode.CLUSTER:
+            return False
+        slot = StandbySlot(standby_dir(self._local_root(layout), handle.pair, handle.cluster))
+        properties = option_value(launch.command, "--properties-file")
+        fingerprint = launch_fingerprint(
+            launch.command, [str(application), *([properties] if properties else [])]
+        )
+        if not waiting_standby(slot, fingerprint):
+            return False
+        settings_path = option_value(launch.command, "--settings")
+        if settings_path is None:
+            return False
+        return hand_over(slot, layout.local_dir, settings_path, handle.epoch) is not None
 
     def _submission(self, probe: Any) -> Submission:
         """What the cluster managers need of this hook's connection before a submission."""

@@ -126,8 +126,9 @@ class FailoverStream:
         session_config = {**(DELTA_SESSION_CONFIG if delta else {}), **(spark_config or {})}
         spark = None
         settings_location = args.settings
+        slot: StandbySlot | None = None
         if args.standby:
-            spark, handoff = _warm_standby(args.standby, app_name, session_config)
+            spark, slot, handoff = _warm_standby(args.standby, app_name, session_config)
             settings_location = handoff.settings
         if locations.is_remote(settings_location):
             # A settings file on a store is read through Spark's Hadoop FileSystem: the session comes first.
@@ -135,7 +136,7 @@ class FailoverStream:
             use_hadoop_stores(spark)
         try:
             settings = JobSettings.load(settings_location)
-            if args.standby and settings.epoch != handoff.epoch:
+            if slot is not None and settings.epoch != handoff.epoch:
                 raise ConfigError(
                     f"the handoff names epoch {handoff.epoch} but its settings file {settings_location} is "
                     f"for epoch {settings.epoch}; the warm driver does not start either run"
@@ -144,11 +145,14 @@ class FailoverStream:
         except (ConfigError, CheckpointError, StoreUnavailable) as exc:
             log.error("refusing to start: %s", exc)
             _refuse(settings_location, str(exc))
-            if args.standby:
-                StandbySlot(args.standby).write_state("refused", reason=first_line(str(exc)))
+            if slot is not None:
+                slot.write_state("refused", reason=first_line(str(exc)))
             if spark is not None:
                 spark.stop()
             raise SystemExit(EXIT_BAD_INPUT) from None
+        if slot is not None:  # this driver is the run now: the slot is free for the next warm driver
+            slot.write_state("taken", epoch=settings.epoch, settings=settings_location)
+            slot.release()
         if spark is None:
             spark = _session(
                 app_name or f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}", session_config
@@ -337,10 +341,13 @@ def _session(app_name: str | None, config: dict[str, str]) -> Any:
     return spark
 
 
-def _warm_standby(folder: str, app_name: str | None, config: dict[str, str]) -> tuple[Any, Handoff]:
+def _warm_standby(
+    folder: str, app_name: str | None, config: dict[str, str]
+) -> tuple[Any, StandbySlot, Handoff]:
     """Be a warm standby in the slot ``folder``: hold it, start Spark, load the Kafka source, wait for the
-    handoff (``jobs/standby.py``); return the session and the handoff. Exits with code 2 when another warm
-    driver holds the slot or the classpath lacks the Kafka source, with 0 when stopped before a handoff."""
+    handoff (``jobs/standby.py``); return the session, the slot (still held) and the handoff. Exits with code
+    2 when another warm driver holds the slot or the classpath lacks the Kafka source, with 0 when stopped
+    before a handoff."""
     slot = StandbySlot(folder)
     try:
         slot.claim()
@@ -355,6 +362,7 @@ def _warm_standby(folder: str, app_name: str | None, config: dict[str, str]) -> 
         slot.write_state("refused", reason=first_line(str(exc)))
         spark.stop()
         raise SystemExit(EXIT_BAD_INPUT) from None
+    _rehearse(spark, slot)
     slot.write_state("waiting", application_id=spark.sparkContext.applicationId)
     log.info("warm standby in %s: Spark is up; waiting for a switch to hand over a run", folder)
     try:
@@ -371,8 +379,27 @@ def _warm_standby(folder: str, app_name: str | None, config: dict[str, str]) -> 
         raise SystemExit(EXIT_BAD_INPUT) from None
     waited = time.time() - handoff.written_at
     log.info("handed epoch %s (%s) after %.2f s; starting it", handoff.epoch, handoff.settings, waited)
-    slot.write_state("taken", epoch=handoff.epoch, settings=handoff.settings)
-    return spark, handoff
+    return spark, slot, handoff
+
+
+def _rehearse(spark: Any, slot: StandbySlot) -> None:
+    """Rehearse a run's start on the slot's rehearsal settings (best effort: a failure is only logged, the
+    handed run then pays the cold start it would have paid anyway)."""
+    if not slot.rehearsal_file.exists():
+        log.info("no rehearsal settings in %s: waiting without a rehearsal", slot.folder)
+        return
+    started = time.monotonic()
+    try:
+        JobRun(JobSettings.load(str(slot.rehearsal_file)), spark).rehearse_start()
+    except Exception as exc:  # the rehearsal is an optimisation; the run's own start checks everything
+        log.warning(
+            "the start rehearsal failed (%s); waiting anyway", first_line(f"{type(exc).__name__}: {exc}")
+        )
+        return
+    log.info(
+        "rehearsed a start (Kafka admin, source analysis, an empty batch read) in %.1f s",
+        time.monotonic() - started,
+    )
 
 
 def _refuse(settings_location: str, reason: str) -> None:

@@ -30,6 +30,7 @@ job that cannot see whether it was fenced must not go on consuming.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import statistics
@@ -252,10 +253,20 @@ class JobRun:
     def source(self) -> Any:
         """The Kafka source DataFrame of the active cluster, observed for the progress entries."""
         settings = self.settings
+        reader = self._kafka_reader(self.spark.readStream).option(
+            "startingOffsets", settings.starting_offsets_option
+        )
+        if settings.max_offsets_per_trigger is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+        self.partitions = self._subscribed_partitions()
+        return reader.load().observe(SOURCE_METRICS, *source_metrics(self.partitions))
+
+    def _kafka_reader(self, reader: Any) -> Any:
+        """``reader`` (streaming or batch) on the run's cluster and topics with its Kafka options."""
+        settings = self.settings
         reader = (
-            self.spark.readStream.format("kafka")
+            reader.format("kafka")
             .option("kafka.bootstrap.servers", settings.bootstrap_servers)
-            .option("startingOffsets", settings.starting_offsets_option)
             .option("failOnDataLoss", "true")
             .option("kafka.isolation.level", "read_committed")
         )
@@ -263,12 +274,28 @@ class JobRun:
             reader = reader.option("subscribe", ",".join(settings.topics))
         else:
             reader = reader.option("subscribePattern", settings.topic_pattern)
-        if settings.max_offsets_per_trigger is not None:
-            reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
         for key, value in settings.kafka_options.items():
             reader = reader.option(f"kafka.{key}", value)
-        self.partitions = self._subscribed_partitions()
-        return reader.load().observe(SOURCE_METRICS, *source_metrics(self.partitions))
+        return reader
+
+    def rehearse_start(self) -> None:
+        """What a warm standby driver does before any handoff, on a run of its cluster: open the Kafka admin
+        client and analyse the source (as :meth:`source`), then count the records of one batch read from the
+        partitions' end offsets to ``latest`` (the few that arrive meanwhile), which loads the Kafka consumer
+        and runs a plan on the executors. Writes nothing, commits nothing; closes its client."""
+        try:
+            self.source().schema  # noqa: B018 (the analysis is the point)
+            ends = self._cluster_end_offsets()
+            if ends:
+                starting = {tp.topic: {} for tp in ends}
+                for tp, offset in ends.items():
+                    starting[tp.topic][str(tp.partition)] = offset
+                reader = self._kafka_reader(self.spark.read).option("startingOffsets", json.dumps(starting))
+                reader.option("endingOffsets", "latest").load().count()  # what arrived since: a few records
+        finally:
+            if self.admin is not None:
+                self.admin.close()
+                self.admin = None
 
     def _subscribed_partitions(self) -> list[TopicPartition]:
         """The partitions the run reads now (a partition added later gets no marks, only offsets)."""
@@ -453,6 +480,22 @@ class JobRun:
         numbers = batch_numbers(folder)
         for old in (b for b in numbers[1:] if b < batch_id):
             store.delete(progress_location(self.settings.checkpoint, old))
+
+    def _cluster_end_offsets(self) -> dict[TopicPartition, int]:
+        """The end offset of each partition the run reads (``self.partitions``), from the admin client."""
+        jvm = self.spark.sparkContext._jvm
+        wanted = jvm.java.util.HashMap()
+        for tp in self.partitions:
+            wanted.put(
+                jvm.org.apache.kafka.common.TopicPartition(tp.topic, tp.partition),
+                jvm.org.apache.kafka.clients.admin.OffsetSpec.latest(),
+            )
+        unit = jvm.java.util.concurrent.TimeUnit.SECONDS
+        answered = self._admin().listOffsets(wanted).all().get(30, unit)
+        return {
+            TopicPartition(str(key.topic()), int(key.partition())): int(info.offset())
+            for key, info in answered.items()
+        }
 
     def _admin(self) -> Any:
         """The Kafka Admin client (Java, through Py4J) of the cluster the run reads; opened once."""

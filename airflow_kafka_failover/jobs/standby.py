@@ -13,6 +13,8 @@ One slot per pair and cluster, on the host that runs the drivers (local and clie
     <local_root>/<pair>/<cluster>/standby/state.json     waiting / taken / refused, with its pid
     <local_root>/<pair>/<cluster>/standby/handoff.json   written by the switch: settings file and epoch
     <local_root>/<pair>/<cluster>/standby/stop-request   asks an idle warm driver to exit
+    <local_root>/<pair>/<cluster>/standby/rehearsal.json the settings of a run on the cluster (owner-only),
+                                                         on which the driver rehearses a start while idle
 
 The lock makes a second warm driver of the same slot refuse at once (before its SparkSession starts); the
 kernel drops it when the holder's process ends, however it ends. A handoff is taken by renaming it, so it is
@@ -98,6 +100,10 @@ class StandbySlot:
     def stop_file(self) -> Path:
         return self.folder / "stop-request"
 
+    @property
+    def rehearsal_file(self) -> Path:
+        return self.folder / "rehearsal.json"
+
     # ---- the warm driver's side ------------------------------------------------------------------------
 
     def claim(self) -> None:
@@ -118,6 +124,15 @@ class StandbySlot:
             ) from None
         self._lock = handle
         self.stop_file.unlink(missing_ok=True)
+        # A handoff is written only to a driver that holds the slot: one found now was for a holder that
+        # died before it took it, and its run has been submitted otherwise since. Never start it.
+        self.handoff_file.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Let the slot go (after a handoff: this process is a run now; the next warm driver may come)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def write_state(self, state: str, **fields: Any) -> None:
         """Record the warm driver's state (``waiting``, ``taken``, ``refused``) with its pid."""

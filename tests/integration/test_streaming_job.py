@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,11 +22,13 @@ from airflow_kafka_failover.cluster_managers.registry import job_alive, job_log_
 from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
 from airflow_kafka_failover.io.planner import build_plan, load_position
 from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.layout import read_status
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.sink import batch_dirs, parquet_files, read_sink
+from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
@@ -258,3 +262,64 @@ def test_user_job_with_its_own_write_stream_sink_gets_progress_lines_and_group_c
     assert sum(KafkaClusterHook(world.kafka_conns["A"]).committed_offsets(f"bk-{world.pair}").values()) == 100
     assert StreamingJobHook(world.spark_conn).stop(handle, timeout=30) == "stopped"
     assert JobHandle.from_dict(handle).status()["state"] == "stopped"
+
+
+def test_warm_standby_driver_refuses_what_it_must_and_becomes_the_run_handed_to_it(
+    world, sandbox, unique_topic
+):
+    """A warm driver (the packaged job with ``--standby``) waits with Spark up; a second one for its slot
+    refuses; handed an epoch the fence has left behind it refuses and writes ``refused``; the next warm
+    driver is handed the run a submission starts, and reads every record."""
+    a = sandbox.bootstrap("A")
+    topic = unique_topic("warm")
+    create_topic(a, topic, PARTITIONS)
+    ids = [f"w-{n}" for n in range(200)]
+    data.produce_ids(a, topic, ids, PARTITIONS)
+    operator = world.submit_operator("A", 1, [topic], "earliest")
+    request, hook = operator.request(), operator.hook
+    slot = StandbySlot(standby_dir(str(world.root / "runs"), world.pair, "A"))
+
+    def start_warm() -> int:
+        pid = hook.start_standby(request.settings(), request.layout, request.application)
+        assert pid is not None
+        wait_for(slot.waiting, 180, "the warm driver to wait for a handoff", interval=0.5)
+        return pid
+
+    # 1. One warm driver per slot: the second exits with code 2 before its Spark starts.
+    first = start_warm()
+    second = subprocess.run(
+        [sys.executable, str(JOB_APPLICATION), "--standby", str(slot.folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 2, second.stderr[-2000:]
+    # The pid is the first driver's Python process (spark-submit's child), as its state file says.
+    assert f"held by another warm driver (pid {slot.state()['pid']})" in second.stderr
+    assert hook.start_standby(request.settings(), request.layout, request.application) is None
+
+    # 2. The fence is at epoch 1; a handoff of epoch 0 is refused, and nothing is read.
+    FencingMarker(world.fence, world.pair).advance(None, 1, "A")
+    old = world.submit_operator("A", 0, [topic], "earliest").request()
+    old_settings = old.settings().write(old.layout.settings_file)
+    slot.hand_off(old_settings, 0)
+    wait_for(lambda: not slot.held(), 60, "the warm driver handed epoch 0 to exit", interval=0.5)
+    assert read_status(old.layout.run_dir)["state"] == "refused"
+    assert "is at epoch 1" in read_status(old.layout.run_dir)["reason"]
+    assert slot.state()["state"] == "refused"
+    assert read_sink(world.sink).rows == 0
+
+    # 3. The submission of epoch 1 goes to the next warm driver: it is the run now, and the slot is free.
+    warm = start_warm()
+    assert warm != first
+    submitted = time.monotonic()
+    handle = world.submit("A", 1, [topic], "earliest")
+    print(f"submit to running through the warm driver: {time.monotonic() - submitted:.2f} s")
+    assert JobHandle.from_dict(handle).process.pid() == warm  # its process record moved to the run's folder
+    assert slot.state()["state"] == "taken" and not slot.held()
+    wait_for(lambda: read_sink(world.sink).record_ids >= set(ids), 120, "every id in the sink", interval=1.0)
+    assert read_sink(world.sink).record_ids == set(ids)
+    tail = job_log_tail(JobHandle.from_dict(handle), 400)
+    assert "warm standby" in tail and "rehearsed a start" in tail, tail
+    assert JobHandle.from_dict(handle).status()["state"] == "running", tail
+    assert StreamingJobHook(world.spark_conn).stop(handle, timeout=60) == "stopped"
