@@ -104,6 +104,13 @@ class SwitchWake(StrEnum):
     EVENT = "event"
 
 
+class StandbyMode(StrEnum):
+    """Whether a driver waits ahead of a switch on the cluster the job does not read."""
+
+    NONE = "none"
+    WARM = "warm"
+
+
 class GapAction(StrEnum):
     """What a switch does when the target lacks records the job has not processed yet."""
 
@@ -318,6 +325,14 @@ class SwitchSpec(Schema):
     )
     automatic: Flag = Field(
         True, description="The switch DAGs run on their own (see `wake`); false makes them manual only."
+    )
+    standby: Annotated[StandbyMode, choice(StandbyMode)] = Field(
+        StandbyMode.NONE,
+        description="`warm`: the keeper keeps one warm standby driver of the job for the cluster the job "
+        "does not read (Spark up, the Kafka source loaded, a start rehearsed, reading nothing), and a "
+        "switch hands it the new run instead of starting spark-submit; `none`: every switch starts a new "
+        "driver. Local and client mode (the driver runs on the Airflow host). One idle driver per pair "
+        'costs memory and a little CPU: see docs/concepts.md, "Warm standby driver".',
     )
     wake: Annotated[SwitchWake, choice(SwitchWake)] = Field(
         SwitchWake.CONTINUOUS,

@@ -1,10 +1,10 @@
 """What the keeper makes of one look at a pair's job: pure, no I/O.
 
 A *look* gathers what the keeper's trigger read (the fence, the switch lease, the job's process and status,
-its committed progress, the end of the active cluster); :func:`assess` turns it into *findings*. Two findings
-call for action on a worker (a dead job is restarted in place; a switch that fenced and then stopped
-working is finished); two are alerts (a stalled job, a lagging job); the rest only explain why the keeper
-waits.
+its committed progress, the end of the active cluster, the warm standby's slot); :func:`assess` turns it into
+*findings*. Three findings call for action on a worker (a dead job is restarted in place; a switch that fenced
+and then stopped working is finished; a missing warm standby driver is started); two are alerts (a stalled
+job, a lagging job); the rest only explain why the keeper waits.
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ class Finding(StrEnum):
     not read."""
     LAGGING = "lagging"
     """The job is more records behind the end of the active cluster than allowed."""
+    NO_STANDBY = "no_standby"
+    """The pair wants a warm standby driver (``switch.standby: warm``) and none holds its slot: start one."""
 
 
-ACTIONS = (Finding.DEAD, Finding.FENCE_AHEAD)
+ACTIONS = (Finding.DEAD, Finding.FENCE_AHEAD, Finding.NO_STANDBY)
 ALERTS = (Finding.STALLED, Finding.LAGGING)
 
 
@@ -97,6 +99,8 @@ class JobLook:
     :param started_at: unix seconds the job was submitted.
     :param committed_at: unix seconds of its last committed batch (None before the first).
     :param behind: records behind the end of the active cluster per partition (None: not measured).
+    :param standby_ready: a warm standby driver holds the pair's slot on the other cluster (None: the pair
+        wants none).
     """
 
     at: float
@@ -109,6 +113,7 @@ class JobLook:
     started_at: float | None = None
     committed_at: float | None = None
     behind: dict[str, int] | None = field(default=None)
+    standby_ready: bool | None = None
 
     @property
     def lag(self) -> int | None:
@@ -152,6 +157,8 @@ def assess(look: JobLook, limits: KeeperLimits) -> list[Finding]:
         findings.append(Finding.STALLED)
     if limits.max_lag_records is not None and lag is not None and lag > limits.max_lag_records:
         findings.append(Finding.LAGGING)
+    if look.standby_ready is False:
+        findings.append(Finding.NO_STANDBY)
     return findings
 
 
@@ -180,5 +187,7 @@ def describe(look: JobLook, finding: Finding, limits: KeeperLimits) -> str:
         + f" while {lag} records wait on the active cluster",
         Finding.LAGGING: f"the job of epoch {look.epoch} is {lag} records behind the end of the active "
         f"cluster (max_lag_records {limits.max_lag_records})",
+        Finding.NO_STANDBY: f"no warm standby driver waits for the switch after epoch {look.epoch} "
+        "(switch.standby: warm)",
     }
     return texts[finding]

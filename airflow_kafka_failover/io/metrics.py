@@ -21,6 +21,11 @@ name                                type     value                              
 ``kafka_failover.keeper_restarts``  counter  the keeper restarted a dead job in      pair, cluster, outcome
                                              place (outcome ``started``/``failed``)
 ``kafka_failover.keeper_alert``     counter  the keeper raised an alert             pair, finding
+``kafka_failover.standby_ready``    gauge    1 when a warm standby driver waits,    pair, cluster
+                                             0 when none (keeper, each look; only
+                                             with ``switch.standby: warm``)
+``kafka_failover.standby_starts``   counter  the keeper started a warm standby      pair, cluster
+                                             driver
 ==================================  =======  =====================================  ==================
 
 Sending a metric never fails a task: a backend that errors is logged and ignored.
@@ -105,19 +110,33 @@ def switch_committed(
         _send("gauge", "max_duplicates", max_duplicates, tags)
 
 
-def job_looked(pair: str, cluster: str, lag: int | None, seconds_since_batch: float | None) -> None:
+def job_looked(
+    pair: str,
+    cluster: str,
+    lag: int | None,
+    seconds_since_batch: float | None,
+    standby_ready: bool | None = None,
+) -> None:
     """The keeper looked at the job of ``pair`` on ``cluster``: its lag and the age of its last batch.
 
     :param pair: the pair's name.
     :param cluster: the active cluster.
     :param lag: records behind the end of the active cluster (None: not measured, not sent).
     :param seconds_since_batch: seconds since its last committed batch (None: unknown, not sent).
+    :param standby_ready: a warm standby driver waits (None: the pair wants none, not sent).
     """
     tags = {"pair": pair, "cluster": cluster}
     if lag is not None:
         _send("gauge", "job_lag", lag, tags)
     if seconds_since_batch is not None:
         _send("gauge", "seconds_since_last_batch", round(seconds_since_batch, 1), tags)
+    if standby_ready is not None:
+        _send("gauge", "standby_ready", int(standby_ready), tags)
+
+
+def standby_started(pair: str, cluster: str) -> None:
+    """The keeper started a warm standby driver of ``pair`` for ``cluster``."""
+    _send("incr", "standby_starts", 1, {"pair": pair, "cluster": cluster})
 
 
 def keeper_restarted(pair: str, cluster: str, started: bool) -> None:

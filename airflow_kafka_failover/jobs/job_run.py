@@ -287,7 +287,7 @@ class JobRun:
             self.source().schema  # noqa: B018 (the analysis is the point)
             ends = self._cluster_end_offsets()
             if ends:
-                starting = {tp.topic: {} for tp in ends}
+                starting: dict[str, dict[str, int]] = {tp.topic: {} for tp in ends}
                 for tp, offset in ends.items():
                     starting[tp.topic][str(tp.partition)] = offset
                 reader = self._kafka_reader(self.spark.read).option("startingOffsets", json.dumps(starting))

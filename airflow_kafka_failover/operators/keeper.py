@@ -180,6 +180,8 @@ class KeepStreamingJobOperator(BaseOperator):
             return self._restart(pair, state, event)
         if status == "act" and event.get("finding") == "fence_ahead":
             return self._fence_ahead(pair, state)
+        if status == "act" and event.get("finding") == "no_standby":
+            return self._start_standby(pair, state)
         raise AirflowFailException(
             f"the keeper of pair {pair.name!r} got an event it does not know: {event!r}"
         )
@@ -238,10 +240,50 @@ class KeepStreamingJobOperator(BaseOperator):
         memory: KeeperMemory,
         not_before: float,
     ) -> Any:
+        from airflow_kafka_failover.switching.standby import standby_slot, wants_standby
         from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
 
-        trigger = JobKeeperTrigger.for_record(pair, record, state, not_before, memory.alerted)
+        slot = str(standby_slot(pair, pair.other(record.active)).folder) if wants_standby(pair) else None
+        trigger = JobKeeperTrigger.for_record(pair, record, state, not_before, memory.alerted, slot)
         self.defer(trigger=trigger, method_name="resume")
+
+    def _start_standby(self, pair: PairConfig, state: dict[str, Any]) -> Any:
+        """Start the pair's warm standby driver on the cluster the job does not read; after a failure (that
+        cluster does not answer, the job's options cannot make a run) try again in ``IDLE_RECHECK_S``."""
+        from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError, FailoverError
+        from airflow_kafka_failover.io import metrics
+        from airflow_kafka_failover.io.record_store import load_record
+        from airflow_kafka_failover.switching.standby import start_standby
+
+        record = load_record(pair)
+        other = pair.other(record.active)
+        problem = self._active_cluster_problem(pair, other)
+        if problem is None:
+            try:
+                pid = start_standby(pair, other, record.epoch)
+            except (FailoverError, ConfigError, CheckpointError) as exc:
+                problem = str(exc)
+            else:
+                metrics.standby_started(pair.name, other)
+                self.log.info(
+                    "keeper of pair %s: started a warm standby driver for %s (pid %s); the next switch to %s "
+                    "hands it the new run",
+                    pair.name,
+                    other,
+                    pid,
+                    other,
+                )
+                # Not asked again for a while: a warm driver that dies at once (a job that does not know
+                # --standby) is started at most once per IDLE_RECHECK_S.
+                return self._watch(pair, {**state, "standby_not_before": time.time() + IDLE_RECHECK_S})
+        self.log.warning(
+            "keeper of pair %s: cannot start a warm standby driver for %s now (%s); trying again in %.0f s",
+            pair.name,
+            other,
+            problem,
+            IDLE_RECHECK_S,
+        )
+        return self._watch(pair, {**state, "standby_not_before": time.time() + IDLE_RECHECK_S})
 
     def _sleep(self, state: dict[str, Any], seconds: float, reason: str = "looking again") -> Any:
         from airflow_kafka_failover.triggers.job_keeper import KeeperPauseTrigger

@@ -47,6 +47,7 @@ from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import stop_requested
 from airflow_kafka_failover.jobs.options import DeployMode
 from airflow_kafka_failover.jobs.progress import read_last_commit
+from airflow_kafka_failover.jobs.standby import StandbySlot
 
 WARN_EVERY_S = 300.0
 """How often the same kind of trouble (a job whose state cannot be told, a checkpoint that cannot be read, a
@@ -77,6 +78,10 @@ class JobKeeperTrigger(BaseTrigger):
     :param alerted: findings already alerted on (not raised again until they clear).
     :param state: the keeper run's own state (its window, its restarts), handed back in every event: an
         event is all a resumed task is sure to get (``dag.test()`` drops the deferral's kwargs).
+    :param standby_slot: the folder of the pair's warm standby slot on the other cluster (None: the pair
+        wants no warm standby).
+    :param standby_not_before: unix seconds before which a missing warm standby is not reported (after a
+        start that failed).
     """
 
     def __init__(
@@ -93,9 +98,12 @@ class JobKeeperTrigger(BaseTrigger):
         alerted: list[str] | None = None,
         state: dict[str, Any] | None = None,
         storage: dict[str, Any] | None = None,
+        standby_slot: str | None = None,
+        standby_not_before: float = 0.0,
     ) -> None:
         super().__init__()
         self.pair, self.job, self.fencing_marker = pair, job, fencing_marker
+        self.standby_slot, self.standby_not_before = standby_slot, standby_not_before
         self.storage = dict(storage or {})
         self.kafka_config_id, self.topics = kafka_config_id, list(topics)
         self.interval, self.limits, self.deadline = interval, limits, deadline
@@ -118,6 +126,8 @@ class JobKeeperTrigger(BaseTrigger):
                 "alerted": self.alerted,
                 "state": self.state,
                 "storage": self.storage,
+                "standby_slot": self.standby_slot,
+                "standby_not_before": self.standby_not_before,
             },
         )
 
@@ -129,6 +139,7 @@ class JobKeeperTrigger(BaseTrigger):
         state: dict[str, Any],
         not_before: float = 0.0,
         alerted: list[str] | None = None,
+        standby_slot: str | None = None,
     ) -> JobKeeperTrigger:
         """The trigger that keeps the job ``record`` names, with the pair's keeper settings.
 
@@ -137,6 +148,8 @@ class JobKeeperTrigger(BaseTrigger):
         :param state: the keeper run's state; its ``deadline`` ends the window.
         :param not_before: unix seconds before which a dead job is not reported.
         :param alerted: findings already alerted on.
+        :param standby_slot: the pair's warm standby slot on the other cluster (None: none wanted); a start
+            that failed is not tried again before ``state["standby_not_before"]``.
         """
         if record.job is None:
             raise ValueError(f"the record of pair {pair.name!r} names no job to keep")
@@ -157,6 +170,8 @@ class JobKeeperTrigger(BaseTrigger):
             deadline=state["deadline"],
             not_before=not_before,
             alerted=alerted,
+            standby_slot=standby_slot,
+            standby_not_before=float(state.get("standby_not_before") or 0.0),
             state=state,
             storage={
                 "connections": dict(pair.job.storage_connections),
@@ -168,7 +183,9 @@ class JobKeeperTrigger(BaseTrigger):
 
         try:
             self._use_storage()
-            looker = JobLooker(self.pair, self.job, self.fencing_marker, self.kafka_config_id, self.topics)
+            looker = JobLooker(
+                self.pair, self.job, self.fencing_marker, self.kafka_config_id, self.topics, self.standby_slot
+            )
             look_once = sync_to_async(looker.look, thread_sensitive=False)
             event = None
             while event is None:
@@ -212,12 +229,16 @@ class JobKeeperTrigger(BaseTrigger):
 
         limits = KeeperLimits(**self.limits)
         findings = assess(look, limits)
-        metrics.job_looked(self.pair, str(self.job.get("cluster")), look.lag, look.seconds_since_batch)
+        metrics.job_looked(
+            self.pair, str(self.job.get("cluster")), look.lag, look.seconds_since_batch, look.standby_ready
+        )
         looker.log_change(self.log, findings, look, limits)
         base = {"look": _look_payload(look), "findings": [f.value for f in findings], "alerted": self.alerted}
         action = next((f for f in findings if f in ACTIONS), None)
         if action is Finding.DEAD and look.at < self.not_before:
             action = None  # backing off before the next restart; logged by log_change
+        if action is Finding.NO_STANDBY and look.at < self.standby_not_before:
+            action = None  # the last start of a warm standby failed; backing off
         if action is not None:
             return {
                 **base,
@@ -271,6 +292,7 @@ def _look_payload(look: JobLook) -> dict[str, Any]:
         "state": look.state,
         "committed_at": look.committed_at,
         "lag": look.lag,
+        "standby_ready": look.standby_ready,
     }
 
 
@@ -289,11 +311,19 @@ class JobLooker:
     :param fencing_marker: the pair's fencing marker path.
     :param kafka_config_id: the active cluster's connection.
     :param topics: the topics the job reads there.
+    :param standby_slot: the pair's warm standby slot (None: none wanted).
     """
 
     def __init__(
-        self, pair: str, job: dict[str, Any], fencing_marker: str, kafka_config_id: str, topics: list[str]
+        self,
+        pair: str,
+        job: dict[str, Any],
+        fencing_marker: str,
+        kafka_config_id: str,
+        topics: list[str],
+        standby_slot: str | None = None,
     ) -> None:
+        self.standby_slot = standby_slot
 
         self.pair, self.handle = pair, JobHandle.from_dict(job)
         self.tracker = ClusterManagers()  # one Kubernetes client for the trigger's life
@@ -323,6 +353,7 @@ class JobLooker:
             started_at=_unix(handle.submitted_at),
             committed_at=progress_at,
             behind=self._behind(committed),
+            standby_ready=None if self.standby_slot is None else StandbySlot(self.standby_slot).held(),
         )
 
     def process_alive(self) -> bool | None:

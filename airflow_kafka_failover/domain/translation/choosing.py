@@ -251,7 +251,7 @@ def _timestamp_candidate(request: PartitionRequest) -> PartitionTranslation:
         )
     high = None if request.watermarks is None else request.watermarks.high
     return translate_by_timestamp(
-        request.source, request.position, request.target, request.timestamp_lookup, high
+        request.source, request.position, request.target, request.timestamp_lookup, high, request.reverse
     )
 
 

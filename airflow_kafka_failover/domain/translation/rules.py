@@ -403,17 +403,25 @@ def translate_by_timestamp(
     target: TopicPartition,
     lookup: TimestampLookup,
     high_watermark: int | None,
+    reverse: bool = False,
 ) -> PartitionTranslation:
     """Record the offset that offsets-for-times found on the target for a processed timestamp minus a margin.
 
     Not proven: record timestamps need not grow with offsets, and ``LogAppendTime`` on the
     target rewrites them; the margin makes an early start likely, not certain.
 
+    Its re-delivery is bounded in reverse only (``target`` is the origin of ``source``'s records: the job
+    read a replica, as the job on A reads ``B.orders`` after a failback): every record the job processed is
+    a copy of an original that existed before the copy, so the originals read again lie between the start
+    and the target's high watermark now, and there are at most ``position`` of them (one per processed
+    copy). Forward, copies of processed records may still arrive after the plan, so the bound stays unknown.
+
     :param source: partition the job read.
-    :param position: next offset to process on ``source`` (for the record only).
+    :param position: next offset to process on ``source``.
     :param target: partition on the other cluster.
     :param lookup: the timestamp looked up and the offset found (None: no record at or after it).
     :param high_watermark: the target's high watermark, used when no record was found.
+    :param reverse: whether ``target`` is the origin of ``source``'s records.
     """
     method = TranslationMethod.TIMESTAMP
     caveat = (
@@ -421,7 +429,13 @@ def translate_by_timestamp(
         "decrease by more than the margin; not proven to be early enough"
     )
     if lookup.offset is not None:
-        return PartitionTranslation.of(source, position, target, lookup.offset, method, warnings=[caveat])
+        bound = None
+        if reverse and high_watermark is not None:
+            bound = max(0, high_watermark - lookup.offset)
+            bound = bound if position is None else min(bound, position)
+        return PartitionTranslation.of(
+            source, position, target, lookup.offset, method, redelivery_bound=bound, warnings=[caveat]
+        )
     if high_watermark is None:
         return untranslated(
             source,
@@ -431,7 +445,15 @@ def translate_by_timestamp(
             f"no record at or after {lookup.timestamp_ms} ms on {target} and its high watermark is unknown",
         )
     note = f"no record at or after {lookup.timestamp_ms} ms on {target}: starting at its high watermark"
-    return PartitionTranslation.of(source, position, target, high_watermark, method, warnings=[caveat, note])
+    return PartitionTranslation.of(
+        source,
+        position,
+        target,
+        high_watermark,
+        method,
+        redelivery_bound=0 if reverse else None,
+        warnings=[caveat, note],
+    )
 
 
 def translate_from_earliest(

@@ -65,6 +65,47 @@ def test_a_dead_job_behind_a_fence_is_the_switchs_business_not_a_restart():
     assert Finding.DEAD not in assess(look(fence_epoch=4, alive=False), LIMITS)
 
 
+def test_a_missing_warm_standby_is_started_only_beside_a_running_job():
+    assert assess(look(standby_ready=False), LIMITS) == [Finding.NO_STANDBY]
+    assert assess(look(standby_ready=True), LIMITS) == []
+    assert assess(look(standby_ready=None), LIMITS) == []  # the pair wants none
+    # A dead job, a job that cannot be told, a switch at work: those first, no warm driver meanwhile.
+    assert assess(look(alive=False, standby_ready=False), LIMITS) == [Finding.DEAD]
+    assert assess(look(alive=None, standby_ready=False), LIMITS) == [Finding.UNKNOWN]
+    assert assess(look(fence_epoch=4, lease=lease(), standby_ready=False), LIMITS) == [Finding.SWITCHING]
+
+
+def test_after_a_failed_start_of_a_warm_standby_the_trigger_waits_before_asking_again(monkeypatch):
+    from airflow_kafka_failover.io import metrics
+    from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
+
+    class Looker:
+        def log_change(self, *args) -> None:
+            pass
+
+    sent = []
+    monkeypatch.setattr(metrics, "_send", lambda *args: sent.append(args))
+    limits = {"stall_seconds": 90.0, "max_lag_records": None, "first_batch_seconds": 0.0}
+    trigger = JobKeeperTrigger(
+        "orders",
+        {"cluster": "A"},
+        "/nowhere",
+        "unit_a",
+        ["orders"],
+        2.0,
+        limits,
+        NOW + 3600,
+        state={},
+        standby_slot="/slot",
+        standby_not_before=NOW + 30,
+    )
+    assert trigger._event(look(standby_ready=False), Looker()) is None
+    assert ("gauge", "standby_ready", 0, {"pair": "orders", "cluster": "A"}) in sent
+    event = trigger._event(look(standby_ready=False, at=NOW + 31), Looker())
+    assert event is not None and (event["status"], event["finding"]) == ("act", "no_standby")
+    assert trigger.serialize()[1]["standby_slot"] == "/slot"
+
+
 def test_stalled_needs_both_silence_and_records_waiting():
     quiet = NOW - LIMITS.stall_seconds - 1
     assert assess(look(committed_at=quiet), LIMITS) == [Finding.STALLED]

@@ -341,3 +341,62 @@ def _keeper_waits(operator) -> None:
         with pytest.raises(TaskDeferred) as deferred:
             operator.resume({}, event("act", finding="dead", look={"epoch": 2}))
     assert deferred.value.trigger.not_before > time.time() + 20
+
+
+@pytest.fixture
+def warm_world(world):
+    """The same pair with ``switch.standby: warm``."""
+    operator, variables, tmp_path = world
+    config = yaml.safe_load(open(operator.config_path))
+    config["pairs"]["orders"]["switch"] = {"standby": "warm"}
+    with open(operator.config_path, "w") as handle:
+        yaml.safe_dump(config, handle)
+    return operator, variables, tmp_path
+
+
+def test_a_missing_warm_standby_is_started_on_the_cluster_the_job_does_not_read(warm_world, monkeypatch):
+    from airflow_kafka_failover.switching import standby
+
+    operator, _, tmp_path = warm_world
+    started = []
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *_: None)
+    monkeypatch.setattr(
+        standby, "start_standby", lambda pair, cluster, epoch: started.append((cluster, epoch))
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("act", finding="no_standby"))
+    assert started == [("B", 2)]
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, JobKeeperTrigger)
+    assert trigger.standby_slot == str(tmp_path / "runs" / "orders" / "B" / "standby")
+    # One that dies at once (a job that does not know --standby) is not started again at the next look.
+    assert trigger.standby_not_before > time.time() + 20
+
+
+def test_a_warm_standby_that_cannot_start_is_asked_again_later_not_at_once(warm_world, monkeypatch):
+    from airflow_kafka_failover.core.exceptions import ConfigError
+    from airflow_kafka_failover.switching import standby
+
+    operator, _, _ = warm_world
+
+    def refused(pair, cluster, epoch):
+        raise ConfigError("spark connection 'spark_default' submits in cluster mode")
+
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *_: None)
+    monkeypatch.setattr(standby, "start_standby", refused)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("act", finding="no_standby"))
+    assert deferred.value.trigger.standby_not_before > time.time() + 20
+    # The other cluster does not answer: nothing is started, and the keeper asks again later.
+    monkeypatch.setattr(standby, "start_standby", _must_not_restart)
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *_: "down")
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("act", finding="no_standby"))
+    assert deferred.value.trigger.standby_not_before > time.time() + 20
+
+
+def test_a_pair_without_a_warm_standby_gives_its_trigger_no_slot(world):
+    operator, _, _ = world
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("wake"))
+    assert deferred.value.trigger.standby_slot is None

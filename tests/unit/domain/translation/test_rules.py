@@ -292,6 +292,21 @@ def test_timestamp():
     assert unknown_high.target_offset is None
 
 
+def test_timestamp_into_the_origin_is_bounded_by_what_the_origin_holds_and_by_the_copies_processed():
+    """The job read a replica (``B.orders`` on A) and the target is its origin (``orders`` on B): the
+    originals read again lie between the start and the origin's end, one per processed copy at most."""
+    replica, origin = TopicPartition("B.orders", 0), TopicPartition("orders", 0)
+    found = translate_by_timestamp(replica, 2361, origin, TimestampLookup(5, 1161), 2362, reverse=True)
+    assert (found.target_offset, found.redelivery_bound, found.is_proven) == (1161, 1201, False)
+    assert "not proven" in found.warnings[0]  # the loss side is still an assumption
+    few_copies = translate_by_timestamp(replica, 40, origin, TimestampLookup(5, 1161), 2362, reverse=True)
+    assert few_copies.redelivery_bound == 40
+    at_the_end = translate_by_timestamp(replica, 2361, origin, TimestampLookup(5, None), 2362, reverse=True)
+    assert (at_the_end.target_offset, at_the_end.redelivery_bound) == (2362, 0)
+    unknown_end = translate_by_timestamp(replica, 2361, origin, TimestampLookup(5, 1161), None, reverse=True)
+    assert unknown_end.redelivery_bound is None
+
+
 # ---------------------------------------------------------------- choosing
 
 
