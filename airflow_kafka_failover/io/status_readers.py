@@ -21,7 +21,7 @@ from airflow_kafka_failover.core.types import TopicPartition, partition_key
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.domain.health.evidence import describe_exception
-from airflow_kafka_failover.domain.status.model import PairReadings, ReplicationReading
+from airflow_kafka_failover.domain.status.model import PairReadings, ReplicationReading, StandbyView
 from airflow_kafka_failover.domain.translation.replication_policy import (
     for_name,
     offset_syncs_cluster,
@@ -65,6 +65,7 @@ def read_pair(pair: PairConfig, read_record: RecordReader | None = None) -> Pair
         readings = _with_job(readings, record)
         readings = _with_active_cluster(readings, pair, record.active)
         readings = _with_replication(readings, pair, record.active)
+        readings = _with_standby(readings, pair, record.active)
     # Ages (last batch, heartbeat) are taken at the end: the job commits batches while the clusters are read.
     return replace(readings, now=time.time())
 
@@ -148,6 +149,29 @@ def _with_job(readings: PairReadings, record: ActiveRecord) -> PairReadings:
     except Exception as exc:  # a damaged checkpoint: the job's position is unknown
         return replace(readings, progress_error=_short(exc))
     return replace(readings, progress=progress)
+
+
+def _with_standby(readings: PairReadings, pair: PairConfig, active: str) -> PairReadings:
+    """The warm standby driver's slot for the cluster the job does not read (pairs that want one)."""
+    from airflow_kafka_failover.io.standby_slot import standby_slot, wants_standby
+
+    if not wants_standby(pair):
+        return readings
+    other = pair.other(active)
+    try:
+        slot = standby_slot(pair, other)
+    except Exception as exc:  # a remote run_root without local_root: shown as unread, never raised
+        return replace(readings, job_error=readings.job_error or f"warm standby slot: {_short(exc)}")
+    state = slot.state()
+    pid = state.get("pid")
+    view = StandbyView(
+        cluster=other,
+        slot=str(slot.folder),
+        ready=slot.held(),
+        state=state.get("state"),
+        pid=pid if isinstance(pid, int) else None,
+    )
+    return replace(readings, standby=view)
 
 
 def _read_timeout(pair: PairConfig) -> float:

@@ -240,7 +240,7 @@ class KeepStreamingJobOperator(BaseOperator):
         memory: KeeperMemory,
         not_before: float,
     ) -> Any:
-        from airflow_kafka_failover.switching.standby import standby_slot, wants_standby
+        from airflow_kafka_failover.io.standby_slot import standby_slot, wants_standby
         from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger
 
         slot = str(standby_slot(pair, pair.other(record.active)).folder) if wants_standby(pair) else None

@@ -11,7 +11,9 @@ it) watching the whole chain; the switches are the real failover and failback DA
 5. a forced failover is killed right after ``fence_and_stop``, and A (down for it) returns before the keeper
    acts: the keeper finishes it (B);
 6. kill -9 of the driver, and a forced failback while the keeper restarts it: the restart and the switch
-   race.
+   race;
+7. ``switch.standby: warm``: the keeper starts a warm driver on B and replaces it when it is killed while
+   idle; A crashes and a forced failover hands the new run to the warm driver.
 
 The job is the example of a user's own foreachBatch writer, ``examples/jobs/orders_to_sqlite`` (an upsert
 keyed on the order id). After each step exactly one job runs, at the fence's epoch, the record names it, and
@@ -31,11 +33,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
+from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S, switch_figures
 from akf_devtools.demo.user_sinks import read_sqlite_orders
 
+from airflow_kafka_failover.cluster_managers.standby_handover import STANDBY_PROCESS
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
 from tests.integration.switch_story import new_pair_story, run_chain
 
 pytestmark = pytest.mark.spark
@@ -280,6 +284,45 @@ def step_restart_and_failback_race(story) -> None:
     check_no_loss(story, "a restart racing a failback")
 
 
+def step_warm_standby_is_kept_and_takes_the_failover(story) -> None:
+    """``switch.standby: warm``: the keeper starts a warm driver on B, replaces it when it is killed while
+    idle, and the failover hands it the run instead of starting spark-submit; nothing is lost."""
+    story.write_config(keeper=KEEPER, standby="warm")
+    if (
+        story.keeper is not None
+    ):  # the running trigger was built without a slot: the next run reads the config
+        story.keeper.kill()
+        story.keeper = None
+    ensure_keeper(story)
+    slot = StandbySlot(standby_dir(str(story.root / "runs"), story.pair, "B"))
+    wait_for(slot.waiting, 180, "the keeper's warm standby driver on B to wait", story)
+    assert "started a warm standby driver for B" in keeper_output(story)
+    first = ManagedProcess(STANDBY_PROCESS, slot.folder)
+    pid = first.pid()
+    assert pid is not None
+    first.kill()
+    killed_at = time.time()
+    wait_for(lambda: first.pid() not in (None, pid) and slot.waiting(), 180, "a new warm driver on B", story)
+    figure = {"case": "warm standby killed while idle", "replaced_s": round(time.time() - killed_at, 1)}
+    story.figures.append(figure)
+    print(figure)
+    warm = first.pid()
+
+    crashed_at = time.time()
+    story.sandbox.fault("crash", "A")
+    story.active_for_producer = "B"
+    state, output = story.run("failover", force=True, reason="warm standby")
+    assert state == "success", output[-4000:]
+    assert "handed epoch 5 to the warm standby driver" in output, output[-4000:]
+    job = story.job()
+    assert (job.cluster, job.epoch, job.process.pid()) == ("B", 5, warm)
+    print(switch_figures(story, "failover through the warm standby", crashed_at, "B", 5, output))
+    converged(story, "B", 5)
+    story.sandbox.fault("restart", "A")
+    story.sandbox.restart_mirrormaker()
+    check_no_loss(story, "failover through the warm standby")
+
+
 STEPS: list[Callable[..., None]] = [
     step_start_and_keep,
     step_killed_driver_is_restarted_in_place,
@@ -287,6 +330,7 @@ STEPS: list[Callable[..., None]] = [
     step_failback_whose_submit_fails_once,
     step_failover_interrupted_then_a_returns,
     step_restart_and_failback_race,
+    step_warm_standby_is_kept_and_takes_the_failover,
 ]
 
 

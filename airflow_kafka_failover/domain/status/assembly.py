@@ -236,6 +236,13 @@ def _warnings(readings: PairReadings, view: PairStatus) -> list[str]:
     unknown = [key for key, lag in (view.replication.lags if view.replication else {}).items() if lag is None]
     if unknown and readings.replication and not readings.replication.lag_error:
         found.append(f"replication lag unknown for {', '.join(unknown)} (no offset sync to measure with)")
+    standby = readings.standby
+    if standby is not None and not standby.ready:
+        found.append(
+            f"no warm standby driver waits for {standby.cluster} (switch.standby: warm; last state "
+            f"{standby.state or 'none'}): a switch to {standby.cluster} now starts a new driver; the keeper "
+            f"starts one while {standby.cluster} answers"
+        )
     reading, replication = readings.replication, view.replication
     if reading and replication and replication.heartbeat_age_seconds is not None:
         if replication.heartbeat_age_seconds > reading.heartbeat_stale_seconds:
@@ -274,6 +281,7 @@ def assemble(readings: PairReadings, recent: int = RECENT_SWITCHES) -> PairStatu
         job=job,
         active_lag=_active_lag(readings),
         replication=_replication_view(readings.replication, readings.now) if readings.replication else None,
+        standby=readings.standby,
         recent_switches=[SwitchRow.of(entry) for entry in history[-recent:]] if recent > 0 else [],
         switches_total=len(history),
         problems=[problem for problem in (fence_problem, job_problem) if problem is not None],

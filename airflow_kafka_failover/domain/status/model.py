@@ -122,6 +122,7 @@ class PairReadings:
     :param active_missing_topics: topics the job reads that the active cluster does not have.
     :param replication: MirrorMaker 2's replication toward the standby; None when the pair has no such flow.
     :param replication_note: why replication is not shown (no flow, an offset-preserving replicator).
+    :param standby: the warm standby driver's slot (``switch.standby: warm``), None when the pair wants none.
     """
 
     pair: str
@@ -145,6 +146,7 @@ class PairReadings:
     active_missing_topics: tuple[str, ...] = ()
     replication: ReplicationReading | None = None
     replication_note: str | None = None
+    standby: StandbyView | None = None
 
 
 # ---- the view ----------------------------------------------------------------------------------------
@@ -152,6 +154,23 @@ class PairReadings:
 
 class _View(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+class StandbyView(_View):
+    """The pair's warm standby driver (``switch.standby: warm``).
+
+    :param cluster: the cluster it waits for (the one the job does not read).
+    :param slot: its slot folder.
+    :param ready: a driver holds the slot.
+    :param state: the driver's last state (``waiting``, ``taken``, ``refused``, ``stopped``; None: none yet).
+    :param pid: the pid in its state file.
+    """
+
+    cluster: str
+    slot: str
+    ready: bool
+    state: str | None = None
+    pid: int | None = None
 
 
 class FenceView(_View):
@@ -297,6 +316,7 @@ class PairStatus(_View):
     :param job: the record's job.
     :param active_lag: the job's lag per partition of the active cluster.
     :param replication: MirrorMaker 2 toward the standby, None when not shown.
+    :param standby: the warm standby driver, None when the pair wants none.
     :param recent_switches: the last switches, oldest first.
     :param switches_total: switches in the history.
     :param problems: what needs a person.
@@ -315,6 +335,7 @@ class PairStatus(_View):
     job: JobView
     active_lag: list[PartitionLag] = Field(default_factory=list)
     replication: ReplicationView | None = None
+    standby: StandbyView | None = None
     recent_switches: list[SwitchRow] = Field(default_factory=list)
     switches_total: int = 0
     problems: list[Problem] = Field(default_factory=list)

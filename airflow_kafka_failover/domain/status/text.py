@@ -134,6 +134,10 @@ def to_text(status: PairStatus) -> str:
     body = [_fence_line(status), *_job_lines(status.job)]
     body += _lag_lines(status) if status.active is not None else []
     body += _replication_lines(status.replication)
+    if status.standby is not None:
+        warm = status.standby
+        state = f"waiting (pid {warm.pid})" if warm.ready and warm.state == "waiting" else "none waiting"
+        body.append(f"warm standby for {warm.cluster}: {state}, slot {warm.slot}")
     if status.recent_switches:
         body.append(f"last switches ({len(status.recent_switches)} of {status.switches_total}):")
         body += switch_table(status.recent_switches)

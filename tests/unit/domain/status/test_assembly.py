@@ -420,3 +420,22 @@ def test_a_fence_ahead_whose_lease_expired_is_interrupted_and_the_keeper_finishe
     action = status.problems[0].action
     assert "the keeper (DAG kafka_failover_orders_keeper) finishes it" in action
     assert "held by failback, expired 30 s ago" in action and "force the switch to A" in action
+
+
+def test_a_warm_standby_is_shown_and_a_missing_one_warns_without_changing_the_exit_code():
+    from airflow_kafka_failover.domain.status.model import StandbyView
+
+    waiting = StandbyView(cluster="A", slot="/runs/orders/A/standby", ready=True, state="waiting", pid=4242)
+    status = assemble(healthy(standby=waiting))
+    assert status.warnings == []
+    assert "warm standby for A: waiting (pid 4242), slot /runs/orders/A/standby" in to_text(status)
+    assert json.loads(statuses_to_json([status]))["pairs"][0]["standby"]["pid"] == 4242
+    gone = StandbyView(cluster="A", slot="/runs/orders/A/standby", ready=False, state="taken", pid=4242)
+    status = assemble(healthy(standby=gone))
+    assert "warm standby for A: none waiting" in to_text(status)
+    assert status.warnings == [
+        "no warm standby driver waits for A (switch.standby: warm; last state taken): a switch to A now "
+        "starts a new driver; the keeper starts one while A answers"
+    ]
+    assert exit_code([status]) == 0
+    assert assemble(healthy()).standby is None  # a pair that wants none shows nothing
