@@ -27,12 +27,17 @@ its steady lag). Median, min and max over the rounds; at the end the sink is che
 acknowledged id (lost, duplicates), and each switch gets the rows its new run wrote again (``duplicates``)
 beside its plan's bound (``max_duplicates``); ``duplicates_above_bound`` counts the switches above it.
 
+``--standby warm`` sets the pair's ``switch.standby: warm`` and does what the keeper would (no keeper runs
+here): a warm standby driver for B is started and waited for before each failover, and one for A is
+started as soon as A answers again in each failback; the first one's idle cost while it waits (CPU seconds
+per minute and resident memory of its process group, over 60 s) is ``warm_standby_idle``.
+
 Health thresholds: ``--health quick`` (default; the demo's: 3 failed probes 1 s apart, 6 s stability) or
 ``--health default`` (the provider's defaults: 6 s down span, 30 s stability). The job's trigger interval
 is the demo's 1 s.
 
     .venv/bin/python benchmarks/bench_rto.py [--rounds 3] [--health quick|default] [--rate 40]
-        [--partitions 2] [--max-offsets-per-trigger N] [--keep-run-dir]
+        [--partitions 2] [--max-offsets-per-trigger N] [--standby none|warm] [--keep-run-dir]
 
 Progress goes to stderr; the last line on stdout is JSON.
 """
@@ -67,10 +72,13 @@ from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
+from benchmarks.process_usage import idle_cost  # noqa: E402
 
 PAIR = "benchrto"
 TOPIC = "orders"
 SETTLE_S = 6.0
+IDLE_SAMPLE_S = 60.0
+"""How long the first waiting warm driver is watched for its idle cost."""
 CAUGHT_UP_WITHIN_S = 2 * TRIGGER_INTERVAL_S
 """A batch is caught up when its newest record is at most this old at its commit: a record waits up to one
 trigger interval for its batch, and the batch takes up to one more."""
@@ -83,9 +91,38 @@ def say(message: str) -> None:
 class Rounds:
     """The pair's story and the DAG run in progress (killed on interrupt)."""
 
-    def __init__(self, story: Story) -> None:
+    def __init__(self, story: Story, warm: bool = False) -> None:
         self.story = story
         self.current: RunningDag | None = None
+        self.warm = warm
+        self.idle_cost: dict[str, float] | None = None
+
+    def start_warm(self, cluster: str, epoch: int, wait: bool) -> None:
+        """Start the pair's warm standby driver for ``cluster`` (what the keeper does; no keeper runs here);
+        with ``wait``, until it waits, and the first time measure what it costs while it waits."""
+        from airflow_kafka_failover.domain.config import load_pair
+        from airflow_kafka_failover.io.standby_slot import standby_slot
+        from airflow_kafka_failover.switching.standby import start_standby
+
+        pair = load_pair(self.story.config_path, self.story.pair)
+        started = time.monotonic()
+        start_standby(pair, cluster, epoch)
+        if not wait:
+            return
+        slot = standby_slot(pair, cluster)
+        deadline = time.monotonic() + 180
+        while not slot.waiting():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the warm standby driver in {slot.folder} did not wait within 180 s")
+            time.sleep(0.5)
+        say(f"  warm standby driver for {cluster} waits ({time.monotonic() - started:.1f} s after its start)")
+        if self.idle_cost is None:
+            from airflow_kafka_failover.cluster_managers.standby_handover import standby_process
+
+            pid = standby_process(slot).pid()
+            if pid is not None:
+                self.idle_cost = idle_cost(os.getpgid(pid), IDLE_SAMPLE_S)
+                say(f"  an idle warm driver costs {self.idle_cost}")
 
     def run_start(self) -> None:
         self.current = self.story.start_run("start")
@@ -100,6 +137,8 @@ class Rounds:
         rest until the recovered verdict (``recovered_wait``: the replication toward A catching up and the
         stability window).
         """
+        if self.warm and kind == "failover":
+            self.start_warm("B", epoch - 1, wait=True)
         self.current = self.story.start_run(kind)
         self.current.wait_for_text(WATCHING, 180)
         fault_at = time.time()
@@ -110,6 +149,8 @@ class Rounds:
             self.story.active_for_producer = "B"
         else:
             broker_up = time.time()
+            if self.warm:  # A answers again: the keeper would start its warm driver now (no wait here)
+                self.start_warm("A", epoch - 1, wait=False)
             sandbox.restart_mirrormaker()
             replicating = time.time()
             back = {"broker_start": broker_up - fault_at, "mm2_start": replicating - broker_up}
@@ -175,6 +216,7 @@ def summarize(
         "rate": args.rate,
         "partitions": args.partitions,
         "max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "standby": args.standby,
     }
     for kind in ("failover", "failback"):
         mine = [f for f in figures if f["switch"].startswith(kind)]
@@ -216,7 +258,7 @@ def make_story(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> Story:
     )
     if args.max_offsets_per_trigger is not None:
         story.job_options["max_offsets_per_trigger"] = args.max_offsets_per_trigger
-    story.write_config(health=health_settings(args.health))
+    story.write_config(health=health_settings(args.health), standby=args.standby)
     story.create_topics(args.partitions)
     story.start_producer(args.rate, args.partitions)
     return story
@@ -273,6 +315,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=40.0, help="records per second produced (40)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")
     parser.add_argument(
+        "--standby",
+        choices=("none", "warm"),
+        default="none",
+        help="warm: the pair's switch.standby; a warm driver is started before each switch (none)",
+    )
+    parser.add_argument(
         "--keep-run-dir",
         action="store_true",
         help="keep the run directory (every DAG run's log, the plans) after a run that finished",
@@ -299,7 +347,7 @@ def main() -> int:
     try:
         say(f"starting the sandbox under {root} ...")
         sandbox.up()
-        bench = Rounds(make_story(sandbox, root, args))
+        bench = Rounds(make_story(sandbox, root, args), warm=args.standby == "warm")
         result = measure(args, bench)
     finally:
         if bench is not None:
@@ -310,6 +358,8 @@ def main() -> int:
         else:
             say(f"run directory kept (logs of every DAG run): {root}")
     summary = summarize(args, *result, machine)
+    if bench is not None and bench.idle_cost is not None:
+        summary["warm_standby_idle"] = bench.idle_cost
     for kind in ("failover", "failback"):
         say(
             f"{kind}: detection median {summary.get(f'{kind}_detection_median_s')} s, RTO median "
