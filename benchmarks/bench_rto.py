@@ -100,29 +100,17 @@ class Rounds:
     def start_warm(self, cluster: str, epoch: int, wait: bool) -> None:
         """Start the pair's warm standby driver for ``cluster`` (what the keeper does; no keeper runs here);
         with ``wait``, until it waits, and the first time measure what it costs while it waits."""
-        from airflow_kafka_failover.domain.config import load_pair
-        from airflow_kafka_failover.io.standby_slot import standby_slot
-        from airflow_kafka_failover.switching.standby import start_standby
+        from airflow_kafka_failover.cluster_managers.standby_handover import standby_process
 
-        pair = load_pair(self.story.config_path, self.story.pair)
         started = time.monotonic()
-        start_standby(pair, cluster, epoch)
+        slot = self.story.start_warm_standby(cluster, epoch, wait=wait)
         if not wait:
             return
-        slot = standby_slot(pair, cluster)
-        deadline = time.monotonic() + 180
-        while not slot.waiting():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the warm standby driver in {slot.folder} did not wait within 180 s")
-            time.sleep(0.5)
         say(f"  warm standby driver for {cluster} waits ({time.monotonic() - started:.1f} s after its start)")
-        if self.idle_cost is None:
-            from airflow_kafka_failover.cluster_managers.standby_handover import standby_process
-
-            pid = standby_process(slot).pid()
-            if pid is not None:
-                self.idle_cost = idle_cost(os.getpgid(pid), IDLE_SAMPLE_S)
-                say(f"  an idle warm driver costs {self.idle_cost}")
+        pid = standby_process(slot).pid()
+        if self.idle_cost is None and pid is not None:
+            self.idle_cost = idle_cost(os.getpgid(pid), IDLE_SAMPLE_S)
+            say(f"  an idle warm driver costs {self.idle_cost}")
 
     def run_start(self) -> None:
         self.current = self.story.start_run("start")

@@ -432,6 +432,9 @@ class LocalAirflow:
         # Within each group in parallel: each may take seconds to wind down, none needs another to stop first.
         _stop_all([self.component(name) for name in COMPONENTS])
         _stop_all([ManagedProcess(PROCESS_NAME, run) for run in (self.job_home / "runs").glob("*/*/epoch-*")])
+        from akf_devtools.demo.story import stop_warm_standbys
+
+        stop_warm_standbys(self.job_home / "runs")
         if (self.run_dir / "sandbox").exists():
             self.sandbox.down()
         self.ready_file.unlink(missing_ok=True)

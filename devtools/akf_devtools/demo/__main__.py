@@ -1,12 +1,13 @@
 """``make demo``: a Kafka cluster dies and comes back while a streaming job keeps consuming, end to end.
 
-The sandbox's clusters A and B run with MirrorMaker 2 between them; a producer writes records with unique
-ids at a steady rate. The pair's real DAGs do the rest, each run with ``dag.test()``: the start DAG runs
-the PySpark job on A while the failover DAG starts watching A (as a deployed failover DAG watches all the
-time); A is crashed, the failover sensor decides A is down and the run moves the job to B; the failback
-DAG starts watching A while A is restarted, its sensor decides A has recovered and caught up, and it moves
-the job back. Steps that do not depend on each other overlap (the sandbox and the Airflow home, a DAG
-run's start-up and the step before its fault), so the demo takes little more than its switches.
+The sandbox's clusters A and B run with MirrorMaker 2 between them; a producer writes records with unique ids
+at a steady rate. The pair's real DAGs do the rest, each run with ``dag.test()``: the start DAG runs the
+PySpark job on A while the failover DAG starts watching A (as a deployed failover DAG watches all the time); A
+is crashed, the failover sensor decides A is down and the run moves the job to B; the failback DAG starts
+watching A while A is restarted, its sensor decides A has recovered and caught up, and it moves the job back.
+With ``--standby warm`` (the default) a warm standby driver waits for each switch's run, as the keeper keeps
+one with ``switch.standby: warm``. Steps that do not depend on each other overlap (the sandbox and the Airflow
+home, a DAG run's start-up and the step before its fault), so the demo takes little more than its switches.
 
 The report (timeline, detection and RTO of both switches, records produced, consumed, duplicated and lost,
 and a plot) goes to a results folder whose path is printed at the end.
@@ -43,11 +44,14 @@ def say(message: str) -> None:
 class Demo:
     """The demo's steps and the state they share (for the report and for cleanup)."""
 
-    def __init__(self, run_dir: Path, results: Path, rate: float, partitions: int) -> None:
+    def __init__(
+        self, run_dir: Path, results: Path, rate: float, partitions: int, standby: str = "warm"
+    ) -> None:
         from akf_devtools.demo.report import Timeline
         from akf_devtools.sandbox.sandbox import Sandbox
 
         self.run_dir, self.results, self.rate, self.partitions = run_dir, results, rate, partitions
+        self.warm = standby == "warm"
         self.timeline = Timeline(time.time())
         self.sandbox = Sandbox(run_dir / "sandbox")
         self.story: Any = None
@@ -88,7 +92,7 @@ class Demo:
             f"sandbox up: A {info['clusters']['A']['bootstrap']}, B {info['clusters']['B']['bootstrap']}",
         )
         self.story = Story(self.sandbox, home, pair_root, PAIR, TOPIC, spark_conn="spark_demo")
-        self.story.write_config()
+        self.story.write_config(standby="warm" if self.warm else "none")
         self.story.create_topics(self.partitions)
         self.story.start_producer(self.rate, self.partitions)
         self.note("info", f"producer writing {self.rate:g} records/s with unique ids to {TOPIC} on A")
@@ -110,6 +114,11 @@ class Demo:
         self.finish(start, expect="success")
         first = self.story.first_batch_time("A", 0)
         self.note("info", "job on A committed its first batch (epoch 0)", at=first)
+        if self.warm:
+            say("warm standby: starting a driver for B that waits, Spark up, for the failover's run ...")
+            started = time.time()
+            self.story.start_warm_standby("B", 0)
+            self.note("info", f"warm standby driver waits for B ({time.time() - started:.0f} s to start)")
         return failover
 
     def fail_over(self, failover: Any) -> None:
@@ -149,6 +158,8 @@ class Demo:
             self.sandbox.fault("restart", "A")
         finally:
             stopping.join()
+        if self.warm:  # A answers: its warm driver starts while MirrorMaker 2 does (as the keeper would)
+            self.story.start_warm_standby("A", 1, wait=False)
         self.sandbox.start_mirrormaker()
         self.live.fault("A back, failback")
         self.note("recovery", "A restarted with its data; MirrorMaker 2 restarted", at=back_at)
@@ -263,17 +274,19 @@ def _forget_previous_run(home: Path, pair_root: Path) -> None:
     """Start the pair afresh: stop a job a previous demo left, delete its files and its active record."""
     from airflow_kafka_failover.core.process_group import ManagedProcess
     from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+    from akf_devtools.demo.story import stop_warm_standbys
     from akf_devtools.sandbox.airflow_env import delete_variable
 
     for run_dir in pair_root.glob("runs/*/*/epoch-*"):
         ManagedProcess(PROCESS_NAME, run_dir).stop(timeout=10)
+    stop_warm_standbys(pair_root / "runs")
     shutil.rmtree(pair_root, ignore_errors=True)
     delete_variable(home, f"kafka_failover.{PAIR}.active_record")
 
 
-def run(run_dir: Path, results: Path, rate: float, partitions: int) -> int:
+def run(run_dir: Path, results: Path, rate: float, partitions: int, standby: str = "warm") -> int:
     """Run the whole demo; return the process exit code."""
-    demo = Demo(run_dir, results, rate, partitions)
+    demo = Demo(run_dir, results, rate, partitions, standby)
     started = time.monotonic()
     try:
         demo.bring_up()
@@ -310,6 +323,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rate", type=float, default=50.0, help="records per second produced (default: 50)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default: 2)")
+    parser.add_argument(
+        "--standby",
+        choices=("warm", "none"),
+        default="warm",
+        help="warm (default): a warm standby driver waits for each switch's run (switch.standby: warm); "
+        "none: each switch starts spark-submit",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.rate <= 5000:
         parser.error(f"--rate must be between 1 and 5000 records per second, got {args.rate:g}")
@@ -324,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     # scripts do): a `kill -INT` must still stop everything the demo started.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return run(args.run_dir.resolve(), results.resolve(), args.rate, args.partitions)
+        return run(args.run_dir.resolve(), results.resolve(), args.rate, args.partitions, args.standby)
     except FailoverError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

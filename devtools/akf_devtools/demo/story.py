@@ -310,6 +310,26 @@ class Story:
                 self.seen_progress[key] = {**record, "cluster": cluster, "epoch": epoch}
         return [self.seen_progress[key] for key in sorted(self.seen_progress)]
 
+    def start_warm_standby(self, cluster: str, epoch: int, wait: bool = True, timeout: float = 180) -> Any:
+        """Start the pair's warm standby driver for ``cluster`` as the keeper would (its config must say
+        ``switch.standby: warm``); with ``wait``, until it waits for a handoff. Return its slot."""
+        from airflow_kafka_failover.domain.config import load_pair
+        from airflow_kafka_failover.io.standby_slot import standby_slot
+        from airflow_kafka_failover.switching.standby import start_standby
+
+        pair = load_pair(self.config_path, self.pair)
+        start_standby(pair, cluster, epoch)
+        slot = standby_slot(pair, cluster)
+        deadline = time.monotonic() + timeout
+        while wait and not slot.waiting():
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the warm standby driver in {slot.folder} did not wait within {timeout:.0f} s; its log: "
+                    f"{slot.folder / 'logs' / 'standby.log'}"
+                )
+            time.sleep(0.5)
+        return slot
+
     def first_batch_time(self, cluster: str, epoch: int) -> float:
         """Epoch seconds of the first batch the run of (cluster, epoch) committed."""
         from airflow_kafka_failover.core.storage import locations
@@ -369,6 +389,15 @@ class Story:
             )
         for local_dir in (self.local_root or self.root / "runs").glob("*/*/epoch-*"):
             ManagedProcess(PROCESS_NAME, local_dir).stop(timeout=10)
+        stop_warm_standbys(self.local_root or self.root / "runs")
+
+
+def stop_warm_standbys(local_root: Path) -> None:
+    """Stop every warm standby driver in a slot under ``local_root`` (``<pair>/<cluster>/standby``)."""
+    from airflow_kafka_failover.cluster_managers.standby_handover import STANDBY_PROCESS
+
+    for slot in local_root.glob("*/*/standby"):
+        ManagedProcess(STANDBY_PROCESS, slot).stop(timeout=10)
 
 
 def verdict_time(output: str) -> float | None:

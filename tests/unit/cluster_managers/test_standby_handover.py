@@ -1,0 +1,109 @@
+"""The launching side of a warm standby: which launch it may take, and how a run is handed to it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from airflow_kafka_failover.cluster_managers.standby_handover import (
+    hand_over,
+    launch_fingerprint,
+    option_value,
+    standby_process,
+    waiting_standby,
+)
+from airflow_kafka_failover.core.process_group import ManagedProcess
+from airflow_kafka_failover.jobs.standby import StandbySlot
+
+RUN = [
+    "spark-submit",
+    "--master",
+    "local[2]",
+    "--name",
+    "akf-p-B-epoch-3",
+    "job.py",
+    "--settings",
+    "/r/s.json",
+]
+WARM = [
+    "spark-submit",
+    "--master",
+    "local[2]",
+    "--name",
+    "akf-p-B-standby",
+    "job.py",
+    "--standby",
+    "/l/standby",
+]
+
+
+def test_a_warm_driver_and_a_run_of_the_same_launch_have_one_fingerprint(tmp_path):
+    application = tmp_path / "job.py"
+    application.write_text("print('v1')")
+    same = launch_fingerprint(WARM, [str(application)])
+    assert launch_fingerprint(RUN, [str(application)]) == same
+    assert launch_fingerprint([*RUN[:2], "yarn", *RUN[3:]], [str(application)]) != same  # another master
+    application.write_text("print('v2')")  # the job file changed since the warm driver started
+    assert launch_fingerprint(RUN, [str(application)]) != same
+    assert option_value(RUN, "--settings") == "/r/s.json" and option_value(RUN, "--jars") is None
+
+
+@pytest.fixture
+def warm(tmp_path):
+    """A process that holds the slot and waits, as a warm driver does, started like one (pid record, log)."""
+    slot = StandbySlot(tmp_path / "local" / "p" / "B" / "standby")
+    code = (
+        "import sys, time\n"
+        "from airflow_kafka_failover.jobs.standby import StandbySlot\n"
+        "slot = StandbySlot(sys.argv[1]); slot.claim(); slot.write_state('waiting')\n"
+        "print('warm and waiting', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    process = standby_process(slot)
+    process.start([sys.executable, "-c", code, str(slot.folder)])
+    deadline = time.monotonic() + 30
+    while not slot.waiting():
+        assert time.monotonic() < deadline, process.log_tail()
+        time.sleep(0.05)
+    (slot.folder / "launch.json").write_text(json.dumps({"fingerprint": "f1"}))
+    yield slot, process
+    process.kill()
+
+
+def test_a_waiting_driver_of_another_launch_is_asked_to_stop_and_not_used(warm):
+    slot, _ = warm
+    assert waiting_standby(slot, "f1")
+    assert not waiting_standby(slot, "f2")
+    assert slot.stop_file.exists()
+
+
+def test_a_handed_run_takes_the_drivers_process_record_and_log(warm, tmp_path):
+    slot, process = warm
+    pid = process.pid()
+    run_dir = tmp_path / "local" / "p" / "B" / "epoch-3"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "logs" / "job.log").write_text("an earlier run of epoch 3\n")
+    assert hand_over(slot, str(run_dir), "/r/settings.json", 3) == pid
+    run = ManagedProcess("job", run_dir)
+    assert run.pid() == pid and "warm and waiting" in run.log_tail()
+    assert [p.name for p in (run_dir / "logs").glob("job.log.*")]  # the earlier log is kept beside
+    assert not standby_process(slot).pid_file.exists()
+    assert json.loads(slot.handoff_file.read_text())["epoch"] == 3
+
+
+def test_nothing_is_handed_to_a_driver_that_ended(warm, tmp_path):
+    slot, process = warm
+    process.kill()
+    assert not waiting_standby(slot, "f1")
+    assert hand_over(slot, str(tmp_path / "run"), "/r/settings.json", 3) is None
+    assert not slot.handoff_file.exists()
+
+
+def test_the_second_start_of_a_held_slot_starts_nothing(warm):
+    from airflow_kafka_failover.cluster_managers.standby_handover import start_standby
+
+    slot, _ = warm
+    assert start_standby(slot, ["false"], {}, "f1", rehearsal=None) is None  # type: ignore[arg-type]
