@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 STANDBY_PROCESS = "standby"
 """The warm driver's process name in its slot (``pids/standby.json``, ``logs/standby.log``)."""
+STARTING_WAIT_S = 20.0
+"""How long a submission waits for a warm driver that is still starting before it starts its own driver
+(a new spark-submit takes about 10 s on the 2-core machine; a warm driver that started earlier is ready
+sooner)."""
 PER_RUN_OPTIONS = ("--name", "--settings", "--standby", "--properties-file")
 """spark-submit options whose value differs between runs of the same launch (left out of the fingerprint;
 the properties file's content is in it)."""
@@ -92,10 +96,36 @@ def start_standby(
     return pid
 
 
-def waiting_standby(slot: StandbySlot, fingerprint: str) -> bool:
-    """Whether ``slot`` holds a warm driver that waits and was started with the same launch. One that waits
-    with another launch (the job's options changed since) is asked to stop."""
+def waiting_standby(slot: StandbySlot, fingerprint: str, starting_wait: float = STARTING_WAIT_S) -> bool:
+    """Whether ``slot`` holds a warm driver that waits and was started with the same launch. One still
+    starting is given up to ``starting_wait`` seconds (it is ready sooner than a new spark-submit), then
+    asked to stop; so is one that waits with another launch (the job's options changed since)."""
+    if slot.starting():
+        log.info(
+            "the warm standby driver of %s is starting; waiting up to %.0f s for it",
+            slot.folder,
+            starting_wait,
+        )
+        deadline = time.monotonic() + starting_wait
+        while slot.starting() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if slot.starting():
+            log.warning(
+                "the warm standby driver of %s did not get ready within %.0f s: asking it to stop and "
+                "submitting the run as usual (its log: %s)",
+                slot.folder,
+                starting_wait,
+                standby_process(slot).log_file,
+            )
+            slot.request_stop()
+            return False
     if not slot.waiting():
+        if slot.folder.exists():
+            log.info(
+                "no warm standby driver waits in %s (last state %r): submitting the run as usual",
+                slot.folder,
+                slot.state().get("state"),
+            )
         return False
     try:
         started_with = json.loads((slot.folder / "launch.json").read_text()).get("fingerprint")

@@ -354,6 +354,7 @@ def _warm_standby(
     except SlotBusy as exc:
         log.error("refusing to start: %s", exc)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    slot.write_state("starting")
     spark = _session(app_name, config)
     try:
         check_kafka_classpath(spark)

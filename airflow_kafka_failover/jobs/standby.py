@@ -10,7 +10,7 @@ has left behind refuses (``refused`` in the run's status) and never reads a reco
 One slot per pair and cluster, on the host that runs the drivers (local and client mode)::
 
     <local_root>/<pair>/<cluster>/standby/slot.lock      held (``flock``) by the warm driver while it lives
-    <local_root>/<pair>/<cluster>/standby/state.json     waiting / taken / refused, with its pid
+    <local_root>/<pair>/<cluster>/standby/state.json     starting / waiting / taken / refused, with its pid
     <local_root>/<pair>/<cluster>/standby/handoff.json   written by the switch: settings file and epoch
     <local_root>/<pair>/<cluster>/standby/stop-request   asks an idle warm driver to exit
     <local_root>/<pair>/<cluster>/standby/rehearsal.json the settings of a run on the cluster (owner-only),
@@ -135,7 +135,7 @@ class StandbySlot:
             self._lock = None
 
     def write_state(self, state: str, **fields: Any) -> None:
-        """Record the warm driver's state (``waiting``, ``taken``, ``refused``) with its pid."""
+        """Record the warm driver's state (``starting``, ``waiting``, ``taken``, ``refused``) with its pid."""
         record = {"state": state, "pid": os.getpid(), "written_at": time.time(), **fields}
         write_atomically(self.state_file, json.dumps(record).encode())
 
@@ -181,6 +181,10 @@ class StandbySlot:
                 return True
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             return False
+
+    def starting(self) -> bool:
+        """A warm driver holds the slot and is still starting (its Spark, its rehearsal)."""
+        return self.held() and self.state().get("state") == "starting"
 
     def waiting(self) -> bool:
         """A warm driver holds the slot and waits for a handoff (none is pending)."""

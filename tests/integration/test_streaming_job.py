@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from akf_devtools.demo.story import stop_warm_standbys
 from akf_devtools.sandbox.kafka_io import create_topic, read_all
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
@@ -265,7 +266,7 @@ def test_user_job_with_its_own_write_stream_sink_gets_progress_lines_and_group_c
 
 
 def test_warm_standby_driver_refuses_what_it_must_and_becomes_the_run_handed_to_it(
-    world, sandbox, unique_topic
+    world, sandbox, unique_topic, request
 ):
     """A warm driver (the packaged job with ``--standby``) waits with Spark up; a second one for its slot
     refuses; handed an epoch the fence has left behind it refuses and writes ``refused``; the next warm
@@ -276,11 +277,12 @@ def test_warm_standby_driver_refuses_what_it_must_and_becomes_the_run_handed_to_
     ids = [f"w-{n}" for n in range(200)]
     data.produce_ids(a, topic, ids, PARTITIONS)
     operator = world.submit_operator("A", 1, [topic], "earliest")
-    request, hook = operator.request(), operator.hook
+    job_request, hook = operator.request(), operator.hook
     slot = StandbySlot(standby_dir(str(world.root / "runs"), world.pair, "A"))
+    request.addfinalizer(lambda: stop_warm_standbys(world.root / "runs"))  # even when a step fails
 
     def start_warm() -> int:
-        pid = hook.start_standby(request.settings(), request.layout, request.application)
+        pid = hook.start_standby(job_request.settings(), job_request.layout, job_request.application)
         assert pid is not None
         wait_for(slot.waiting, 180, "the warm driver to wait for a handoff", interval=0.5)
         return pid
@@ -296,7 +298,7 @@ def test_warm_standby_driver_refuses_what_it_must_and_becomes_the_run_handed_to_
     assert second.returncode == 2, second.stderr[-2000:]
     # The pid is the first driver's Python process (spark-submit's child), as its state file says.
     assert f"held by another warm driver (pid {slot.state()['pid']})" in second.stderr
-    assert hook.start_standby(request.settings(), request.layout, request.application) is None
+    assert hook.start_standby(job_request.settings(), job_request.layout, job_request.application) is None
 
     # 2. The fence is at epoch 1; a handoff of epoch 0 is refused, and nothing is read.
     FencingMarker(world.fence, world.pair).advance(None, 1, "A")

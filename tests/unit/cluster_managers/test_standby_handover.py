@@ -107,3 +107,46 @@ def test_the_second_start_of_a_held_slot_starts_nothing(warm):
 
     slot, _ = warm
     assert start_standby(slot, ["false"], {}, "f1", rehearsal=None) is None  # type: ignore[arg-type]
+
+
+def start_holder(slot: StandbySlot, ready_after: float | None) -> ManagedProcess:
+    """A process that holds ``slot`` as ``starting`` and writes ``waiting`` after ``ready_after`` s (never
+    when None)."""
+    code = (
+        "import sys, time\n"
+        "from airflow_kafka_failover.jobs.standby import StandbySlot\n"
+        "slot = StandbySlot(sys.argv[1]); slot.claim(); slot.write_state('starting')\n"
+        f"ready_after = {ready_after!r}\n"
+        "if ready_after is not None:\n"
+        "    time.sleep(ready_after); slot.write_state('waiting')\n"
+        "time.sleep(60)\n"
+    )
+    process = standby_process(slot)
+    process.start([sys.executable, "-c", code, str(slot.folder)])
+    deadline = time.monotonic() + 30
+    while not slot.held():
+        assert time.monotonic() < deadline, process.log_tail()
+        time.sleep(0.05)
+    (slot.folder / "launch.json").write_text(json.dumps({"fingerprint": "f1"}))
+    return process
+
+
+def test_a_submission_waits_a_little_for_a_warm_driver_that_is_still_starting(tmp_path):
+    slot = StandbySlot(tmp_path / "standby")
+    process = start_holder(slot, ready_after=0.5)
+    try:
+        assert waiting_standby(slot, "f1", starting_wait=10)
+    finally:
+        process.kill()
+
+
+def test_a_warm_driver_that_is_not_ready_in_time_is_asked_to_stop_and_not_used(tmp_path):
+    slot = StandbySlot(tmp_path / "standby")
+    process = start_holder(slot, ready_after=None)
+    try:
+        started = time.monotonic()
+        assert not waiting_standby(slot, "f1", starting_wait=0.5)
+        assert time.monotonic() - started < 5
+        assert slot.stop_file.exists()
+    finally:
+        process.kill()
