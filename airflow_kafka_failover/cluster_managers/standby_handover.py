@@ -89,6 +89,8 @@ def start_standby(
             process.log_file, process.log_file.with_name(f"standby.{time.strftime('%Y%m%dT%H%M%S')}.log")
         )
     slot.folder.mkdir(parents=True, exist_ok=True)
+    # A dead driver's last word: until the new one writes its own, the slot must not look "waiting".
+    slot.state_file.unlink(missing_ok=True)
     write_atomically(slot.folder / "launch.json", json.dumps({"fingerprint": fingerprint}))
     rehearsal.write(str(slot.rehearsal_file))
     pid = process.start(command, env=env, inherit_env=False)

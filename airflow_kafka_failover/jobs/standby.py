@@ -36,6 +36,8 @@ from airflow_kafka_failover.core.atomic_file import write_atomically
 from airflow_kafka_failover.core.exceptions import ConfigError
 
 STANDBY_FOLDER = "standby"
+CLAIM_TRIES = 10
+"""Tries of the slot's lock, 50 ms apart, before a claim says another warm driver holds it."""
 POLL_INTERVAL_S = 0.1
 """How often an idle warm driver looks for its handoff: the switch's wait for it is at most this long."""
 
@@ -113,9 +115,15 @@ class StandbySlot:
         """
         self.folder.mkdir(parents=True, exist_ok=True)
         handle = open(self.folder / "slot.lock", "ab")  # held open until the process ends
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        # held() elsewhere takes the lock for an instant to test it: a few tries tell that from a holder.
+        for attempt in range(CLAIM_TRIES):
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt < CLAIM_TRIES - 1:
+                    time.sleep(0.05)
+        else:
             handle.close()
             holder = self.state().get("pid")
             raise SlotBusy(
