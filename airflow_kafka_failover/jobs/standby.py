@@ -191,8 +191,9 @@ class StandbySlot:
             return False
 
     def starting(self) -> bool:
-        """A warm driver holds the slot and is still starting (its Spark, its rehearsal)."""
-        return self.held() and self.state().get("state") == "starting"
+        """A warm driver holds the slot and is still starting (its Spark, its rehearsal), or has not written
+        its first state yet (a new start clears the last driver's)."""
+        return self.held() and self.state().get("state") in (None, "starting")
 
     def waiting(self) -> bool:
         """A warm driver holds the slot and waits for a handoff (none is pending)."""
