@@ -316,20 +316,8 @@ class StreamingJobHook(BaseHook):
                 f"(the packaged one is {JOB_APPLICATION})"
             )
         probe = self.spark_submit_hook("probe", [], self.conf)
-        master, deploy_mode = spark_submit_compat.master_and_deploy_mode(probe)
-        handle = JobHandle(
-            pair=settings.pair,
-            cluster=settings.cluster,
-            epoch=settings.epoch,
-            deploy_mode=self.deploy_mode_of(master, deploy_mode),
-            master=master,
-            run_dir=layout.run_dir,
-            checkpoint=settings.checkpoint,
-            sink_root=settings.sink_root,
-            spark_conn_id=self.spark_conn_id,
-            submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            local_dir=layout.local_dir,
-        )
+        handle = self._handle(settings, layout, probe)
+        master = handle.master
         if handle.deploy_mode == DeployMode.CLUSTER and is_standalone_master(master):
             raise ConfigError(
                 f"spark connection {self.spark_conn_id!r} asks for cluster deploy mode on a standalone "
@@ -369,26 +357,12 @@ class StreamingJobHook(BaseHook):
         :param layout: that run's folders (the slot is beside its epochs, under the local root).
         :raises ConfigError: a deploy mode that does not run the driver on this host (cluster mode).
         """
-        probe = self.spark_submit_hook("probe", [], self.conf)
-        master, deploy_mode = spark_submit_compat.master_and_deploy_mode(probe)
-        mode = self.deploy_mode_of(master, deploy_mode)
-        if mode == DeployMode.CLUSTER:
+        handle = self._handle(settings, layout, self.spark_submit_hook("probe", [], self.conf))
+        if handle.deploy_mode == DeployMode.CLUSTER:
             raise ConfigError(
                 f"a warm standby driver runs on this host: spark connection {self.spark_conn_id!r} submits "
                 "in cluster mode, where the driver runs in the cluster; use client mode for a warm standby"
             )
-        handle = JobHandle(
-            pair=settings.pair,
-            cluster=settings.cluster,
-            epoch=settings.epoch,
-            deploy_mode=mode,
-            master=master,
-            run_dir=layout.run_dir,
-            checkpoint=settings.checkpoint,
-            sink_root=settings.sink_root,
-            spark_conn_id=self.spark_conn_id,
-            local_dir=layout.local_dir,
-        )
         manager = self.managers.of(handle)
         slot = StandbySlot(standby_dir(self._local_root(layout), settings.pair, settings.cluster))
         properties = self._store_properties_file(settings, layout)
@@ -403,6 +377,23 @@ class StreamingJobHook(BaseHook):
         )
         fingerprint = launch_fingerprint(command, [str(application), *([properties] if properties else [])])
         return start_standby(slot, command, job_environment(env), fingerprint, settings)
+
+    def _handle(self, settings: JobSettings, layout: RunLayout, probe: Any) -> JobHandle:
+        """The handle of the run of ``settings``, submitted now with the connection ``probe`` reads."""
+        master, deploy_mode = spark_submit_compat.master_and_deploy_mode(probe)
+        return JobHandle(
+            pair=settings.pair,
+            cluster=settings.cluster,
+            epoch=settings.epoch,
+            deploy_mode=self.deploy_mode_of(master, deploy_mode),
+            master=master,
+            run_dir=layout.run_dir,
+            checkpoint=settings.checkpoint,
+            sink_root=settings.sink_root,
+            spark_conn_id=self.spark_conn_id,
+            submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            local_dir=layout.local_dir,
+        )
 
     @staticmethod
     def _local_root(layout: RunLayout) -> str:

@@ -55,20 +55,11 @@ def test_a_warm_driver_and_a_run_of_the_same_launch_have_one_fingerprint(tmp_pat
 def warm(tmp_path):
     """A process that holds the slot and waits, as a warm driver does, started like one (pid record, log)."""
     slot = StandbySlot(tmp_path / "local" / "p" / "B" / "standby")
-    code = (
-        "import sys, time\n"
-        "from airflow_kafka_failover.jobs.standby import StandbySlot\n"
-        "slot = StandbySlot(sys.argv[1]); slot.claim(); slot.write_state('waiting')\n"
-        "print('warm and waiting', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    process = standby_process(slot)
-    process.start([sys.executable, "-c", code, str(slot.folder)])
+    process = start_holder(slot, ready_after=0.0)
     deadline = time.monotonic() + 30
     while not slot.waiting():
         assert time.monotonic() < deadline, process.log_tail()
         time.sleep(0.05)
-    (slot.folder / "launch.json").write_text(json.dumps({"fingerprint": "f1"}))
     yield slot, process
     process.kill()
 
@@ -118,7 +109,7 @@ def start_holder(slot: StandbySlot, ready_after: float | None) -> ManagedProcess
         "slot = StandbySlot(sys.argv[1]); slot.claim(); slot.write_state('starting')\n"
         f"ready_after = {ready_after!r}\n"
         "if ready_after is not None:\n"
-        "    time.sleep(ready_after); slot.write_state('waiting')\n"
+        "    time.sleep(ready_after); slot.write_state('waiting'); print('warm and waiting', flush=True)\n"
         "time.sleep(60)\n"
     )
     process = standby_process(slot)
