@@ -253,10 +253,15 @@ class KeepStreamingJobOperator(BaseOperator):
         from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError, FailoverError
         from airflow_kafka_failover.io import metrics
         from airflow_kafka_failover.io.record_store import load_record
+        from airflow_kafka_failover.io.standby_slot import standby_slot
         from airflow_kafka_failover.switching.standby import start_standby
 
         record = load_record(pair)
         other = pair.other(record.active)
+        idle = standby_slot(pair, record.active)
+        if idle.held():  # started for a switch to the active cluster that submitted without it: no use now
+            self.log.info("keeper of pair %s: stopping the idle warm driver in %s", pair.name, idle.folder)
+            idle.request_stop()
         problem = self._active_cluster_problem(pair, other)
         if problem is None:
             try:

@@ -366,6 +366,7 @@ def test_a_missing_warm_standby_is_started_on_the_cluster_the_job_does_not_read(
     with pytest.raises(TaskDeferred) as deferred:
         operator.resume({}, event("act", finding="no_standby"))
     assert started == [("B", 2)]
+    assert not (tmp_path / "runs" / "orders" / "A" / "standby" / "stop-request").exists()  # none held there
     trigger = deferred.value.trigger
     assert isinstance(trigger, JobKeeperTrigger)
     assert trigger.standby_slot == str(tmp_path / "runs" / "orders" / "B" / "standby")
@@ -400,3 +401,20 @@ def test_a_pair_without_a_warm_standby_gives_its_trigger_no_slot(world):
     with pytest.raises(TaskDeferred) as deferred:
         operator.resume({}, event("wake"))
     assert deferred.value.trigger.standby_slot is None
+
+
+def test_a_warm_driver_left_idle_on_the_active_cluster_is_asked_to_stop(warm_world, monkeypatch):
+    """A switch to A submitted without A's warm driver (it was still starting): that driver is of no use
+    while A is active, and the keeper stops it when it starts the one for B."""
+    from airflow_kafka_failover.jobs.standby import StandbySlot
+    from airflow_kafka_failover.switching import standby
+
+    operator, _, tmp_path = warm_world
+    idle = StandbySlot(tmp_path / "runs" / "orders" / "A" / "standby")
+    idle.claim()  # this test process holds it, as the idle driver would
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *_: None)
+    monkeypatch.setattr(standby, "start_standby", lambda pair, cluster, epoch: 1)
+    with pytest.raises(TaskDeferred):
+        operator.resume({}, event("act", finding="no_standby"))
+    assert idle.stop_file.exists()
+    idle.release()
