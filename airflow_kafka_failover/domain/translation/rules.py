@@ -538,7 +538,14 @@ def translate_from_earliest(
     warnings = [
         f"{start}; up to {d0} records are read again (those below the oldest offset sync, {u0} -> {d0})"
     ]
-    if hidden:
+    if len(history.copies) > 1:
+        warnings.append(
+            f"MirrorMaker 2 copied {source} more than once into {target} ({len(history.copies)} copies: it "
+            "restarted from an older offset after the oldest sync); the start at offset 0 reads every copy: "
+            f"up to {hidden} more record(s) of {target} may repeat processed ones, which the re-delivery "
+            "bound includes"
+        )
+    elif hidden:
         warnings.append(
             f"the offset syncs of {source} show restarts of MirrorMaker 2 after the oldest sync: up to "
             f"{hidden} more record(s) of {target} may repeat processed ones, which the re-delivery bound "

@@ -273,3 +273,20 @@ def test_earliest_states_its_bound_and_the_records_never_copied():
     assert (unknown.target_offset, unknown.redelivery_bound) == (0, None)
     back = translate_from_earliest(DST, 70, SRC, Watermarks(0, 500), history, reverse=True)
     assert (back.target_offset, back.redelivery_bound, back.gap_records) == (0, 70, 0)
+
+
+def test_earliest_names_a_partition_mm2_copied_twice():
+    """A first copy whose only surviving sync is its last one (MM2 overwrote the earlier pending syncs; seen
+    on a loaded CI machine), then a second copy whose first sync is 93 records after the first copy's end:
+    a position older than every sync starts at 0, says the partition was copied twice, and its bound counts
+    the 99 records below the oldest sync and the 93 records before the second copy's first sync."""
+    history = OffsetSyncHistory.from_syncs([(141, 99), (0, 193), (150, 300)])
+    assert len(history.copies) == 2
+    result = translate_from_earliest(SRC, 63, DST, Watermarks(0, 360), history, reverse=False)
+    assert (result.target_offset, result.method, result.redelivery_bound) == (0, "earliest", 99 + 93)
+    copied = [w for w in result.warnings if "more than once" in w]
+    assert copied and "(2 copies" in copied[0] and "up to 93 more record(s)" in copied[0], result.warnings
+    single = translate_from_earliest(
+        SRC, 20, DST, Watermarks(0, 60), OffsetSyncHistory.from_syncs([(50, 0)]), False
+    )
+    assert not any("more than once" in w for w in single.warnings), single.warnings
