@@ -118,6 +118,34 @@ def last_committed_offsets(path: str) -> tuple[int, dict[TopicPartition, int]] |
     return batch_id, parse_offsets_file(offsets_file, _read_text(offsets_file))
 
 
+def in_flight_offsets(path: str) -> int:
+    """Offsets of the batch Spark planned after the last committed one, which may still commit.
+
+    Spark writes a batch's ``offsets/<id>`` before it runs the batch and ``commits/<id>`` after; the job
+    checks its fence inside the batch, after the offsets file. A batch that passed its check before a switch
+    moved the fence can therefore commit after the switch read the position, and the new job reads its
+    records again; its offsets file, written before the fence moved, says how many at most. Offsets count
+    transaction markers too, so this is an upper bound in records.
+
+    :param path: the checkpoint (a local folder or a store URI).
+    :return: the sum over partitions of the planned end minus the committed position; 0 when no batch is
+        planned beyond the last commit, or when no batch was committed (the plan then starts from the
+        initial position, whose own rules state what it reads again).
+    :raises CheckpointError: an offsets file that cannot be parsed.
+    """
+    root = str(path)
+    planned = batch_numbers(locations.join(root, "offsets"))
+    committed = set(batch_numbers(locations.join(root, "commits")))
+    newest = max(planned, default=None)
+    last = last_committed_offsets(root) if newest is not None and newest not in committed else None
+    if last is None:  # nothing in flight, or nothing committed (the plan's initial position rules apply)
+        return 0
+    newest_file = locations.join(root, "offsets", str(newest))
+    ends = parse_offsets_file(newest_file, _read_text(newest_file))
+    # A partition new in the planned batch starts at its earliest offset, 0 at most.
+    return sum(max(0, end - last[1].get(tp, 0)) for tp, end in ends.items())
+
+
 def _read_text(path: str) -> str:
     try:
         return open_store(path).read(path).decode("utf-8")

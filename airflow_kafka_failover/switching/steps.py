@@ -41,6 +41,7 @@ from airflow_kafka_failover.io.planner import build_plan, load_position
 from airflow_kafka_failover.io.record_store import commit_record, fencing_marker, load_record, same_run
 from airflow_kafka_failover.jobs.fencing import FencedError
 from airflow_kafka_failover.jobs.progress import uncommitted_output_records
+from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets
 from airflow_kafka_failover.switching.job_request import JobRequest
 from airflow_kafka_failover.switching.old_run import OldRun, old_run
 
@@ -318,11 +319,21 @@ def make_plan(
         if old.checkpoint and old_job.get("sink_root")
         else 0
     )
+    in_flight = _in_flight(old.checkpoint)
     summary["uncommitted_output_records"] = uncommitted
-    summary["max_duplicates"] = None if plan.max_redelivery is None else plan.max_redelivery + uncommitted
+    summary["in_flight_offsets"] = in_flight
+    # The batch in flight holds the uncommitted output; whichever is larger bounds what it adds.
+    extra = max(uncommitted, in_flight)
+    summary["max_duplicates"] = None if plan.max_redelivery is None else plan.max_redelivery + extra
     if uncommitted:
         log.info(
             "the old job wrote %s records in batches it never committed; they are read again", uncommitted
+        )
+    if in_flight:
+        log.info(
+            "the old job had a batch of %s offsets in flight when the fence moved; if it still commits, "
+            "the new job reads those records again (counted in max_duplicates)",
+            in_flight,
         )
     return PlanPayload(
         plan=plan.to_json(),
@@ -333,6 +344,19 @@ def make_plan(
         dry_run=dry_run,
         old_run=old.identity,
     ).model_dump(mode="json")
+
+
+def _in_flight(checkpoint: str | None) -> int:
+    """Offsets of the old job's batch planned after its last commit (0 without a checkpoint or one)."""
+    if not checkpoint:
+        return 0
+    try:
+        return in_flight_offsets(checkpoint)
+    except (CheckpointError, OSError) as exc:  # the position itself was read; this only widens the bound
+        log.warning(
+            "could not read the old job's batch in flight from %s (%s); counting none", checkpoint, exc
+        )
+        return 0
 
 
 def _log_upper_bounds(plan: Any, on_gap: str) -> None:

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import read_status
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.sink import batch_dirs, parquet_files, read_sink
+from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets
 from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from tests.integration import translation_support as data
@@ -325,3 +327,88 @@ def test_warm_standby_driver_refuses_what_it_must_and_becomes_the_run_handed_to_
     assert "warm standby" in tail and "rehearsed a start" in tail, tail
     assert JobHandle.from_dict(handle).status()["state"] == "running", tail
     assert StreamingJobHook(world.spark_conn).stop(handle, timeout=60) == "stopped"
+
+
+def test_old_job_nobody_stops_commits_nothing_after_the_new_jobs_first_batch(world, sandbox, unique_topic):
+    """Issue 30: a switch does not wait on the old job. When its stop never returns (a driver on a host that
+    is gone, a process deaf to SIGTERM), the new job starts all the same. Here nothing stops the old job but
+    the fence, while its source keeps answering and receiving records: it commits no batch of its epoch
+    after the new job's first batch, it ends as ``fenced``, nothing is lost, and the duplicates stay within
+    the plan's bound plus the batch it had in flight when the fence moved (what the switch's
+    ``max_duplicates`` adds)."""
+    a, b = sandbox.bootstrap("A"), sandbox.bootstrap("B")
+    topic = unique_topic("unstopped")
+    create_topic(a, topic, PARTITIONS)
+    create_topic(b, topic, PARTITIONS)
+    produced: list[str] = []
+    done = threading.Event()
+
+    def produce() -> None:  # about 200 records/s until the new job has committed its first batch
+        while not done.is_set():
+            chunk = [f"u-{len(produced) + n}" for n in range(40)]
+            data.produce_ids(a, topic, chunk, PARTITIONS)
+            produced.extend(chunk)
+            time.sleep(0.2)
+
+    producer = threading.Thread(target=produce, name="producer", daemon=True)
+    producer.start()
+    try:
+        old = world.submit("A", 0, [topic], "earliest")
+        wait_progress(old, min_records=400)
+        pair = parse_pair(
+            world.pair,
+            {
+                "clusters": {name: {"connection": conn} for name, conn in world.kafka_conns.items()},
+                "primary": "A",
+                "topics": [topic],
+                "bookkeeping_group": world.group,
+            },
+        )
+        marker = FencingMarker(world.fence, world.pair)
+        fence = marker.read()
+        assert fence is not None and fence.epoch == 0, fence
+        marker.advance(0, 1, "B")
+        fenced_at = time.time()
+        position = load_position(checkpoint=old["checkpoint"])
+        in_flight = in_flight_offsets(old["checkpoint"])
+        hooks = {name: KafkaClusterHook(conn) for name, conn in world.kafka_conns.items()}
+        plan = build_plan(pair, "A", "B", position, hooks)
+        new = world.submit("B", 1, pair.topics_on("B"), plan.to_spark_starting_offsets())
+        wait_for(lambda: progress_records(new["checkpoint"]), 120, "the new job's first batch", interval=0.5)
+        first_new_batch = progress_records(new["checkpoint"])[0]["written_at"]
+    finally:
+        done.set()
+        producer.join(30)
+    wait_for(lambda: not job_alive(JobHandle.from_dict(old)), 60, "the old job to end on the fence")
+    assert JobHandle.from_dict(old).status()["state"] == "fenced", job_log_tail(JobHandle.from_dict(old), 80)
+    old_batches = progress_records(old["checkpoint"])
+    assert old_batches and all(line["epoch"] == 0 for line in old_batches)
+    # Only the batch that passed its fence check before the fence moved may commit after the plan read the
+    # position: the next one reads the fence first.
+    after_plan = [line["batch_id"] for line in old_batches if line["batch_id"] > position.batch_id]
+    print(
+        f"old job: last batch (id {old_batches[-1]['batch_id']}) written "
+        f"{old_batches[-1]['written_at'] - fenced_at:+.2f} s after the fence moved; the plan read batch "
+        f"{position.batch_id}, {in_flight} offsets in flight; committed after it: {after_plan}; the new "
+        f"job's first batch {first_new_batch - fenced_at:.2f} s after the fence"
+    )
+    assert len(after_plan) <= 1 and (not after_plan or in_flight > 0), (after_plan, in_flight)
+    assert all(line["written_at"] < first_new_batch for line in old_batches), (
+        old_batches[-1],
+        first_new_batch,
+    )
+
+    wanted = set(produced)
+    data.wait_replicated(b, f"A.{topic}", wanted)
+    wait_for(lambda: read_sink(world.sink).record_ids >= wanted, 120, "every id in the sink", interval=1.0)
+    contents = read_sink(world.sink)
+    assert contents.record_ids == wanted
+    bound = None if plan.max_redelivery is None else plan.max_redelivery + in_flight
+    print(
+        f"{len(wanted)} ids, {contents.duplicates} duplicates, bound {bound} ({in_flight} of them in flight)"
+    )
+    assert bound is None or contents.duplicates <= bound, (
+        contents.duplicates,
+        plan.max_redelivery,
+        in_flight,
+    )

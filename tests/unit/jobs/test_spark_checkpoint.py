@@ -9,7 +9,7 @@ import pytest
 from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition, read_checkpoint
+from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition, in_flight_offsets, read_checkpoint
 
 METADATA = (
     '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}'
@@ -59,6 +59,20 @@ def test_last_committed_batch_wins_over_planned(checkpoint):
     assert position is not None
     assert position.batch_id == 1
     assert position.offsets == {TopicPartition("orders", 0): 20, TopicPartition("orders", 1): 9}
+
+
+def test_in_flight_batch_counts_the_offsets_planned_beyond_the_commit(checkpoint):
+    """The batch planned after the last commit may still commit after a switch read the position."""
+    assert in_flight_offsets(checkpoint) == 0  # nothing planned
+    write_offsets(checkpoint, 0, '{"orders":{"0":10,"1":5}}')
+    assert in_flight_offsets(checkpoint) == 0  # nothing committed: the initial position's rules apply
+    write_commit(checkpoint, 0)
+    assert in_flight_offsets(checkpoint) == 0  # the newest planned batch is committed
+    # 10 + 4 more offsets, and a partition new in this batch (starts at 0): 3
+    write_offsets(checkpoint, 1, '{"orders":{"0":20,"1":9,"2":3}}')
+    assert in_flight_offsets(checkpoint) == 10 + 4 + 3
+    write_commit(checkpoint, 1)
+    assert in_flight_offsets(checkpoint) == 0
 
 
 def test_several_topics_and_sources_are_merged(checkpoint):

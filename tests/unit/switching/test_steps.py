@@ -267,6 +267,17 @@ def test_commit_reads_the_record_when_it_acts(pair, world):
     assert commit_of(pair, fenced, payload, new_job) == committed  # a retried commit writes nothing
 
 
+def test_a_batch_in_flight_when_the_fence_moved_counts_in_the_duplicate_bound(pair, world):
+    """A batch the old job planned before the fence moved may still commit after the plan read the
+    position (a job the stop cannot reach): the new job then reads its records again."""
+    job = job_of(pair, "A", 0, committed_offset=5)
+    (Path(job["checkpoint"]) / "offsets" / "1").write_text('v1\n{}\n{"orders": {"0": 12}}')
+    start_commits(pair, job)
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    summary = steps.plan_after_fence(pair, FAILOVER, fenced)["summary"]
+    assert (summary["in_flight_offsets"], summary["max_duplicates"]) == (7, 7)
+
+
 def test_commit_refuses_a_record_whose_job_is_not_the_one_planned_from(pair, world):
     fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
     payload = steps.plan_after_fence(pair, FAILOVER, fenced)  # planned from no run at all
