@@ -30,8 +30,9 @@ COPY --chown=airflow:0 jvm ${AKF_PROJECT_ROOT}/jvm
 COPY --chown=airflow:0 airflow_kafka_failover ${AKF_PROJECT_ROOT}/airflow_kafka_failover
 # The development tools: the demo producer service and the jar resolver below.
 COPY --chown=airflow:0 devtools ${AKF_PROJECT_ROOT}/devtools
-# Pinning apache-airflow keeps pip from moving the image's own Airflow while it resolves the provider.
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "${AKF_PROJECT_ROOT}" "${AKF_PROJECT_ROOT}/devtools"
+# Pinning apache-airflow keeps pip from moving the image's own Airflow while it resolves the provider. The
+# `spark` extra brings pyspark: the jobs run as local-mode drivers inside these containers.
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "${AKF_PROJECT_ROOT}[spark]" "${AKF_PROJECT_ROOT}/devtools"
 
 # Login admin / admin (the simple auth manager reads passwords from this file and writes to it).
 RUN echo '{"admin": "admin"}' > /opt/airflow/simple_auth_manager_passwords.json \

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,25 @@ def job_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
     }
     return {**inherited, **child, **(extra or {})}
+
+
+def check_spark_submit(binary: str, env: dict[str, str], spark_conn_id: str) -> None:
+    """Refuse a launch whose spark-submit cannot be found on the PATH it runs with (``env``'s).
+
+    spark-submit runs on this host in every mode. With the provider's ``spark`` extra it is the one of this
+    interpreter's pyspark, which :func:`job_environment` puts first on PATH.
+
+    :param binary: the command's first word (the connection's ``spark_binary``, or a path).
+    :raises JobStartError: naming the binary, the PATH searched and the two ways to provide it.
+    """
+    if shutil.which(binary, path=env.get("PATH", "")) is not None:
+        return
+    raise JobStartError(
+        f"spark-submit {binary!r} (the spark_binary of connection {spark_conn_id!r}) is not on the PATH the "
+        f"job is launched with ({env.get('PATH', '')}): install pyspark on this host with the provider's "
+        "extra (pip install 'airflow-kafka-failover[spark]'), or put a Spark distribution's bin/ on PATH "
+        "(SPARK_HOME/bin); nothing was started"
+    )
 
 
 class LocalDriver:

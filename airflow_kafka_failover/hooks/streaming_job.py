@@ -48,7 +48,7 @@ from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
     DEFAULT_KUBERNETES_CONN_ID,
     KUBERNETES_CONN_EXTRA,
 )
-from airflow_kafka_failover.cluster_managers.local import job_environment
+from airflow_kafka_failover.cluster_managers.local import check_spark_submit, job_environment
 from airflow_kafka_failover.cluster_managers.manager import (
     CLUSTER_HANDLE_FILE,
     ClusterManager,
@@ -376,7 +376,9 @@ class StreamingJobHook(BaseHook):
             str(application),
         )
         fingerprint = launch_fingerprint(command, [str(application), *([properties] if properties else [])])
-        return start_standby(slot, command, job_environment(env), fingerprint, settings)
+        child_env = job_environment(env)
+        check_spark_submit(command[0], child_env, self.spark_conn_id)
+        return start_standby(slot, command, child_env, fingerprint, settings)
 
     def _handle(self, settings: JobSettings, layout: RunLayout, probe: Any) -> JobHandle:
         """The handle of the run of ``settings``, submitted now with the connection ``probe`` reads."""
@@ -464,17 +466,20 @@ class StreamingJobHook(BaseHook):
         manager: ClusterManager,
         env: dict[str, str] | None,
     ) -> Launch:
-        """Write the settings, clear the run's last stop request and status, and build spark-submit."""
-        settings_path = settings.write(layout.settings_file)
-        clear_run_state(layout.run_dir)
+        """Build spark-submit, check that it can run here, then write the settings and clear the run's last
+        stop request and status."""
         name = f"akf-{settings.pair}-{settings.cluster}-epoch-{settings.epoch}"
         submit_hook = self.spark_submit_hook(
             name,
-            ["--settings", settings_path],
+            ["--settings", str(layout.settings_file)],
             self._conf_for(handle, manager),
             properties_file=self._store_properties_file(settings, layout),
         )
         child_env = job_environment(env)
+        command = spark_submit_compat.spark_submit_command(submit_hook, str(application))
+        check_spark_submit(command[0], child_env, self.spark_conn_id)
+        settings.write(layout.settings_file)
+        clear_run_state(layout.run_dir)
 
         def submit_to_cluster() -> tuple[str | None, str | None]:
             try:
@@ -483,7 +488,6 @@ class StreamingJobHook(BaseHook):
                 raise JobStartError(f"spark-submit to {handle.master} failed: {exc}") from None
             return driver, spark_submit_compat.yarn_application_id(submit_hook)
 
-        command = spark_submit_compat.spark_submit_command(submit_hook, str(application))
         return Launch(command, child_env, submit_to_cluster, layout)
 
     # ---- stop ----------------------------------------------------------------------------------------

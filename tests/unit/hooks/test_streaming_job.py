@@ -552,3 +552,19 @@ def test_on_kill_while_waiting_for_yarn_kills_the_submitted_application(
         _submit(StreamingJobHook("spark_yarn", jars=""), tmp_path, bin_dir, startup_timeout=60)
     killer.join(timeout=30)
     assert rm.apps[YARN_APP] == "KILLED" and ("PUT", f"/ws/v1/cluster/apps/{YARN_APP}/state") in rm.requests
+
+
+def test_a_launch_without_spark_submit_on_its_path_is_refused_before_writing_anything(tmp_path, fake_yarn):
+    """An Airflow host without the provider's ``spark`` extra and without a Spark distribution on PATH."""
+    from airflow_kafka_failover.hooks.streaming_job import JobStartError
+
+    _bin_dir, calls, _rm = fake_yarn
+    settings, layout = _settings(tmp_path)
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    with pytest.raises(JobStartError) as refused:
+        StreamingJobHook("spark_yarn", jars="").submit(settings, layout, env={"PATH": str(empty)})
+    message = str(refused.value)
+    assert "spark-submit 'spark-submit'" in message and "'spark_yarn'" in message and str(empty) in message
+    assert "airflow-kafka-failover[spark]" in message and "SPARK_HOME/bin" in message
+    assert not Path(layout.settings_file).exists() and _submissions(calls) == 0
