@@ -25,7 +25,7 @@ BUDGET_S = 10.0
 
 def test_fifty_pairs_parse_into_two_hundred_dags_within_the_budget():
     run = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_dag_parse.py"), "--runs", "1", "--pairs", str(PAIRS)],
+        [sys.executable, str(REPO / "benchmarks" / "bench_dag_parse.py"), "--runs=1", f"--pairs={PAIRS}"],
         capture_output=True,
         text=True,
         timeout=300,
