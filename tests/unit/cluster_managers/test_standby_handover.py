@@ -79,10 +79,13 @@ def test_a_handed_run_takes_the_drivers_process_record_and_log(warm, tmp_path):
     (run_dir / "logs" / "job.log").write_text("an earlier run of epoch 3\n")
     assert hand_over(slot, str(run_dir), "/r/settings.json", 3) == pid
     run = ManagedProcess("job", run_dir)
-    assert run.pid() == pid and "warm and waiting" in run.log_tail()
-    assert [p.name for p in (run_dir / "logs").glob("job.log.*")]  # the earlier log is kept beside
-    assert not standby_process(slot).pid_file.exists()
-    assert json.loads(slot.handoff_file.read_text())["epoch"] == 3
+    try:
+        assert run.pid() == pid and "warm and waiting" in run.log_tail()
+        assert [p.name for p in (run_dir / "logs").glob("job.log.*")]  # the earlier log is kept beside
+        assert not standby_process(slot).pid_file.exists()
+        assert json.loads(slot.handoff_file.read_text())["epoch"] == 3
+    finally:
+        run.kill()  # its pid record moved to the run: the fixture's kill no longer finds it
 
 
 def test_nothing_is_handed_to_a_driver_that_ended(warm, tmp_path):
