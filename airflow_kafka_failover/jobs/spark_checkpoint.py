@@ -136,14 +136,17 @@ def in_flight_offsets(path: str) -> int:
     root = str(path)
     planned = batch_numbers(locations.join(root, "offsets"))
     committed = set(batch_numbers(locations.join(root, "commits")))
-    newest = max(planned, default=None)
-    last = last_committed_offsets(root) if newest is not None and newest not in committed else None
-    if last is None:  # nothing in flight, or nothing committed (the plan's initial position rules apply)
-        return 0
-    newest_file = locations.join(root, "offsets", str(newest))
-    ends = parse_offsets_file(newest_file, _read_text(newest_file))
+    complete = [batch for batch in planned if batch in committed]
+    if not planned or planned[-1] in committed or not complete:
+        return 0  # nothing in flight, or nothing committed (the plan's initial position rules apply)
+
+    def offsets_of(batch: int) -> dict[TopicPartition, int]:
+        offsets_file = locations.join(root, "offsets", str(batch))
+        return parse_offsets_file(offsets_file, _read_text(offsets_file))
+
+    starts, ends = offsets_of(complete[-1]), offsets_of(planned[-1])
     # A partition new in the planned batch starts at its earliest offset, 0 at most.
-    return sum(max(0, end - last[1].get(tp, 0)) for tp, end in ends.items())
+    return sum(max(0, end - starts.get(tp, 0)) for tp, end in ends.items())
 
 
 def _read_text(path: str) -> str:
