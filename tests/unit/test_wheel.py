@@ -48,4 +48,8 @@ def test_the_wheel_holds_only_the_provider(tmp_path):
         "Author: The airflow-kafka-failover developers",
     ):
         assert line in metadata.splitlines(), f"the wheel's METADATA lacks {line!r}"
+    # pyspark only with the `spark` extra (and the development one): the Airflow side does not need it.
+    pyspark = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: pyspark")]
+    assert pyspark and all('; extra == "' in line for line in pyspark), pyspark
+    assert 'Requires-Dist: pyspark==4.0.0; extra == "spark"' in pyspark, pyspark
     print(f"{wheel.name}: {len(package)} files in the provider package")
