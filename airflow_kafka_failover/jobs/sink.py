@@ -24,6 +24,7 @@ import io
 import logging
 import re
 from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +69,11 @@ def parquet_files(batch: str) -> list[str]:
     ]
 
 
-def batch_dirs(sink_root: str) -> list[tuple[int, int, str]]:
-    """Every complete batch folder as (epoch, batch_id, location), in order."""
+def batch_dirs(sink_root: str, known: Container[str] = ()) -> list[tuple[int, int, str]]:
+    """Every complete batch folder as (epoch, batch_id, location), in order.
+
+    :param known: batch folders already seen complete: not listed again (a complete batch never changes).
+    """
     root = str(sink_root)
     store = open_store(root)
     found: list[tuple[int, int, str]] = []
@@ -81,7 +85,7 @@ def batch_dirs(sink_root: str) -> list[tuple[int, int, str]]:
         for batch_name in store.names(epoch_dir):
             batch_match = _BATCH_DIR.match(batch_name)
             batch = locations.join(epoch_dir, batch_name)
-            if batch_match and COMPLETE in store.names(batch):
+            if batch_match and (batch in known or COMPLETE in store.names(batch)):
                 found.append((int(epoch_match.group(1)), int(batch_match.group(1)), batch))
     return sorted(found)
 
@@ -220,20 +224,50 @@ def read_sink(sink_root: str, columns: tuple[str, ...] = COLUMNS) -> SinkContent
     :param sink_root: the job's sink root.
     :param columns: columns to keep in ``records`` (``record_id`` and ordering columns are always read).
     """
-    import pyarrow.parquet as pq
+    return SinkReader(columns)(sink_root)
 
-    needed = list(dict.fromkeys(("record_id", "source_cluster", "topic", "partition", "offset", *columns)))
-    contents = SinkContents()
-    for epoch, _batch, path in batch_dirs(sink_root):
+
+class SinkReader:
+    """Reads a growing sink again and again, each complete batch once.
+
+    A complete batch never changes (a replay finds its ``_SUCCESS`` and writes nothing), so a reader that
+    polls a sink while its job runs (the tests, the demo, the benchmarks waiting for every acknowledged id)
+    keeps the rows of the batches it has read and lists and reads only the batches completed since: on a
+    store reached over HTTP (WebHDFS, S3), the whole sink of a long run is hundreds of requests per poll.
+
+    :param columns: columns to keep in ``records`` (``record_id`` and ordering columns are always read).
+    """
+
+    def __init__(self, columns: tuple[str, ...] = COLUMNS) -> None:
+        self.columns = columns
+        self._needed = list(
+            dict.fromkeys(("record_id", "source_cluster", "topic", "partition", "offset", *columns))
+        )
+        self._rows: dict[str, list[dict[str, Any]]] = {}
+
+    def __call__(self, sink_root: str) -> SinkContents:
+        """The sink's records as they are now, deduplicated by record id."""
+        contents = SinkContents()
+        for epoch, _batch, path in batch_dirs(sink_root, known=self._rows):
+            rows = self._rows.get(path)
+            if rows is None:
+                rows = self._rows[path] = self._read_batch(path)
+            for row in rows:
+                _add(contents, row, self.columns, epoch)
+        return contents
+
+    def _read_batch(self, path: str) -> list[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
         rows = [
             row
             for file in parquet_files(path)
-            for row in pq.read_table(io.BytesIO(open_store(file).read(file)), columns=needed).to_pylist()
+            for row in pq.read_table(
+                io.BytesIO(open_store(file).read(file)), columns=self._needed
+            ).to_pylist()
         ]
         rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
-        for row in rows:
-            _add(contents, row, columns, epoch)
-    return contents
+        return rows
 
 
 def _add(contents: SinkContents, row: dict[str, Any], columns: tuple[str, ...], epoch: int) -> None:

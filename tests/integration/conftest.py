@@ -17,6 +17,7 @@ import pytest
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.airflow_env import prepare_airflow_home
 from akf_devtools.sandbox.airflow_env import register_kafka_connections as register_connections
+from akf_devtools.sandbox.dag_test import main_block
 from akf_devtools.sandbox.jars import use_job_jars
 from akf_devtools.sandbox.mirrormaker import ReplicationSettings
 from akf_devtools.sandbox.sandbox import Sandbox
@@ -156,11 +157,7 @@ def run_dag_test(
 
     dags = airflow_home / "dags"
     path = dags / f"{dag_id}.py"
-    path.write_text(
-        textwrap.dedent(dag_source)
-        + f"\n\nif __name__ == '__main__':\n    run = dag.test(run_conf={run_conf!r})\n"
-        + "    print('DAG_RUN_STATE', run.state)\n"
-    )
+    path.write_text(textwrap.dedent(dag_source) + "\n\n" + main_block(run_conf))
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),

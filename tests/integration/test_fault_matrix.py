@@ -49,7 +49,6 @@ from akf_devtools.sandbox.loopback import free_ports
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.storage.store import forget_all, replace_json
 from airflow_kafka_failover.jobs.layout import read_status
-from airflow_kafka_failover.jobs.sink import read_sink
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.job_support import CRASH_AFTER_SINK, crash_after_sink
 from tests.integration.jobs.crash_after_sink import CRASHED
@@ -270,7 +269,7 @@ def test_8_failback_after_the_gap_loses_nothing(story):
     Path(story.root / "census.json").write_text(
         json.dumps({"max_alive": story.census.max_alive, "max_current_epoch": story.census.max_current})
     )
-    contents = read_sink(story.state("sink"))  # deduplicated: each record once
+    contents = story.read_sink()  # deduplicated: each record once
     assert all(record_id.startswith(f"{story.producer.prefix}-") for record_id in contents.record_ids)
     bound = sum((entry["plan"]["max_duplicates"] or 0) for entry in story.record()["history"])
     print(f"duplicates {counts['duplicates']} against the plans' bounds {bound} (plus restarts in place)")

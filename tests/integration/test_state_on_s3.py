@@ -39,7 +39,6 @@ from akf_devtools.sandbox.s3 import FAIL_FAST_S3A, S3Server
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.storage.store import forget_all, read_json
 from airflow_kafka_failover.jobs.layout import read_status
-from airflow_kafka_failover.jobs.sink import read_sink
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.state_on_store import (
     a_foreign_checkpoint_is_refused,
@@ -196,7 +195,7 @@ def failback_loses_nothing(story: Story) -> None:
     # both clusters answered every plan: MM2's records prove each start, so each plan has a bound
     assert None not in bounds, f"a plan without a duplicate bound: {history}"
     assert counts["duplicates"] <= sum(bounds), (counts, bounds)
-    contents = read_sink(story.state("sink"))  # deduplicated: each record once
+    contents = story.read_sink()  # deduplicated: each record once
     assert all(record_id.startswith(f"{story.producer.prefix}-") for record_id in contents.record_ids)
     story.counts["failback"] = counts
 

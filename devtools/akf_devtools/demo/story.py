@@ -21,7 +21,7 @@ import yaml
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-from airflow_kafka_failover.jobs.sink import SinkContents, read_sink
+from airflow_kafka_failover.jobs.sink import SinkContents, SinkReader
 from akf_devtools.sandbox.airflow_env import (
     airflow_env,
     read_variable,
@@ -29,6 +29,7 @@ from akf_devtools.sandbox.airflow_env import (
     register_spark_connection,
 )
 from akf_devtools.sandbox.class_sharing import driver_java_options
+from akf_devtools.sandbox.dag_test import main_block
 from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.producer import SteadyProducer
 
@@ -123,9 +124,9 @@ class Story:
     spark_conn: str = "spark_e2e"
     job_options: dict[str, Any] = field(default_factory=dict)
     """Job options over the story's own (``application`` for a user's job)."""
-    sink_reader: Callable[[Any], SinkContents] = read_sink
-    """Reads the sink root back (the packaged job's Parquet sink by default; a ``Path`` when the state is
-    local, the location's text when it is on a store)."""
+    sink_reader: Callable[[Any], SinkContents] = field(default_factory=SinkReader)
+    """Reads the sink root back (the packaged job's Parquet sink by default, each complete batch read once
+    over the story; a ``Path`` when the state is local, the location's text when it is on a store)."""
     state_root: str | None = None
     """Where the pair's state lives (sink, checkpoints, runs, fencing folder): ``root`` by default, or a
     store URI (``hdfs://...``, ``s3a://...``) whose connections ``storage_connections`` names."""
@@ -237,10 +238,7 @@ class Story:
         path = self.airflow_home / "dags" / f"{dag_id}.py"
         path.write_text(
             "from airflow_kafka_failover.workflows.factory import build_dags\n"
-            f"dag = build_dags({str(self.config_path)!r})[{dag_id!r}]\n"
-            "if __name__ == '__main__':\n"
-            f"    run = dag.test(run_conf={conf or None!r})\n"
-            "    print('DAG_RUN_STATE', run.state)\n"
+            f"dag = build_dags({str(self.config_path)!r})[{dag_id!r}]\n" + main_block(conf or None)
         )
         env = airflow_env(
             self.airflow_home, AKF_PAIRS_CONFIG=str(self.config_path), **{**self.run_env, **(env or {})}

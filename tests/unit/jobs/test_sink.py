@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 from airflow_kafka_failover.jobs.sink import (
     COLUMNS,
     COMPLETE,
+    SinkReader,
     batch_dir,
     batch_dirs,
     read_sink,
@@ -182,6 +183,34 @@ def test_read_sink_keeps_only_the_asked_columns(tmp_path):
     assert contents.records == {"r1": {"record_id": "r1", "value": b'{"id": "r1", "offset": 0}'}}
     assert contents.duplicates == 1
     assert contents.rows_by_cluster == {"A": 2}
+
+
+def test_a_reader_polling_a_growing_sink_reads_each_complete_batch_once(tmp_path, monkeypatch):
+    write_batch(tmp_path, 0, 0, [row("r1", 0), row("r2", 1)])
+    write_batch(tmp_path, 0, 1, [row("r3", 2)], complete=False)  # being written
+    reader = SinkReader()
+    assert reader(tmp_path).record_ids == {"r1", "r2"}
+    (Path(batch_dir(str(tmp_path), 0, 1)) / COMPLETE).write_text("")  # its write committed
+    write_batch(tmp_path, 1, 0, [row("r2", 1, cluster="B"), row("r4", 7, cluster="B")])
+    opened: list[str] = []
+    real_read = pq.read_table
+    monkeypatch.setattr(
+        pq, "read_table", lambda source, **kw: opened.append(source) or real_read(source, **kw)
+    )
+    contents = reader(tmp_path)
+    assert len(opened) == 2  # the two batches completed since; batch 0 of epoch 0 came from memory
+    assert contents.record_ids == {"r1", "r2", "r3", "r4"}
+    assert (contents.rows, contents.duplicates, contents.duplicates_by_epoch) == (5, 1, {1: 1})
+    # The same counts as a fresh read of the whole sink, and again on the next poll.
+    fresh = read_sink(tmp_path)
+    again = reader(tmp_path)
+    for seen in (fresh, again):
+        assert (seen.rows, seen.duplicates, seen.records) == (
+            contents.rows,
+            contents.duplicates,
+            contents.records,
+        )
+    assert len(opened) == 2 + 3  # the fresh read opened all three; the next poll opened nothing
 
 
 def test_rows_written_after_a_batch_count_only_that_epoch(tmp_path):

@@ -1,0 +1,56 @@
+"""Running a DAG file with ``dag.test()`` in its own process, as the tests and the demo do.
+
+``dag.test()`` serves Airflow's Task Execution API inside the process. On its first request that API builds
+its routes for every API version it still supports (ten on Airflow 3.3, through cadwyn): about 4 s of CPU on
+a quiet 2-core machine and 10 to 15 s while the test suite loads it, paid by every run, though the task
+runner in the same process speaks only the newest version. :func:`serve_only_the_sdk_api_version` builds the
+routes of that one version, so a run starts its first task in about a second. The routes, the task runner
+and everything they do are Airflow's own; only the older API versions nobody in the process asks for are
+not built. Where the installed Airflow is shaped differently, the API is left as it is (and a run is only
+slower).
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def serve_only_the_sdk_api_version() -> bool:
+    """Make the in-process Task Execution API serve only the version the installed Task SDK speaks.
+
+    Call it before ``dag.test()``. It leaves the API as it is (returning False) when Airflow's modules are
+    not where Airflow 3.3 has them, or when the SDK speaks another version than the API's newest.
+    """
+    try:
+        from airflow.api_fastapi.execution_api import routes, versions
+        from airflow.sdk.api.datamodels._generated import API_VERSION
+        from cadwyn import HeadVersion, Version, VersionBundle
+        from cadwyn.route_generation import _DELETED_ROUTE_TAG
+    except ImportError as error:
+        log.debug("the Task Execution API serves all its versions: %s", error)
+        return False
+    newest = versions.bundle.versions[0].value
+    if newest != API_VERSION:
+        log.debug("the Task SDK speaks %s, the API's newest is %s: serving all versions", API_VERSION, newest)
+        return False
+    versions.bundle = VersionBundle(HeadVersion(), Version(newest))
+    # Routes that only older versions have are restored by those versions' changes, gone here.
+    router = routes.execution_api_router
+    router.routes = [route for route in router.routes if _DELETED_ROUTE_TAG not in getattr(route, "tags", ())]
+    return True
+
+
+def main_block(run_conf: dict | None) -> str:
+    """The ``__main__`` block a DAG file ends with to run itself once with ``dag.test()``.
+
+    It prints ``DAG_RUN_STATE <state>`` last, which the callers read.
+    """
+    return (
+        "if __name__ == '__main__':\n"
+        "    from akf_devtools.sandbox.dag_test import serve_only_the_sdk_api_version\n"
+        "    serve_only_the_sdk_api_version()\n"
+        f"    run = dag.test(run_conf={run_conf!r})\n"
+        "    print('DAG_RUN_STATE', run.state)\n"
+    )
