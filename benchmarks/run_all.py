@@ -144,6 +144,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             *_stats("failback_detection", "failback after a restart: detection"),
             *_stats("failback_rto", "failback after a restart: RTO"),
             Figure("lost", "records lost over {rounds} rounds ({health} thresholds)", "records", "== 0"),
+            Figure("unread", "not read yet when the job stopped writing (not lost)", "records"),
             Figure("duplicates", "records written twice to the sink (deduplicated by id)", "records"),
         ),
         quick_args=("--rounds", "1"),
