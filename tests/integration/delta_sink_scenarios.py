@@ -23,6 +23,7 @@ def main(work: Path, jars: str) -> dict:
         .config("spark.jars", jars)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.databricks.delta.snapshotPartitions", "1")  # small tables: 29% less time (52 -> 37 s)
     )
     for key, value in DELTA_SESSION_CONFIG.items():
         builder = builder.config(key, value)

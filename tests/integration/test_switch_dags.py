@@ -152,6 +152,7 @@ import json, sys
 from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master("local[1]").config("spark.jars", sys.argv[3])
          .config("spark.ui.enabled", "false")
+         .config("spark.databricks.delta.snapshotPartitions", "1")
          .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
          .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
          .getOrCreate())

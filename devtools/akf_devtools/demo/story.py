@@ -49,6 +49,9 @@ LOCAL_SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.memory": "768m",
+    # Delta rebuilds a table's snapshot from its log in 50 tasks by default, sized for big tables; the test
+    # tables are small, and one task does it in a fraction of the time (jobs that write Delta only).
+    "spark.databricks.delta.snapshotPartitions": "1",
     # A serial collector and the quick (C1) compiler, and Spark's classes from the class-sharing archive
     # once `make test` built it (akf_devtools.sandbox.class_sharing).
     "spark.driver.extraJavaOptions": driver_java_options(),
