@@ -64,7 +64,8 @@ FIRST_TASK = "[DAG TEST] starting task_id="
 
 WATCHING_WITHIN_S = 300
 """How long a run may take to reach ``WATCHING``: its first task starts Airflow's in-process execution API
-(11-44 s per run while the whole test suite loaded the 2-core machine) before the sensor probes and defers."""
+(11-44 s per run while the whole test suite loaded the 2-core machine, before the runs built only the Task
+SDK's API version: `akf_devtools.sandbox.dag_test`) before the sensor probes and defers."""
 
 
 @dataclass
