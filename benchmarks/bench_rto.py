@@ -296,7 +296,8 @@ def settle_sink(story: Story, quiet_s: float = 30.0, limit_s: float = 900.0) -> 
         counts = story.sink_counts()
         if counts["rows"] > rows:
             grew_at, rows = time.monotonic(), counts["rows"]
-            say(f"  sink: {counts['lost']} acknowledged ids not in it yet; the job is still writing")
+            if counts["lost"]:
+                say(f"  sink: {counts['lost']} acknowledged ids not in it yet; the job is still writing")
     return {**counts, "unread": 0}
 
 
