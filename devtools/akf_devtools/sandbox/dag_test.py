@@ -21,7 +21,8 @@ def serve_only_the_sdk_api_version() -> bool:
     """Make the in-process Task Execution API serve only the version the installed Task SDK speaks.
 
     Call it before ``dag.test()``. It leaves the API as it is (returning False) when Airflow's modules are
-    not where Airflow 3.3 has them, or when the SDK speaks another version than the API's newest.
+    not where Airflow 3.3 has them, or not shaped as there, or when the SDK speaks another version than the
+    API's newest.
     """
     try:
         from airflow.api_fastapi.execution_api import routes, versions
@@ -31,13 +32,14 @@ def serve_only_the_sdk_api_version() -> bool:
     except ImportError as error:
         log.debug("the Task Execution API serves all its versions: %s", error)
         return False
-    newest = versions.bundle.versions[0].value
-    if newest != API_VERSION:
+    newest = getattr(getattr(versions, "bundle", None), "versions", [None])[0]
+    newest = getattr(newest, "value", None)
+    router = getattr(routes, "execution_api_router", None)
+    if newest != API_VERSION or not isinstance(getattr(router, "routes", None), list):
         log.debug("the Task SDK speaks %s, the API's newest is %s: serving all versions", API_VERSION, newest)
         return False
     versions.bundle = VersionBundle(HeadVersion(), Version(newest))
     # Routes that only older versions have are restored by those versions' changes, gone here.
-    router = routes.execution_api_router
     router.routes = [route for route in router.routes if _DELETED_ROUTE_TAG not in getattr(route, "tags", ())]
     return True
 
