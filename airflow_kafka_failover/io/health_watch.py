@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,6 +323,11 @@ class RecoveryWatch(ClusterWatch):
         return bool(getattr(decision, "is_recovered", False) or getattr(decision, "data_loss", None))
 
 
+OBSERVERS = 8
+"""Observations of one watch that may run at once: a hung cluster holds each for its probe timeout while a
+new one starts every probe interval."""
+
+
 async def observe_until(
     watch: ClusterWatch,
     deadline: float | None,
@@ -333,6 +339,11 @@ async def observe_until(
     The one implementation of the cadence, shared by the triggers (in the triggerer's event loop) and by
     :func:`watch_until` (poke mode, tests, benchmarks). Observations run in worker threads and overlap
     when the cluster is slow to answer, so the cadence holds during a hang; each is stamped with its tick.
+    The threads are the watch's own (at most :data:`OBSERVERS`): once the decision is made, the observations
+    still in flight (a probe of a dead cluster waiting out its timeout) end in the background instead of
+    holding up the decision (``asyncio.run``, as in poke mode, would first wait for the event loop's shared
+    threads to finish), and a hung cluster's probes never take the threads of the other triggers in the
+    same triggerer.
 
     :param watch: the watch to drive.
     :param deadline: when to give up and return the last (inconclusive) decision; None waits forever.
@@ -342,7 +353,8 @@ async def observe_until(
     """
     ends = watch.conclusive if until is None else until
 
-    observe = sync_to_async(watch.observe, thread_sensitive=False)
+    observers = ThreadPoolExecutor(OBSERVERS, thread_name_prefix=f"akf-watch-{watch.cluster}")
+    observe = sync_to_async(watch.observe, thread_sensitive=False, executor=observers)
     interval = watch.thresholds.probe_interval_seconds
     in_flight: set[asyncio.Future] = set()
     next_start = time.monotonic()
@@ -372,6 +384,7 @@ async def observe_until(
     finally:
         for future in in_flight:
             future.cancel()
+        observers.shutdown(wait=False, cancel_futures=True)
 
 
 def watch_until(watch: ClusterWatch, deadline: float, on_probe=None) -> Decision:
