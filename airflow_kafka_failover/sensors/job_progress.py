@@ -39,7 +39,7 @@ class StreamingJobProgressSensor(BaseSensorOperator):
         handle: Any,
         position: Mapping[str, Any] | str | None = None,
         min_records: int | str | None = None,
-        poke_interval: float = 2.0,
+        poke_interval: float = 1.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)

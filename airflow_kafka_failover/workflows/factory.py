@@ -173,7 +173,7 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
     progress = SwitchProgressSensor(
         task_id="wait_first_batch",
         handle="{{ ti.xcom_pull(task_ids='submit') }}",
-        poke_interval=2,
+        poke_interval=1,
         timeout=pair.job.first_batch_timeout_seconds,
         pool=pool,
         config_path=config_path,
@@ -372,7 +372,7 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
         progress = StreamingJobProgressSensor(
             task_id="wait_first_batch",
             handle="{{ ti.xcom_pull(task_ids='start')['job'] }}",
-            poke_interval=2,
+            poke_interval=1,
             timeout=pair.job.first_batch_timeout_seconds,
         )
 
