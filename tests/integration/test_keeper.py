@@ -234,8 +234,7 @@ def step_failover_interrupted_with_a_down(story) -> None:
 
 def step_failback_whose_submit_fails_once(story) -> None:
     ensure_keeper(story)
-    story.sandbox.fault("restart", "A")
-    story.sandbox.restart_mirrormaker()
+    story.sandbox.bring_back("A")
     running = story.start_run(
         "failback",
         env={"AIRFLOW__KAFKA_FAILOVER__JOB_JARS": str(story.root / "no-such-kafka-source.jar")},
@@ -256,8 +255,7 @@ def step_failover_interrupted_then_a_returns(story) -> None:
     story.sandbox.fault("crash", "A")
     story.active_for_producer = "B"
     killed_at = interrupted_switch(story, "failover")
-    story.sandbox.fault("restart", "A")
-    story.sandbox.restart_mirrormaker()
+    story.sandbox.bring_back("A")
     record_convergence(story, "failover interrupted, A back before the keeper acts", killed_at, "B", 3)
     check_no_loss(story, "failover finished by the keeper")
 
@@ -318,8 +316,7 @@ def step_warm_standby_is_kept_and_takes_the_failover(story) -> None:
     assert (job.cluster, job.epoch, job.process.pid()) == ("B", 5, warm)
     print(switch_figures(story, "failover through the warm standby", crashed_at, "B", 5, output))
     converged(story, "B", 5)
-    story.sandbox.fault("restart", "A")
-    story.sandbox.restart_mirrormaker()
+    story.sandbox.bring_back("A")
     check_no_loss(story, "failover through the warm standby")
 
 

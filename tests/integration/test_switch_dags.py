@@ -90,10 +90,9 @@ def check_counts(story, record) -> dict:
 
 
 def back_from_outage(story, fault: str) -> None:
-    """A returns and MM2 is restarted as operators do after an outage (see ``Sandbox.restart_mirrormaker``);
-    the recovered sensor rightly waits for replication to catch up."""
-    story.sandbox.fault(fault, "A")
-    story.sandbox.restart_mirrormaker()
+    """A returns and MM2 is restarted as operators do after an outage (see ``Sandbox.bring_back``); the
+    recovered sensor rightly waits for replication to catch up."""
+    story.sandbox.bring_back("A", fault)
 
 
 def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) -> tuple[dict, float, str]:

@@ -125,9 +125,7 @@ def step_a_failback_watching_over_a_keeper_restart_stops_the_restarted_job(story
         keeper.kill()
     restarted = story.job()
     assert restarted.process.pid() not in (None, pid)
-    story.sandbox.fault("restart", "A")
-    story.sandbox.stop_mirrormaker()
-    story.sandbox.start_mirrormaker()
+    story.sandbox.bring_back("A")
     story.active_for_producer = "A"
     finished_switch(story, failback, "A", 2, restarted)
 
@@ -150,9 +148,7 @@ def step_a_forced_failover_ends_a_failover_run_that_was_watching(story: Story) -
 
 
 def step_nothing_lost_and_duplicates_within_the_stated_bounds(story: Story) -> None:
-    story.sandbox.fault("restart", "A")
-    story.sandbox.stop_mirrormaker()
-    story.sandbox.start_mirrormaker()
+    story.sandbox.bring_back("A")
     counts = story.check_no_loss(timeout=180)
     assert counts["without_id"] == 0
     check_bounds(story, "at the end")

@@ -29,6 +29,15 @@ CLUSTER_BROKER_HEAP = "256m"
 CONTROLLER_HEAP = "96m"
 CONTROLLER_ID_BASE = 100
 """Node ids of dedicated controllers start above it (brokers are 1..N), so a log line names its role."""
+COMBINED_NODE_LIVENESS = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}
+"""How soon the controller of a single combined node takes its broker for gone (Kafka's defaults: 9 s,
+heartbeats every 2 s).
+
+A combined node restarted after a crash replays a registration of its old self that its new controller
+holds alive for a whole session: the broker's new registration is refused (``DuplicateBrokerRegistration``)
+until it expires, and every failback of the tests waited those 9 s for A. Four seconds still ride out a
+busy 2-core machine's pauses. Clusters of several brokers keep Kafka's defaults: their tests show that a
+lost broker's 9 s without a readable leader is not taken for an outage."""
 ROLES = ("combined", "broker", "controller")
 
 LOG4J2_PROPERTIES = """\
@@ -272,6 +281,7 @@ class KafkaBroker:
             "log.dirs": str(self.data_dir),
             # Topics are created on purpose (tests and MirrorMaker 2 create theirs), never by a typo.
             **self._topic_defaults(),
+            **(COMBINED_NODE_LIVENESS if self.role == "combined" else {}),
             "group.initial.rebalance.delay.ms": "0",
             "num.network.threads": "2",
             "num.io.threads": "4",

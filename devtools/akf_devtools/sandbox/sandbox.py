@@ -532,6 +532,21 @@ class Sandbox:
         self.stop_mirrormaker()
         self.start_mirrormaker(timeout)
 
+    def bring_back(self, cluster: str, kind: str = "restart", timeout: float = 120.0) -> None:
+        """Bring ``cluster`` back from an outage (``restart`` after a crash, ``resume`` after a hang) and
+        restart MirrorMaker 2, as operators do after one (see :meth:`restart_mirrormaker`).
+
+        MirrorMaker 2's stop, which often waits out its grace period flushing to the cluster that was down,
+        runs while the cluster starts; its start waits until each flow replicates a new heartbeat.
+        """
+        stopping = threading.Thread(target=self.stop_mirrormaker, name="mm2-stop")
+        stopping.start()
+        try:
+            self.fault(kind, cluster)
+        finally:
+            stopping.join()
+        self.start_mirrormaker(timeout)
+
 
 def _uses_scram(security: str) -> bool:
     return security in ("scram", "scram-tls")
