@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("AIRFLOW_HOME", str(REPO / ".airflow" / "test"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+# The stories' DAG runs fork from a warm process that imported Airflow once (sandbox/forked_runs.py).
+os.environ.setdefault("AKF_FORK_DAG_RUNS", "1")
 
 # The longest files, longest first (seconds on the 2-core CI machine, from --durations). `make test` gives
 # whole files to two workers in collection order, so starting these first keeps one worker from running a

@@ -47,6 +47,9 @@ def test_ctrl_c_while_the_failover_dag_watches_stops_everything(tmp_path):
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
+            # The demo as users run it: each DAG run a process of its own (whose command line names the
+            # run folder, which the check below looks for), not forked from the tests' warm process.
+            env={k: v for k, v in os.environ.items() if k != "AKF_FORK_DAG_RUNS"},
         )
         try:
             deadline = time.monotonic() + 300

@@ -7,6 +7,7 @@ results (the active record, the job's progress files and the sink); every decisi
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ from akf_devtools.sandbox.airflow_env import (
 )
 from akf_devtools.sandbox.class_sharing import driver_java_options
 from akf_devtools.sandbox.dag_test import main_block
+from akf_devtools.sandbox.forked_runs import FORKED_ENV, ForkedRun, forker_for
 from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.producer import SteadyProducer
 
@@ -73,7 +75,7 @@ class RunningDag:
     """A ``dag.test()`` process of one DAG run, whose output goes to ``log_path``."""
 
     kind: str
-    process: subprocess.Popen
+    process: subprocess.Popen | ForkedRun
     log_path: Path
     dag_file: Path
     log_handle: Any
@@ -141,6 +143,9 @@ class Story:
     """Environment of every DAG run (and of the jobs it submits) on top of the Airflow home's."""
     run_cwd: Path | None = None
     """Working directory of every DAG run process (the story's own by default)."""
+    fork_runs: bool = field(default_factory=lambda: os.environ.get(FORKED_ENV) == "1")
+    """Fork each DAG run from a warm process (``akf_devtools.sandbox.forked_runs``; the tests do) instead of
+    starting an interpreter for it."""
     figures: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     runs: int = 0
@@ -249,6 +254,9 @@ class Story:
         )
         log_path = self.root / f"run-{self.runs}-{kind}.log"
         log_handle = open(log_path, "w")  # closed by RunningDag.wait/kill
+        if self.fork_runs:
+            forked = forker_for(env).fork(path, env, self.run_cwd, log_path)
+            return RunningDag(kind, forked, log_path, path, log_handle)
         process = subprocess.Popen(
             [sys.executable, str(path)],
             env=env,

@@ -8,11 +8,21 @@ routes of that one version, so a run starts its first task in about a second. Th
 and everything they do are Airflow's own; only the older API versions nobody in the process asks for are
 not built. Where the installed Airflow is shaped differently, the API is left as it is (and a run is only
 slower).
+
+All the tasks of a ``dag.test()`` run share its process, so a module one task imports is loaded once per run.
+The Spark provider's ``spark_submit`` module, which a run's ``submit`` task needs, imports the Kubernetes
+clients when the cncf-kubernetes provider is installed (as it is in this checkout): 2 s of CPU on the quiet
+machine, paid in the middle of every switch. :func:`preload_in_background` imports it on a thread while the
+run's first tasks and sensors work and wait, so the switch does not wait for it. A deployment's ``submit``
+task is a process of its own and pays it there (the step figures of ``bench_rto.py`` leave it out, as they
+leave out the start of each task's process).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+import threading
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,26 @@ def serve_only_the_sdk_api_version() -> bool:
     return True
 
 
+PRELOADED = ("airflow.providers.apache.spark.hooks.spark_submit",)
+"""The modules :func:`main_block` has a run import ahead of the task that needs them."""
+
+
+def preload_in_background(modules: tuple[str, ...] = PRELOADED) -> threading.Thread:
+    """Import ``modules`` on a daemon thread (Python's import locks make a task that imports one of them
+    meanwhile wait for it); a module that fails to import is left for the task to import and report."""
+
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as error:  # the task that needs it imports it again and fails there
+                log.debug("preloading %s failed: %s", name, error)
+
+    thread = threading.Thread(target=load, name="akf-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def main_block(run_conf: dict | None) -> str:
     """The ``__main__`` block a DAG file ends with to run itself once with ``dag.test()``.
 
@@ -51,8 +81,9 @@ def main_block(run_conf: dict | None) -> str:
     """
     return (
         "if __name__ == '__main__':\n"
-        "    from akf_devtools.sandbox.dag_test import serve_only_the_sdk_api_version\n"
-        "    serve_only_the_sdk_api_version()\n"
+        "    from akf_devtools.sandbox import dag_test\n"
+        "    dag_test.serve_only_the_sdk_api_version()\n"
+        "    dag_test.preload_in_background()\n"
         f"    run = dag.test(run_conf={run_conf!r})\n"
         "    print('DAG_RUN_STATE', run.state)\n"
     )

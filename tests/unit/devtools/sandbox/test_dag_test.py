@@ -42,6 +42,15 @@ def test_the_api_serves_the_sdks_version_and_only_it():
 def test_the_main_block_runs_the_dag_once_with_its_conf_and_prints_the_state():
     block = main_block({"force": True})
     assert block.startswith("if __name__ == '__main__':\n")
-    assert "serve_only_the_sdk_api_version()" in block
+    assert "serve_only_the_sdk_api_version()" in block and "preload_in_background()" in block
     assert "dag.test(run_conf={'force': True})" in block
     compile(block, "<main>", "exec")
+
+
+def test_preloading_imports_the_modules_and_leaves_a_missing_one_to_its_task():
+    from akf_devtools.sandbox.dag_test import PRELOADED, preload_in_background
+
+    assert PRELOADED == ("airflow.providers.apache.spark.hooks.spark_submit",)
+    sys.modules.pop("colorsys", None)
+    preload_in_background(("no_such_module_akf", "colorsys")).join(timeout=30)
+    assert "colorsys" in sys.modules and "no_such_module_akf" not in sys.modules
