@@ -178,6 +178,9 @@ def run_dag_test(
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop anything still running; keep the run directory (logs) only when something failed."""
+    from akf_devtools.sandbox.forked_runs import close_all
+
+    close_all()
     _stop_everything()
     if exitstatus == 0:
         shutil.rmtree(RUN_ROOT, ignore_errors=True)

@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ class RunForker:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
         self.process: subprocess.Popen[str] | None = None
+        self._asking = threading.Lock()  # one request and its answer at a time, whichever thread forks
 
     def start(self) -> RunForker:
         """Start the warm process; its own output goes to ``forked-runs.log`` in the Airflow home."""
@@ -132,10 +134,16 @@ class RunForker:
             "log": str(log_path),
             "exit_file": str(exit_file),
         }
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        answer = json.loads(self.process.stdout.readline())
-        return ForkedRun(answer["pid"], exit_file, self)
+        with self._asking:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(
+                "the warm DAG-run process ended before it forked the run; its output is in "
+                f"{Path(self.env.get('AIRFLOW_HOME', '.')) / 'forked-runs.log'}"
+            )
+        return ForkedRun(json.loads(line)["pid"], exit_file, self)
 
     def close(self) -> None:
         if self.process is None:
@@ -163,7 +171,8 @@ def forker_for(env: dict[str, str]) -> RunForker:
 
 
 @atexit.register
-def _close_all() -> None:
+def close_all() -> None:
+    """Close every warm process this process started (at exit, or at the end of a test session)."""
     for forker in _forkers.values():
         forker.close()
     _forkers.clear()
