@@ -533,19 +533,16 @@ class Sandbox:
         self.start_mirrormaker(timeout)
 
     def bring_back(self, cluster: str, kind: str = "restart", timeout: float = 120.0) -> None:
-        """Bring ``cluster`` back from an outage (``restart`` after a crash, ``resume`` after a hang) and
+        """Bring ``cluster`` back from an outage (``restart`` after a crash, ``resume`` after a hang), then
         restart MirrorMaker 2, as operators do after one (see :meth:`restart_mirrormaker`).
 
-        MirrorMaker 2's stop, which often waits out its grace period flushing to the cluster that was down,
-        runs while the cluster starts; its start waits until each flow replicates a new heartbeat.
+        MirrorMaker 2 is stopped only once the cluster answers again. Stopped while it is still down, it
+        cannot write down how far it copied (its flows keep their offsets on the clusters) and is killed
+        after its grace period; the next one then copies records again, and a job reading the copies
+        counts duplicates that no plan accounts for (a test saw 2,015 against a bound of 471).
         """
-        stopping = threading.Thread(target=self.stop_mirrormaker, name="mm2-stop")
-        stopping.start()
-        try:
-            self.fault(kind, cluster)
-        finally:
-            stopping.join()
-        self.start_mirrormaker(timeout)
+        self.fault(kind, cluster)
+        self.restart_mirrormaker(timeout)
 
 
 def _uses_scram(security: str) -> bool:
