@@ -184,6 +184,7 @@ class MirrorMaker:
         )
 
     def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM, and SIGKILL after ``grace`` seconds. MM2 tries to flush to clusters that may be down;
-        its offsets are flushed every 5 s anyway, so a short grace period loses nothing worth waiting for."""
+        """SIGTERM, and SIGKILL after ``grace`` seconds. A stop that kills MM2 loses what its flows copied
+        since they last wrote down their offsets (every 5 s), which the next MM2 copies again: a restart after
+        an outage gives it longer (``Sandbox.restart_mirrormaker``)."""
         self.process.stop(timeout=grace)
