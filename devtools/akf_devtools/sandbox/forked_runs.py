@@ -11,7 +11,7 @@ What a forked child cannot have is an environment of its own in ``/proc/<pid>/en
 its parent's, whatever the child's ``os.environ`` holds), so a test that reads a run's environment from
 outside starts its runs the usual way (``Story.fork_runs``). Only what Airflow reads once at import is
 fixed in the warm process: the forker serves the runs whose ``AIRFLOW_HOME`` and ``AIRFLOW__*`` settings
-are its own (:func:`forker_for` keeps one per set).
+(and ``TMPDIR``, ``HOME``, ``PYTHONPATH``) are its own (:func:`forker_for` keeps one per set).
 """
 
 from __future__ import annotations
@@ -98,10 +98,14 @@ class RunForker:
         self.process: subprocess.Popen[str] | None = None
         self._asking = threading.Lock()  # one request and its answer at a time, whichever thread forks
 
+    @property
+    def log_path(self) -> Path:
+        """The warm process's own output: ``forked-runs.log`` in the Airflow home."""
+        return Path(self.env.get("AIRFLOW_HOME", ".")) / "forked-runs.log"
+
     def start(self) -> RunForker:
-        """Start the warm process; its own output goes to ``forked-runs.log`` in the Airflow home."""
-        log = Path(self.env.get("AIRFLOW_HOME", ".")) / "forked-runs.log"
-        with open(log, "a") as output:
+        """Start the warm process (its output goes to :attr:`log_path`)."""
+        with open(self.log_path, "a") as output:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", __name__],
                 env=self.env,
@@ -114,7 +118,9 @@ class RunForker:
         line = self.process.stdout.readline()  # READY once warm; empty if it died importing
         if line.strip() != "READY":
             self.close()
-            raise RuntimeError(f"the warm DAG-run process did not start (it said {line!r})")
+            raise RuntimeError(
+                f"the warm DAG-run process did not start (it said {line!r}; see {self.log_path})"
+            )
         return self
 
     def alive(self) -> bool:
@@ -140,8 +146,7 @@ class RunForker:
             line = self.process.stdout.readline()
         if not line:
             raise RuntimeError(
-                "the warm DAG-run process ended before it forked the run; its output is in "
-                f"{Path(self.env.get('AIRFLOW_HOME', '.')) / 'forked-runs.log'}"
+                f"the warm DAG-run process ended before it forked the run; its output is in {self.log_path}"
             )
         return ForkedRun(json.loads(line)["pid"], exit_file, self)
 
