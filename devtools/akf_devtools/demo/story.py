@@ -237,7 +237,8 @@ class Story:
         ).start()
 
     def start_run(self, kind: str, env: dict[str, str] | None = None, **conf: Any) -> RunningDag:
-        """Start ``dag.test()`` of the pair's ``kind`` DAG (start, failover, failback) in a subprocess (forked from a warm process when ``fork_runs``).
+        """Start ``dag.test()`` of the pair's ``kind`` DAG (start, failover, failback) in a subprocess,
+        forked from a warm process when ``fork_runs``.
 
         :param env: extra environment of the run (and of the jobs it submits).
         :param conf: the run's Params (``force``, ``dry_run``, ``reason``).
