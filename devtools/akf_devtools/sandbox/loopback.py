@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -13,6 +15,14 @@ from pathlib import Path
 
 LOWEST_PORT = 10_000
 """The lowest port :func:`free_ports` hands out."""
+PORT_RESERVATION_S = 3600.0
+"""How long a port handed out by :func:`free_ports` is not handed out again by any process of this user.
+Between the choice and the bind of the service it is meant for (a JVM takes seconds to start) the port
+is free, and a test running beside (another pytest-xdist worker) could otherwise be handed it for its
+own server: a broker then found an HTTP server on its port."""
+PORT_REGISTRY_ENV = "AKF_PORT_REGISTRY"
+"""Environment variable naming the folder of port reservations (default: ``akf-ports-<uid>`` in the
+temporary folder); every process that shares ports with another must see the same folder."""
 PORT_RELEASE_WAIT_S = 15.0
 """How long a service restarted on its ports waits for them to be free (connections of the process just
 stopped can hold one for a moment)."""
@@ -27,18 +37,48 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+def port_registry() -> Path:
+    """The folder where :func:`free_ports` records the ports it handed out (one empty file per port)."""
+    configured = os.environ.get(PORT_REGISTRY_ENV)
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / f"akf-ports-{os.getuid()}"
+
+
+def _reserve(registry: Path, port: int) -> bool:
+    """Claim ``port`` in ``registry`` for :data:`PORT_RESERVATION_S` seconds; say whether it was ours to
+    claim (a claim older than that is taken over: its service has long bound the port or is gone)."""
+    marker = registry / str(port)
+    for _ in range(2):
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - marker.stat().st_mtime < PORT_RESERVATION_S:
+                    return False
+                marker.unlink()
+            except FileNotFoundError:
+                pass  # released by someone else in between: try once more
+    return False
+
+
 def free_ports(count: int) -> list[int]:
     """Return ``count`` distinct TCP ports that are free on 127.0.0.1 right now, below the kernel's range of
     ports for outgoing connections: a broker, HDFS or moto restarted on its ports must not find one taken by
     a client's connection in between (a port of that range is the local end of any outgoing connection).
 
-    All sockets are held open until every port is chosen, so the same port is never handed out twice.
+    All sockets are held open until every port is chosen, so the same port is never handed out twice, and
+    each port is reserved for :data:`PORT_RESERVATION_S` seconds in :func:`port_registry`, so no other
+    process of the user is handed it before its service binds it.
 
     :param count: how many ports.
     """
     low, _ = _ephemeral_range()
     candidates = list(range(LOWEST_PORT, low))
     random.SystemRandom().shuffle(candidates)  # not the shared generator, which tests may seed
+    registry = port_registry()
+    registry.mkdir(mode=0o700, parents=True, exist_ok=True)
     with ExitStack() as stack:
         ports: list[int] = []
         for port in candidates:
@@ -49,7 +89,8 @@ def free_ports(count: int) -> list[int]:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            ports.append(port)
+            if _reserve(registry, port):
+                ports.append(port)
         while len(ports) < count:  # no free port below the range (or no room below it): any free one
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind(("127.0.0.1", 0))

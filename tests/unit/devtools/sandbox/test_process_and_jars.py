@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from akf_devtools.errors import SandboxError
-from akf_devtools.sandbox import class_sharing, jars
+from akf_devtools.sandbox import class_sharing, jars, loopback
 from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
@@ -48,6 +48,23 @@ def test_free_ports_are_distinct_and_free():
     ports = free_ports(20)
     assert len(set(ports)) == 20
     assert not any(port_in_use(p) for p in ports)
+
+
+def test_a_port_handed_out_is_not_handed_out_again_until_its_reservation_expires(tmp_path: Path, monkeypatch):
+    # Two pytest-xdist workers share the registry: a port chosen for a broker that is still starting must
+    # not be chosen by the other worker for its own server.
+    monkeypatch.setenv(loopback.PORT_REGISTRY_ENV, str(tmp_path / "ports"))
+    first = free_ports(1)[0]
+    monkeypatch.setattr(loopback, "LOWEST_PORT", first)
+    monkeypatch.setattr(loopback, "_ephemeral_range", lambda: (first + 1, first + 100))
+    # Only ``first`` is a candidate below the range, and it is reserved: the fallback's kernel-chosen port.
+    again = free_ports(1)[0]
+    assert again != first
+    # An hour later the reservation is taken over.
+    marker = tmp_path / "ports" / str(first)
+    old = marker.stat().st_mtime - loopback.PORT_RESERVATION_S - 1
+    os.utime(marker, (old, old))
+    assert free_ports(1) == [first]
 
 
 def test_artifact_names_keep_scala_suffixes():
