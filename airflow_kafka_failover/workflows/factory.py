@@ -17,8 +17,9 @@ Per pair ``<p>``:
 The switch DAGs run on their own and can be triggered by hand with the Params ``force``, ``dry_run`` and
 ``reason``. ``switch.wake`` says how they are woken: ``continuous`` (``@continuous``, one run at a time:
 each run watches for up to ``switch.watch_timeout_seconds`` and ends skipped when nothing happened) or
-``event`` (scheduled on the pair's verdict asset, whose ``AssetWatcher`` runs ``ClusterVerdictTrigger`` in
-the triggerer: a run starts only when the primary's verdict becomes down, or recovered).
+``event`` (scheduled on the primary's verdict asset, whose ``AssetWatcher`` runs ``ClusterVerdictTrigger`` in
+the triggerer: a run starts only when the primary's verdict becomes down, or recovered). The pairs of a file
+that watch the same cluster alike share that asset and its one watch (:mod:`.shared_watch`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from airflow_kafka_failover.sensors.switch_verdict import (
     PairRecoveredSensor,
     SwitchVerdictSensor,
 )
+from airflow_kafka_failover.workflows.shared_watch import SharedWatch, share_watches
 
 CONFIG_ENV = "AKF_PAIRS_CONFIG"
 START_DATE = datetime(2024, 1, 1)
@@ -76,18 +78,13 @@ def pair_asset(pair: str) -> Asset:
     return Asset(name=f"kafka_failover.{pair}", uri=f"x-kafka-failover://{pair}/active")
 
 
-def verdict_asset(pair: str, kind: str, watchers: list[AssetWatcher] | None = None) -> Asset:
-    """The asset whose events wake the ``kind`` DAG of ``pair`` under ``switch.wake: event``.
+def verdict_asset(watch: SharedWatch, watchers: list[AssetWatcher] | None = None) -> Asset:
+    """The asset whose events wake the switch DAGs of ``watch``'s pairs under ``switch.wake: event``.
 
-    :param pair: the pair's name.
-    :param kind: ``failover`` (the primary's verdict became down) or ``failback`` (it became recovered).
-    :param watchers: the asset's watcher (in the DAG that is scheduled on it); none to refer to it.
+    :param watch: the shared verdict watch of a cluster (down: wakes failovers; recovered: failbacks).
+    :param watchers: the asset's watcher (in the DAGs scheduled on it); none to refer to it.
     """
-    return Asset(
-        name=f"kafka_failover.{pair}.{kind}_verdict",
-        uri=f"x-kafka-failover://{pair}/{kind}-verdict",
-        watchers=watchers or [],
-    )
+    return Asset(name=watch.asset_name, uri=watch.asset_uri, watchers=watchers or [])
 
 
 def _triggered_by(context: Any) -> str:
@@ -244,16 +241,28 @@ def probe_checks(pair: PairConfig, cluster: str) -> dict[str, Any]:
     }
 
 
-def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
-    """The failover or failback DAG of one pair."""
+def build_switch_dag(
+    config_path: str,
+    pair: PairConfig,
+    kind: str,
+    wait: SwitchVerdictSensor | None = None,
+    watch: SharedWatch | None = None,
+) -> DAG:
+    """The failover or failback DAG of one pair.
+
+    :param wait: its verdict sensor, when already built (:func:`build_dags` builds them first, to share
+        the watches of a fleet); built here otherwise.
+    :param watch: the shared verdict watch that wakes it under ``switch.wake: event``; the pair's own
+        when not given.
+    """
     source, target = (pair.primary, pair.standby) if kind == "failover" else (pair.standby, pair.primary)
     watch_timeout = pair.switch.watch_timeout_seconds
-    by_event = pair.switch.automatic and pair.switch.wake is SwitchWake.EVENT
-    asset_name = verdict_asset(pair.name, kind).name if by_event else None
-    wait = _verdict_sensor(config_path, pair, kind, watch_timeout, asset_name)
+    wait = wait or _verdict_sensor(config_path, pair, kind, watch_timeout)
     schedule: Any = None
-    if by_event:
-        schedule = [verdict_asset(pair.name, kind, [verdict_watcher(pair, kind, wait)])]
+    if woken_by_events(pair):
+        watch = watch or share_watches([_watch_entry(pair, kind, wait)])[(pair.name, kind)]
+        wait.verdict_asset_name = watch.asset_name
+        schedule = [verdict_asset(watch, [verdict_watcher(watch, wait)])]
     elif pair.switch.automatic:
         schedule = "@continuous"
     with DAG(
@@ -282,8 +291,18 @@ def build_switch_dag(config_path: str, pair: PairConfig, kind: str) -> DAG:
     return dag
 
 
+def woken_by_events(pair: PairConfig) -> bool:
+    """Say whether the pair's switch DAGs are scheduled on verdict events (``switch.wake: event``)."""
+    return pair.switch.automatic and pair.switch.wake is SwitchWake.EVENT
+
+
+def _watch_entry(pair: PairConfig, kind: str, wait: SwitchVerdictSensor) -> tuple[str, str, Any, Any]:
+    """What :func:`share_watches` groups by: the sensor's own watch, as the trigger would run it."""
+    return pair.name, kind, wait.watch_kwargs(), pair.health.thresholds()  # type: ignore[attr-defined]
+
+
 def _verdict_sensor(
-    config_path: str, pair: PairConfig, kind: str, watch_timeout: float, asset_name: str | None
+    config_path: str, pair: PairConfig, kind: str, watch_timeout: float
 ) -> SwitchVerdictSensor:
     """The primary's down (failover) or recovered (failback) sensor of a switch DAG, outside any DAG yet."""
     primary = pair.cluster(pair.primary)
@@ -296,7 +315,6 @@ def _verdict_sensor(
             deferrable=True,
             timeout=watch_timeout,
             soft_fail=True,
-            verdict_asset_name=asset_name,
             **probe_checks(pair, pair.primary),
             **down_corroboration(pair),
         )
@@ -318,29 +336,28 @@ def _verdict_sensor(
         deferrable=True,
         timeout=watch_timeout,
         soft_fail=True,
-        verdict_asset_name=asset_name,
         **probe_checks(pair, pair.primary),
     )
 
 
-def verdict_watcher(pair: PairConfig, kind: str, sensor: SwitchVerdictSensor) -> AssetWatcher:
-    """The watcher of the ``kind`` verdict asset: the sensor's own watch, run in the triggerer without end.
+def verdict_watcher(watch: SharedWatch, sensor: SwitchVerdictSensor) -> AssetWatcher:
+    """The watcher of a shared verdict asset: the sensors' watch over the union of the pairs' topics, run in
+    the triggerer without end.
 
-    The recovered watch carries no recorded watermarks here (they live in the record, which changes with
-    every switch, and the trigger's kwargs must not): the woken run's sensor checks for data loss.
+    The recovered watch carries no recorded watermarks here (they live in each pair's record, which changes
+    with every switch, and the trigger's kwargs must not): the woken run's sensor checks for data loss.
 
-    :param pair: the pair.
-    :param kind: ``failover`` or ``failback``.
-    :param sensor: the DAG's verdict sensor, whose watch arguments the trigger uses.
+    :param watch: the shared watch.
+    :param sensor: a verdict sensor of one of its DAGs (for the kind of verdict).
     """
     from airflow_kafka_failover.triggers.verdict_change import ClusterVerdictTrigger
 
     return AssetWatcher(
-        name=f"kafka_failover_{pair.name}_{kind}_verdict",
+        name=watch.watcher_name,
         trigger=ClusterVerdictTrigger(
             kind=sensor.kind,  # type: ignore[attr-defined]
-            watch_kwargs=sensor.watch_kwargs(),  # type: ignore[attr-defined]
-            thresholds=pair.health.thresholds(),
+            watch_kwargs=watch.watch_kwargs(),
+            thresholds=watch.thresholds,
         ),
     )
 
@@ -448,7 +465,8 @@ def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, D
     path = str(config_path or default_config_path())
     dags: dict[str, DAG] = {}
     spread = _executors_across_hosts()
-    for pair in load_pairs(path).values():
+    pairs = load_pairs(path)
+    for pair in pairs.values():
         if spread and (defaulted := defaulted_state_options(pair)):
             raise ConfigError(
                 f"{path}: pair {pair.name!r} keeps {', '.join(f'job.{key}' for key in defaulted)} at the "
@@ -459,10 +477,23 @@ def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, D
                 "the config is taken as shared"
             )
         use_job_storage(pair.job)
+    sensors = {
+        (pair.name, kind): _verdict_sensor(path, pair, kind, pair.switch.watch_timeout_seconds)
+        for pair in pairs.values()
+        for kind in ("failover", "failback")
+    }
+    watches = share_watches(
+        _watch_entry(pairs[name], kind, wait)
+        for (name, kind), wait in sensors.items()
+        if woken_by_events(pairs[name])
+    )
+    for pair in pairs.values():
         for dag in (
             build_start_dag(path, pair),
-            build_switch_dag(path, pair, "failover"),
-            build_switch_dag(path, pair, "failback"),
+            *(
+                build_switch_dag(path, pair, kind, sensors[(pair.name, kind)], watches.get((pair.name, kind)))
+                for kind in ("failover", "failback")
+            ),
             build_keeper_dag(path, pair),
         ):
             dags[dag.dag_id] = dag

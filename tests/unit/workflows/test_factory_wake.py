@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 import yaml
+from airflow.sdk import Asset
 from airflow.serialization.serialized_objects import DagSerialization
 from airflow.triggers.base import BaseEventTrigger
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.sensors.switch_verdict import verdict_event
 from airflow_kafka_failover.triggers.verdict_change import ClusterVerdictTrigger
-from airflow_kafka_failover.workflows.factory import build_dags, verdict_asset
+from airflow_kafka_failover.workflows.factory import build_dags
 
 SWITCH_TASKS = {
     "gate",
@@ -53,14 +54,17 @@ def test_event_mode_schedules_each_switch_dag_on_its_verdict_asset(tmp_path, kin
     dag = dags[f"kafka_failover_orders_{kind}"]
     assert type(dag.timetable).__name__ == "AssetTriggeredTimetable"
     [asset] = _watched_assets(dag)
-    assert asset.name == f"kafka_failover.orders.{kind}_verdict"
-    assert asset.uri == f"x-kafka-failover://orders/{kind}-verdict"
+    assert asset.name.startswith(f"kafka_failover.cluster.unit_a.{watch}_verdict.")
+    assert asset.uri.startswith(f"x-kafka-failover://cluster/unit_a/{watch}-verdict/")
     [watcher] = asset.watchers
     trigger = watcher.trigger
     assert isinstance(trigger, ClusterVerdictTrigger) and trigger.kind == watch
     sensor = dag.get_task(sensor_id)
     # The trigger watches exactly what the sensor watches: one watch, two places it runs.
-    assert trigger.watch_kwargs == sensor.watch_kwargs()
+    assert trigger.watch_kwargs == {
+        **sensor.watch_kwargs(),
+        "topics": sorted(sensor.watch_kwargs()["topics"]),
+    }
     assert sensor.verdict_asset_name == asset.name
     assert {t.task_id for t in dag.tasks} == SWITCH_TASKS | {sensor_id}
     assert dag.get_task(sensor_id).upstream_task_ids == {"gate"}
@@ -103,8 +107,7 @@ def test_an_unknown_wake_mode_names_the_choices(tmp_path):
 
 
 def _context(payloads: list[dict[str, Any]], asset_name: str, **params: Any) -> dict[str, Any]:
-    asset = verdict_asset("orders", "failover")
-    assert asset.name == asset_name
+    asset = Asset(name=asset_name, uri="x-kafka-failover://cluster/unit_a/down-verdict/test")
     events = [SimpleNamespace(extra={"from_trigger": True, "payload": payload}) for payload in payloads]
     return {"params": params, "triggering_asset_events": {asset: events}}
 
@@ -142,7 +145,7 @@ def test_a_run_not_woken_by_the_event_watches_afresh(tmp_path):
     sensor = _sensor(tmp_path)
     assert sensor.woken_verdict({"params": {}, "triggering_asset_events": {}}) is None
     other = _context([_down_payload()], sensor.verdict_asset_name)
-    assert verdict_event(other, "kafka_failover.orders.failback_verdict") is None
+    assert verdict_event(other, sensor.verdict_asset_name.replace("down", "recovered")) is None
     assert verdict_event(other, None) is None
     assert sensor.woken_verdict(_context([_down_payload("error")], sensor.verdict_asset_name)) is None
 

@@ -1,0 +1,118 @@
+"""A fleet on one Airflow: five pairs on the same A and B fail over together, one damaged checkpoint holds
+back no one, and the four fail back.
+
+Five pairs with topics of their own each run the packaged job through spark-submit on A while a producer
+writes to each topic. The five failover DAGs are started and watch A (their verdict sensors defer); A is
+crashed (kill -9) and the producers move to B. Just after the crash the newest committed batch of the
+fifth pair's checkpoint is overwritten with garbage: its failover fails in ``plan`` with an error naming
+the file, its record still says A, and the four others fail over, each losing nothing, with at most the
+duplicates their plans bound. A is restarted with MirrorMaker 2 (as an operator does after an outage) and
+the four failback DAGs move the jobs back, again losing nothing.
+
+It prints the crash-to-first-batch time of each pair on B (the fleet's slowest is the figure that
+matters) and the failback times.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
+
+from tests.integration.switch_story import Story, new_pair_story
+
+pytestmark = pytest.mark.spark
+
+PAIRS = 5
+RATE = 10.0
+"""Records per second per pair: five jobs and their producers share the 2-core machine."""
+
+
+def _wait_all(runs: list[Any], timeout: float = 600) -> list[tuple[str, str]]:
+    return [running.wait(timeout) for running in runs]
+
+
+def _damage_newest_committed_batch(story: Story) -> Path:
+    """Overwrite the offsets file of the newest committed batch of the pair's checkpoint; return its path."""
+    checkpoint = Path(story.record()["job"]["checkpoint"])
+    committed = max(int(name.name) for name in (checkpoint / "commits").iterdir() if name.name.isdigit())
+    offsets = checkpoint / "offsets" / str(committed)
+    offsets.write_text("v1\n{this is not JSON\n")
+    return offsets
+
+
+def _within_bound(story: Story, counts: dict[str, int]) -> None:
+    plans = [entry["plan"] for entry in story.record()["history"] if entry.get("plan")]
+    bounds = [plan.get("max_duplicates") for plan in plans]
+    assert counts["lost"] == 0 and counts["without_id"] == 0, counts
+    if all(bound is not None for bound in bounds):
+        assert counts["duplicates"] <= sum(bounds), (counts, bounds)
+
+
+@pytest.fixture
+def fleet(own_sandbox, airflow_home, tmp_path_factory) -> Any:
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(
+                new_pair_story(own_sandbox, airflow_home, tmp_path_factory.mktemp(f"fleet{i}"), "fleet", RATE)
+            )
+            for i in range(PAIRS)
+        ]
+
+
+def test_a_fleet_fails_over_together_and_a_damaged_checkpoint_holds_back_no_one(fleet, own_sandbox):
+    sandbox = own_sandbox
+    for story, (state, output) in zip(fleet, _wait_all([s.start_run("start") for s in fleet]), strict=True):
+        assert state == "success", f"{story.pair}: {output[-4000:]}"
+    for story in fleet:
+        assert story.check_no_loss(180)["rows"] > 0
+
+    failovers = [story.start_run("failover") for story in fleet]
+    for running in failovers:
+        running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
+    crashed_at = time.time()
+    sandbox.fault("crash", "A")
+    for story in fleet:
+        story.active_for_producer = "B"
+    *healthy, damaged = fleet
+    time.sleep(2)  # a batch that was being written when A died has ended
+    damaged_file = _damage_newest_committed_batch(damaged)
+
+    outcomes = _wait_all(failovers)
+    for story, (state, output) in zip(healthy, outcomes[:-1], strict=True):
+        assert state == "success", f"{story.pair}: {output[-6000:]}"
+        record = story.record()
+        assert (record["active"], record["epoch"], record["job"]["cluster"]) == ("B", 1, "B")
+    state, output = outcomes[-1]
+    assert state == "failed", output[-6000:]
+    assert str(damaged_file) in output and "corrupt metadata JSON" in output, output[-6000:]
+    assert (damaged.record()["active"], damaged.record()["epoch"]) == ("A", 0)
+
+    on_b = {story.pair: round(story.first_batch_time("B", 1) - crashed_at, 1) for story in healthy}
+    print(f"crash of A -> first batch on B, per pair (s): {on_b}; all {max(on_b.values())} s")
+    for story in healthy:
+        counts = story.check_no_loss(180)
+        story.counts["after failover"] = counts
+        _within_bound(story, counts)
+
+    failbacks = [story.start_run("failback") for story in healthy]
+    for running in failbacks:
+        running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
+    back_at = time.time()
+    sandbox.bring_back("A", "crash")
+    for story, (state, output) in zip(healthy, _wait_all(failbacks), strict=True):
+        assert state == "success", f"{story.pair}: {output[-6000:]}"
+        story.active_for_producer = "A"
+        record = story.record()
+        assert (record["active"], record["epoch"], record["job"]["cluster"]) == ("A", 2, "A")
+    on_a = {story.pair: round(story.first_batch_time("A", 2) - back_at, 1) for story in healthy}
+    print(f"A restarted -> first batch back on A, per pair (s): {on_a}; all {max(on_a.values())} s")
+    for story in healthy:
+        counts = story.check_no_loss(180)
+        story.counts["after failback"] = counts
+        _within_bound(story, counts)
+        print(f"{story.pair}: {story.counts}")
