@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from airflow.triggers.base import BaseEventTrigger
 
@@ -120,3 +125,34 @@ def test_continuous_pairs_beside_event_pairs_keep_their_own_sensor_watch(tmp_pat
         "B.orders-ev",
         "orders-ev",
     ]
+
+
+@pytest.mark.slow  # migrates a metadata DB and writes the fleet's DAGs to it with Airflow's CLI (about 40 s)
+def test_airflow_stores_one_trigger_per_cluster_and_kind_for_a_fleet(tmp_path):
+    """What the dag-processor writes for five event-mode pairs on A: two verdict assets, two trigger rows."""
+    from akf_devtools.sandbox.airflow_env import _metadata_db, airflow_env, prepare_airflow_home
+
+    home = prepare_airflow_home(tmp_path / "home")
+    config = fleet_config(tmp_path, {f"p{i}": {} for i in range(5)})
+    shutil.copy(Path(__file__).resolve().parents[3] / "dags" / "kafka_failover.py", home / "dags")
+    env = airflow_env(home, AKF_PAIRS_CONFIG=str(config), AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False")
+    airflow = Path(sys.executable).with_name("airflow")
+    for _ in range(2):  # the second write finds the assets active (scheduled by unpaused DAGs)
+        done = subprocess.run(
+            [str(airflow), "dags", "reserialize"], env=env, capture_output=True, text=True, timeout=240
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    _config, database = _metadata_db(home)
+    with sqlite3.connect(database) as db:
+        triggers = db.execute("SELECT classpath FROM trigger").fetchall()
+        watched = db.execute(
+            "SELECT asset.name, COUNT(DISTINCT dag_schedule_asset_reference.dag_id) FROM asset "
+            "JOIN asset_watcher ON asset_watcher.asset_id = asset.id "
+            "JOIN dag_schedule_asset_reference ON dag_schedule_asset_reference.asset_id = asset.id "
+            "GROUP BY asset.name"
+        ).fetchall()
+    assert [classpath for (classpath,) in triggers] == [
+        "airflow_kafka_failover.triggers.verdict_change.ClusterVerdictTrigger"
+    ] * 2
+    assert sorted(count for _name, count in watched) == [5, 5]
+    assert all(name.startswith("kafka_failover.cluster.unit_a.") for name, _count in watched)
