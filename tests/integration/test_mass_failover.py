@@ -67,6 +67,22 @@ def _damage_newest_committed_batch(story: Story) -> Path:
     return offsets
 
 
+def _switched(fleet: list[Story], outcomes: list[tuple[str, str]], cluster: str, epoch: int) -> None:
+    """Every run of ``outcomes`` succeeded and left its pair's record and job on ``cluster`` at ``epoch``."""
+    for story, (state, output) in zip(fleet, outcomes, strict=True):
+        assert state == "success", f"{story.pair}: {output[-6000:]}"
+        record = story.record()
+        assert (record["active"], record["epoch"], record["job"]["cluster"]) == (cluster, epoch, cluster)
+
+
+def _loses_nothing(fleet: list[Story], label: str) -> None:
+    """Every acknowledged record of each pair is in its sink, re-delivered within the plans' bounds."""
+    for story in fleet:
+        counts = story.check_no_loss(180)
+        story.counts[label] = counts
+        _within_bound(story, counts)
+
+
 def _within_bound(story: Story, counts: dict[str, int]) -> None:
     plans = [entry["plan"] for entry in story.record()["history"] if entry.get("plan")]
     bounds = [plan.get("max_duplicates") for plan in plans]
@@ -105,10 +121,7 @@ def test_a_fleet_fails_over_together_and_a_damaged_checkpoint_holds_back_no_one(
     damaged_file = _damage_newest_committed_batch(damaged)
 
     outcomes = _wait_all(failovers)
-    for story, (state, output) in zip(healthy, outcomes[:-1], strict=True):
-        assert state == "success", f"{story.pair}: {output[-6000:]}"
-        record = story.record()
-        assert (record["active"], record["epoch"], record["job"]["cluster"]) == ("B", 1, "B")
+    _switched(healthy, outcomes[:-1], "B", 1)
     state, output = outcomes[-1]
     assert state == "failed", output[-6000:]
     assert str(damaged_file) in output and "corrupt metadata JSON" in output, output[-6000:]
@@ -116,25 +129,19 @@ def test_a_fleet_fails_over_together_and_a_damaged_checkpoint_holds_back_no_one(
 
     on_b = {story.pair: round(story.first_batch_time("B", 1) - crashed_at, 1) for story in healthy}
     print(f"crash of A -> first batch on B, per pair (s): {on_b}; all {max(on_b.values())} s")
-    for story in healthy:
-        counts = story.check_no_loss(180)
-        story.counts["after failover"] = counts
-        _within_bound(story, counts)
+    _loses_nothing(healthy, "after failover")
 
     failbacks = _start_in_turn(healthy, "failback")
     for running in failbacks:
         running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
     back_at = time.time()
     sandbox.bring_back("A")  # restarted, then MirrorMaker 2
-    for story, (state, output) in zip(healthy, _wait_all(failbacks), strict=True):
-        assert state == "success", f"{story.pair}: {output[-6000:]}"
+    outcomes = _wait_all(failbacks)
+    for story in healthy:
         story.active_for_producer = "A"
-        record = story.record()
-        assert (record["active"], record["epoch"], record["job"]["cluster"]) == ("A", 2, "A")
+    _switched(healthy, outcomes, "A", 2)
     on_a = {story.pair: round(story.first_batch_time("A", 2) - back_at, 1) for story in healthy}
     print(f"A restarted -> first batch back on A, per pair (s): {on_a}; all {max(on_a.values())} s")
+    _loses_nothing(healthy, "after failback")
     for story in healthy:
-        counts = story.check_no_loss(180)
-        story.counts["after failback"] = counts
-        _within_bound(story, counts)
         print(f"{story.pair}: {story.counts}")
