@@ -94,8 +94,9 @@ def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
     lines = progress_records(handle["checkpoint"])
     assert lines and all(line["epoch"] == 0 for line in lines)
     assert lines[-1]["end_offsets"] == {topic: {str(tp.partition): o for tp, o in progress.offsets.items()}}
-    committed = KafkaClusterHook(world.kafka_conns["A"]).committed_offsets(world.group)
-    assert {tp: o for tp, o in committed.items() if tp.topic == topic} == progress.offsets
+    wait_group_commit(
+        world, world.group, progress.offsets, lambda c: {tp: o for tp, o in c.items() if tp.topic == topic}
+    )
 
     def mm2_checkpointed() -> bool:
         records = read_all(b, "A.checkpoints.internal", timeout=10)
@@ -190,6 +191,24 @@ def test_replayed_batch_writes_nothing_new(world, sandbox, unique_topic, monkeyp
     assert "replayed batch" in job_log_tail(JobHandle.from_dict(again), 400)
 
 
+def wait_group_commit(world, group: str, expected, view=lambda committed: committed, timeout: float = 30.0):
+    """Wait until the group's committed offsets on A, as ``view`` shows them, are ``expected``.
+
+    The job commits a batch to the group just after it writes the batch's progress entry (``job_run``), so
+    a test that has seen the progress entry waits for the commit instead of reading it at once."""
+    hook = KafkaClusterHook(world.kafka_conns["A"])
+    seen: list = [None]
+
+    def arrived() -> bool:
+        seen[0] = view(hook.committed_offsets(group))
+        return seen[0] == expected
+
+    try:
+        wait_for(arrived, timeout, f"the commit of group {group!r} on A")
+    except AssertionError as timeout_error:
+        raise AssertionError(f"{timeout_error}: committed {seen[0]!r}, expected {expected!r}") from None
+
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 
 
@@ -224,8 +243,7 @@ def test_user_job_on_the_api_replays_a_crashed_batch_into_delta_once(
     assert (contents.rows, contents.duplicates, contents.record_ids) == (150, 0, set(ids))
     [line] = progress_records(again["checkpoint"])
     assert line["records"] == 150 and set(line["max_offset"][topic]) == {"0", "1"}
-    hook = KafkaClusterHook(world.kafka_conns["A"])
-    assert sum(hook.committed_offsets(f"bk-{world.pair}").values()) == 150
+    wait_group_commit(world, f"bk-{world.pair}", 150, lambda committed: sum(committed.values()))
 
 
 STREAM_SINK_JOB = """
@@ -262,7 +280,7 @@ def test_user_job_with_its_own_write_stream_sink_gets_progress_lines_and_group_c
     lines = progress_records(handle["checkpoint"])
     assert sum(line["records"] for line in lines) == 100 == lines[-1]["records_total"]
     assert {p for line in lines for p in line["max_timestamp_ms"].get(topic, {})} == {"0", "1"}
-    assert sum(KafkaClusterHook(world.kafka_conns["A"]).committed_offsets(f"bk-{world.pair}").values()) == 100
+    wait_group_commit(world, f"bk-{world.pair}", 100, lambda committed: sum(committed.values()))
     assert StreamingJobHook(world.spark_conn).stop(handle, timeout=30) == "stopped"
     assert JobHandle.from_dict(handle).status()["state"] == "stopped"
 
