@@ -44,57 +44,16 @@ from akf_devtools.local_airflow import PAIR, LocalAirflow  # noqa: E402
 from akf_devtools.sandbox.loopback import free_ports  # noqa: E402
 
 from benchmarks.json_output import json_line_output  # noqa: E402
+from benchmarks.process_usage import tree_cpu_seconds  # noqa: E402
 
 MODES = ("continuous", "event")
 SWITCH_DAGS = (f"kafka_failover_{PAIR}_failover", f"kafka_failover_{PAIR}_failback")
 FAILOVER_DAG = SWITCH_DAGS[0]
 START_DAG = f"kafka_failover_{PAIR}_start"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# ---- CPU of a process tree ---------------------------------------------------------------------------
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: the fields start after its last ')'.
-    return text[text.rindex(")") + 2 :].split()
-
-
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(int(entry.name))
-        if fields is not None:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    return children
-
-
-def tree_cpu_seconds(root: int) -> float:
-    """User + system CPU seconds of ``root`` and its live descendants, each with its reaped children's.
-
-    :param root: the tree's root pid.
-    """
-    children = _children()
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        fields = _stat_fields(pid)
-        if fields is None:
-            continue
-        # utime, stime, cutime, cstime are fields 14-17 of stat(5); fields[0] here is field 3 (state).
-        total += sum(int(value) for value in fields[11:15])
-        todo.extend(children.get(pid, []))
-    return total / CLOCK_TICKS
 
 
 # ---- Airflow's API -------------------------------------------------------------------------------------

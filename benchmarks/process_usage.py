@@ -1,4 +1,5 @@
-"""CPU and memory of a process group, from ``/proc`` (Linux): for the idle cost of a waiting driver."""
+"""CPU and memory of a process group or tree, from ``/proc`` (Linux): the idle cost of a waiting driver, of
+Airflow's components."""
 
 from __future__ import annotations
 
@@ -40,3 +41,44 @@ def idle_cost(pgid: int, seconds: float) -> dict[str, float]:
         "rss_mib": round(rss / 2**20, 1),
         "over_s": round(elapsed, 1),
     }
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: the fields start after its last ')'.
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of ``root`` and its live descendants, each with its reaped children's.
+
+    A process that left the tree (a streaming job a task started in a session of its own, reparented when
+    the task ended) no longer counts.
+
+    :param root: the tree's root pid.
+    """
+    children = _children()
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        fields = _stat_fields(pid)
+        if fields is None:
+            continue
+        # utime, stime, cutime, cstime are fields 14-17 of stat(5); fields[0] here is field 3 (state).
+        total += sum(int(value) for value in fields[11:15])
+        todo.extend(children.get(pid, []))
+    return total / TICKS

@@ -25,7 +25,9 @@ start); only the generated password is kept.
 from __future__ import annotations
 
 import argparse
+import copy
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -65,13 +67,23 @@ def _say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def dag_ids() -> list[str]:
-    """The example pair's DAGs."""
-    return [f"kafka_failover_{PAIR}_{kind}" for kind in DAG_KINDS]
+def pair_names(pairs: int = 1) -> list[str]:
+    """The pairs of a local Airflow of ``pairs`` pairs: the example pair, then ``orders_02``, ..."""
+    return [PAIR] + [f"{PAIR}_{number:02d}" for number in range(2, pairs + 1)]
+
+
+def dag_ids(pairs: list[str] | None = None) -> list[str]:
+    """The DAGs of ``pairs`` (the example pair by default)."""
+    return [f"kafka_failover_{pair}_{kind}" for pair in pairs or [PAIR] for kind in DAG_KINDS]
 
 
 def sandbox_pair_config(
-    example: Path, automatic: bool, home: Path, settings: dict[str, dict[str, Any]] | None = None
+    example: Path,
+    automatic: bool,
+    home: Path,
+    settings: dict[str, dict[str, Any]] | None = None,
+    pairs: list[str] | None = None,
+    overrides: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The example pair of ``example`` set up for the sandbox: job files under ``home``, a light Spark job.
 
@@ -79,35 +91,48 @@ def sandbox_pair_config(
     :param automatic: whether the switch DAGs run on their own (``switch.wake``) or only when triggered.
     :param home: where the job's sink, checkpoints, runs and fencing marker go.
     :param settings: pair config sections to merge in last, e.g. ``{"switch": {"wake": "event"}}``.
+    :param pairs: the pairs to write (default the example pair alone): each a copy of the example pair
+        reading the topic of its own name, with its own bookkeeping group, sink and fence.
+    :param overrides: per pair, config sections merged in after ``settings``.
     """
-    pair = yaml.safe_load(example.read_text())["pairs"][PAIR]
-    pair["job"] = {
-        **(pair.get("job") or {}),
-        "spark_conf": SPARK_CONF,
-        "sink_root": str(home / "sink" / PAIR),
-        "checkpoint_root": str(home / "checkpoints"),
-        "run_root": str(home / "runs"),
-        "fencing_marker": str(home / "fencing" / PAIR),
-    }
-    pair["switch"] = {**(pair.get("switch") or {}), "automatic": automatic}
-    for section, values in (settings or {}).items():
-        pair[section] = {**(pair.get(section) or {}), **values}
-    return {"pairs": {PAIR: pair}}
+    example_pair = yaml.safe_load(example.read_text())["pairs"][PAIR]
+    config: dict[str, Any] = {}
+    for name in pairs or [PAIR]:
+        pair = copy.deepcopy(example_pair)
+        pair["topics"] = [name]
+        pair["bookkeeping_group"] = f"airflow-kafka-failover.{name}"
+        pair["job"] = {
+            **(pair.get("job") or {}),
+            "spark_conf": SPARK_CONF,
+            "sink_root": str(home / "sink" / name),
+            "checkpoint_root": str(home / "checkpoints"),
+            "run_root": str(home / "runs"),
+            "fencing_marker": str(home / "fencing" / name),
+        }
+        pair["switch"] = {**(pair.get("switch") or {}), "automatic": automatic}
+        for section, values in [*(settings or {}).items(), *((overrides or {}).get(name) or {}).items()]:
+            pair[section] = {**(pair.get(section) or {}), **values}
+        config[name] = pair
+    return {"pairs": config}
 
 
 def connection_env(
-    config: dict[str, Any], bootstraps: dict[str, str], spark_master: str = "local[2]"
+    config: dict[str, Any],
+    bootstraps: dict[str, str],
+    spark_master: str = "local[2]",
+    kafka_extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """``AIRFLOW_CONN_*`` variables of the pair's connections: ``kafka`` for each cluster, one ``spark``.
 
-    :param config: the pair config (as :func:`sandbox_pair_config` returns it).
+    :param config: the pair config (as :func:`sandbox_pair_config` returns it; its pairs share connections).
     :param bootstraps: cluster name -> bootstrap address.
     :param spark_master: the Spark master of the job's connection.
+    :param kafka_extra: more client options of the ``kafka`` connections, e.g. a ``client.id``.
     """
-    pair = config["pairs"][PAIR]
+    pair = next(iter(config["pairs"].values()))
     env = {}
     for name, cluster in pair["clusters"].items():
-        conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstraps[name]}}
+        conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstraps[name], **(kafka_extra or {})}}
         env[f"AIRFLOW_CONN_{cluster['connection'].upper()}"] = json.dumps(conn)
     spark_conn = (pair.get("job") or {}).get("spark_connection") or "spark_default"
     env[f"AIRFLOW_CONN_{spark_conn.upper()}"] = json.dumps({"conn_type": "spark", "host": spark_master})
@@ -145,6 +170,12 @@ class LocalAirflow:
     :param login: require the generated admin password; False lets everyone in as admin.
     :param produce_rate: records per second written to the topic on the active cluster (0: none).
     :param pair_settings: pair config sections merged into the example pair's (benchmarks, tests).
+    :param pairs: how many pairs (:func:`pair_names`): copies of the example pair over the same clusters,
+        each with a topic of its own name and, with a produce rate, a producer of its own.
+    :param pair_overrides: per pair name, config sections merged in after ``pair_settings``.
+    :param kafka_extra: more client options of the ``kafka`` connections (e.g. ``client.id``).
+    :param request_log: log every request the brokers answer (:meth:`Sandbox.up`), to count them by client.
+    :param parallelism: Airflow's ``[core] parallelism``: task instances running at once.
     """
 
     run_dir: Path
@@ -153,7 +184,12 @@ class LocalAirflow:
     login: bool = True
     produce_rate: float = 2.0
     pair_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    producer: Any = field(default=None, init=False)
+    pairs: int = 1
+    pair_overrides: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    kafka_extra: dict[str, str] = field(default_factory=dict)
+    request_log: bool = False
+    parallelism: int = 4
+    producers: dict[str, Any] = field(default_factory=dict, init=False)
     _token: str = field(default="", init=False, repr=False)
     _lock: Any = field(default=None, init=False, repr=False)
 
@@ -170,8 +206,20 @@ class LocalAirflow:
         return self.run_dir / "kafka-failover"
 
     @property
+    def pair_names(self) -> list[str]:
+        return pair_names(self.pairs)
+
+    @property
+    def producer(self) -> Any:
+        """The example pair's producer (None without a produce rate, or before the start)."""
+        return self.producers.get(PAIR)
+
+    @property
     def fencing_marker(self) -> Path:
-        return self.job_home / "fencing" / PAIR
+        return self.fencing_marker_of(PAIR)
+
+    def fencing_marker_of(self, pair: str) -> Path:
+        return self.job_home / "fencing" / pair
 
     @property
     def password_file(self) -> Path:
@@ -200,18 +248,20 @@ class LocalAirflow:
         """Start the sandbox and Airflow in the locked, cleaned run directory; return ready.json's content."""
         sandbox = self.sandbox
         _say(f"starting Kafka clusters A and B with MirrorMaker 2 in {sandbox.run_dir} ...")
-        info = sandbox.up()
+        info = sandbox.up(request_log=self.request_log)
         bootstraps = {name: cluster["bootstrap"] for name, cluster in info["clusters"].items()}
         self._create_topics(bootstraps)
         example = project_root() / "examples" / "pairs.yaml"
-        config = sandbox_pair_config(example, self.automatic, self.job_home, self.pair_settings)
+        config = sandbox_pair_config(
+            example, self.automatic, self.job_home, self.pair_settings, self.pair_names, self.pair_overrides
+        )
         self.config_path.write_text(yaml.safe_dump(config))
-        env = self.airflow_env(connection_env(config, bootstraps))
+        env = self.airflow_env(connection_env(config, bootstraps, kafka_extra=self.kafka_extra))
         _say("preparing Airflow's metadata database ...")
         self._migrate(env)
         for name in COMPONENTS:
             self.component(name).start(self._component_argv(name), env)
-        _say(f"starting Airflow ({', '.join(COMPONENTS)}); waiting for the DAGs of pair {PAIR} ...")
+        _say(f"starting Airflow ({', '.join(COMPONENTS)}); waiting for the DAGs of {self._pairs_named()} ...")
         self.wait_ready()
         self._start_producer(bootstraps)
         ready = {
@@ -219,7 +269,8 @@ class LocalAirflow:
             "username": USERNAME if self.login else None,
             "password_file": str(self.password_file) if self.login else None,
             "pair": PAIR,
-            "dag_ids": dag_ids(),
+            "pairs": self.pair_names,
+            "dag_ids": dag_ids(self.pair_names),
             "config": str(self.config_path),
             "fencing_marker": str(self.fencing_marker),
             "sandbox_run_dir": str(sandbox.run_dir),
@@ -269,7 +320,8 @@ class LocalAirflow:
         from akf_devtools.sandbox.kafka_io import create_topic
 
         for bootstrap in bootstraps.values():
-            create_topic(bootstrap, PAIR, TOPIC_PARTITIONS)
+            for pair in self.pair_names:
+                create_topic(bootstrap, pair, TOPIC_PARTITIONS)
 
     def airflow_env(self, connections: dict[str, str]) -> dict[str, str]:
         """The environment of every Airflow process: home, DAGs, pair config, connections, port, login."""
@@ -280,7 +332,7 @@ class LocalAirflow:
             # The start DAG has no schedule and the switch DAGs only run on a trigger unless --automatic.
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
             "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(not self.login),
@@ -323,22 +375,43 @@ class LocalAirflow:
 
     # ---- readiness -----------------------------------------------------------------------------------
 
+    def _pairs_named(self) -> str:
+        names = self.pair_names
+        return f"pair {names[0]}" if len(names) == 1 else f"{len(names)} pairs ({names[0]} to {names[-1]})"
+
     def wait_ready(self, timeout: float = 300.0) -> None:
-        """Wait until every component is healthy and the pair's DAGs are loaded; raise saying why not."""
+        """Wait until every component is healthy and the pairs' DAGs are loaded; raise saying why not."""
         deadline = time.monotonic() + timeout
+        wanted = dag_ids(self.pair_names)
         while time.monotonic() < deadline:
             self.check_components()
-            if self._healthy() and all(self._dag_loaded(dag_id) for dag_id in dag_ids()):
+            if self._healthy() and self._dags_loaded(wanted):
                 return
             time.sleep(2.0)
+        missing = sorted(set(wanted) - self._loaded_dag_ids())
         raise TimeoutError(
-            f"Airflow at {self.url} was not ready with the DAGs {dag_ids()} within {timeout:.0f} s; health: "
+            f"Airflow at {self.url} was not ready with the DAGs of {self._pairs_named()} within "
+            f"{timeout:.0f} s (missing: {missing[:8]}); health: "
             f"{self.api_get('/api/v2/monitor/health')}; import errors: "
             f"{self.api_get('/api/v2/importErrors')}; logs in {self.logs_dir}"
         )
 
-    def _dag_loaded(self, dag_id: str) -> bool:
-        return isinstance(self.api_get(f"/api/v2/dags/{dag_id}"), dict)
+    def _dags_loaded(self, wanted: list[str]) -> bool:
+        if len(wanted) <= len(DAG_KINDS):
+            return all(isinstance(self.api_get(f"/api/v2/dags/{dag_id}"), dict) for dag_id in wanted)
+        return set(wanted) <= self._loaded_dag_ids()
+
+    def _loaded_dag_ids(self) -> set[str]:
+        """The ids of the DAGs the API knows (one listing, not one request per DAG of a fleet)."""
+        found: set[str] = set()
+        offset = 0
+        while True:
+            page = self.api_get(f"/api/v2/dags?limit=100&offset={offset}")
+            dags = (page or {}).get("dags") or []
+            found.update(dag["dag_id"] for dag in dags)
+            if len(dags) < 100:
+                return found
+            offset += 100
 
     def check_components(self) -> None:
         """Raise naming the first Airflow component that exited, with the tail of its log."""
@@ -408,15 +481,22 @@ class LocalAirflow:
             return
         from akf_devtools.sandbox.producer import SteadyProducer
 
-        self.producer = SteadyProducer(
-            bootstraps, PAIR, self._active_cluster, rate=self.produce_rate, partitions=TOPIC_PARTITIONS
-        ).start()
+        for pair in self.pair_names:
+            self.producers[pair] = SteadyProducer(
+                bootstraps,
+                pair,
+                functools.partial(self.active_cluster, pair),
+                rate=self.produce_rate,
+                prefix=pair,
+                partitions=TOPIC_PARTITIONS,
+            ).start()
 
-    def _active_cluster(self) -> str:
+    def active_cluster(self, pair: str = PAIR) -> str:
+        """The cluster the pair's fencing folder names (A before any switch)."""
         from airflow_kafka_failover.jobs.fencing import FencingMarker
 
         try:
-            fence = FencingMarker(str(self.fencing_marker), PAIR).read()
+            fence = FencingMarker(str(self.fencing_marker_of(pair)), pair).read()
         except (OSError, ValueError):
             return "A"
         return "A" if fence is None else fence.cluster
@@ -425,9 +505,9 @@ class LocalAirflow:
         """Stop everything this run directory holds: producer, streaming jobs, Airflow, the sandbox."""
         from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 
-        if self.producer is not None:
-            self.producer.stop(flush_timeout=2.0)
-            self.producer = None
+        for producer in self.producers.values():
+            producer.stop(flush_timeout=2.0)
+        self.producers.clear()
         # Airflow first, then the jobs: a keeper still running would restart a job stopped under it.
         # Within each group in parallel: each may take seconds to wind down, none needs another to stop first.
         _stop_all([self.component(name) for name in COMPONENTS])

@@ -30,7 +30,7 @@ from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import read_status
 from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.sink import batch_dirs, parquet_files, read_sink
-from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets
+from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets, last_committed_offsets
 from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from tests.integration import translation_support as data
@@ -430,3 +430,38 @@ def test_old_job_nobody_stops_commits_nothing_after_the_new_jobs_first_batch(wor
         plan.max_redelivery,
         in_flight,
     )
+
+
+LIGHT_JOB = Path(__file__).resolve().parents[2] / "benchmarks" / "fleet_job.py"
+
+
+def test_the_fleet_benchmarks_light_job_keeps_the_contract(world, sandbox, unique_topic):
+    """``benchmarks/fleet_job.py`` (no Spark session) through spark-submit: progress entries, Spark's offset
+    and commit files, group commits and the packaged sink layout; it stops on request, resumes its checkpoint
+    without writing a record twice, and stops once fenced."""
+    a = sandbox.bootstrap("A")
+    topic = unique_topic("light")
+    create_topic(a, topic, PARTITIONS)
+    first = [f"l-{n}" for n in range(50)]
+    data.produce_ids(a, topic, first, PARTITIONS)
+    light = {"application": str(LIGHT_JOB)}
+    handle = world.submit("A", 0, [topic], "earliest", **light)
+    wait_progress(handle, min_records=50)
+    assert read_sink(world.sink).record_ids == set(first)
+    lines = progress_records(handle["checkpoint"])
+    assert all(line["epoch"] == 0 and isinstance(line["written_at"], float) for line in lines)
+    assert sum(line["records"] for line in lines) == 50 == lines[-1]["records_total"]
+    committed = last_committed_offsets(handle["checkpoint"])  # Spark's files, as the planner reads them
+    assert committed is not None and read_progress(handle["checkpoint"]).offsets == committed[1]
+    wait_group_commit(world, world.group, 50, lambda committed: sum(committed.values()))
+    assert StreamingJobHook(world.spark_conn).stop(handle, timeout=30) == "stopped"
+
+    more = [f"l-{n}" for n in range(50, 80)]
+    data.produce_ids(a, topic, more, PARTITIONS)
+    again = world.submit("A", 0, [topic], "earliest", **light)  # the same run's checkpoint: it resumes
+    wait_progress(again, min_records=80)
+    contents = read_sink(world.sink)
+    assert (contents.record_ids, contents.duplicates) == (set(first + more), 0)
+    FencingMarker(str(world.fence), world.pair).advance(0, 1, "B")
+    wait_for(lambda: not job_alive(JobHandle.from_dict(again)), 30, "the fenced light job to exit")
+    assert JobHandle.from_dict(again).status()["state"] == "fenced"

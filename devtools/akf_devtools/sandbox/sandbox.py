@@ -23,11 +23,12 @@ from pathlib import Path
 
 from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from akf_devtools.errors import SandboxError
-from akf_devtools.sandbox.broker import KafkaBroker, client_security, new_cluster_id
+from akf_devtools.sandbox.broker import LOG4J2_PROPERTIES, KafkaBroker, client_security, new_cluster_id
 from akf_devtools.sandbox.cluster import MAX_BROKERS, KafkaCluster, replication_factor
 from akf_devtools.sandbox.jars import kafka_classpath
 from akf_devtools.sandbox.loopback import free_ports, in_parallel, wait_until
 from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
+from akf_devtools.sandbox.request_log import REQUEST_LOGGER_LEVEL
 from akf_devtools.sandbox.scram import ScramLogin, credentials_file
 from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
 
@@ -201,6 +202,10 @@ class Sandbox:
         """The bootstrap address of ``cluster``: every broker's, comma-separated."""
         return self.cluster(cluster).bootstrap
 
+    def broker_logs(self, cluster: str) -> list[Path]:
+        """The log files of ``cluster``'s brokers (with ``up(request_log=True)``, their request logs too)."""
+        return [node.process.log_file for node in self.cluster(cluster).brokers]
+
     def security_config(self) -> dict[str, str]:
         """The confluent-kafka settings every client of this sandbox needs besides ``bootstrap.servers``.
 
@@ -238,7 +243,12 @@ class Sandbox:
             self.run_dir.chmod(0o700)
         (self.run_dir / MARKER).write_text("created by airflow-kafka-failover; safe to delete when down\n")
 
-    def up(self, timeout: float = 150.0, extra_listeners: dict[str, dict[str, int]] | None = None) -> dict:
+    def up(
+        self,
+        timeout: float = 150.0,
+        extra_listeners: dict[str, dict[str, int]] | None = None,
+        request_log: bool = False,
+    ) -> dict:
         """Start both clusters and MirrorMaker 2 on free ports; return once all of them are ready.
 
         An already running, healthy sandbox in the same run directory is returned as it is.
@@ -247,6 +257,9 @@ class Sandbox:
         :param extra_listeners: per cluster, additional listeners as ``{name: advertised port}``; each
             listens on a free port of its own and tells clients to connect to 127.0.0.1:<advertised port>
             (e.g. a ``TcpProxy`` in front of it, to cut one client's path to the cluster).
+        :param request_log: the brokers log every request they complete, with its client id, into their
+            logs (:mod:`akf_devtools.sandbox.request_log` counts them); a benchmark's setting, the logs grow
+            by a line per request.
         """
         if self.clusters and self.is_up():
             if self.requested_security not in (None, self.security) or self.requested_brokers not in (
@@ -264,6 +277,10 @@ class Sandbox:
         self.security = self.requested_security or "none"
         size = self.requested_brokers or 1
         self._claim_run_dir()
+        if request_log:  # before any node starts: every java_argv shares this file
+            (self.run_dir / "log4j2.properties").write_text(
+                LOG4J2_PROPERTIES.replace("logger.request.level = WARN", REQUEST_LOGGER_LEVEL)
+            )
         self.login = ScramLogin.generate() if _uses_scram(self.security) else None
         if self.login is not None:
             self.login.save(self.run_dir)
