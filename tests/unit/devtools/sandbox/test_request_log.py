@@ -7,8 +7,8 @@ from akf_devtools.sandbox.request_log import REQUEST_LOGGER_LEVEL, RequestCounte
 
 # A line as a Kafka 4.1 broker logs it (the response shortened).
 LINE = (
-    '[2026-11-28 08:52:11,865] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":3,'
-    '"requestApiVersion":12,"correlationId":17,"clientId":"akf-airflow","requestApiKeyName":"METADATA"},'
+    '[2026-11-28 08:52:11,865] DEBUG Completed request:{"isForwarded":false,'
+    '"requestHeader":{"requestApiKey":3,"requestApiVersion":12,"correlationId":17,"clientId":"akf-airflow","requestApiKeyName":"METADATA"},'
     '"request":{"topics":[{"name":"orders"}]},"response":{"throttleTimeMs":0},"totalTimeMs":0.7} '
     "(kafka.request.logger)\n"
 )
