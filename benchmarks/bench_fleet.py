@@ -25,7 +25,7 @@ requests apart from the jobs', MirrorMaker 2's and the producers'.
 5. **lost**: the producers stop; every record a cluster acknowledged must reach the pair's sink (read with
    the packaged job's deduplicating reader) within ``--drain-timeout``; ``lost`` sums what is missing.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_fleet.py --pairs 20 [--spark-pairs 2] [--idle-seconds 180]
+    nice -n 10 .venv/bin/python benchmarks/bench_fleet.py [--pairs 20] [--spark-pairs 2] [--idle-seconds 180]
         [--parallelism 8] [--produce-rate 2] [--no-baseline]
 
 Progress goes to stderr; the last line on stdout is JSON.
@@ -300,6 +300,18 @@ def measure_fleet(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         airflow.stop()
 
 
+def ratio(one: dict[str, Any] | None, idle: dict[str, Any]) -> float | None:
+    """The provider's request rate with all pairs over that with one, on the cluster where it grew most."""
+    if one is None or not idle:
+        return None
+    rates = [
+        idle["requests_per_s"][cluster] / one["requests_per_s"][cluster]
+        for cluster in ("A", "B")
+        if one["requests_per_s"].get(cluster)
+    ]
+    return round(max(rates), 2) if rates else None
+
+
 def summary(args: argparse.Namespace, one: dict[str, Any] | None, all_: dict[str, Any]) -> dict[str, Any]:
     idle = all_.get("idle") or {}
     failover = all_.get("failover_s") or {}
@@ -321,6 +333,7 @@ def summary(args: argparse.Namespace, one: dict[str, Any] | None, all_: dict[str
             "one_pair": None if one is None else one["requests_per_s"],
             "all": idle.get("requests_per_s"),
         },
+        "probe_rate_ratio": ratio(one, idle),
         "requests_by_kind": {
             "one_pair": None if one is None else one["requests_by_kind"],
             "all": idle.get("requests_by_kind"),
@@ -365,7 +378,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
         return parse
 
-    parser.add_argument("--pairs", type=positive(int, 1), required=True, help="pairs in the fleet")
+    parser.add_argument("--pairs", type=positive(int, 1), default=20, help="pairs in the fleet (20)")
     parser.add_argument(
         "--spark-pairs", type=positive(int, 0), default=2, help="pairs running the packaged PySpark job (2)"
     )

@@ -242,6 +242,39 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         timeout_s=1800,
     ),
     Benchmark(
+        "fleet",
+        "bench_fleet.py",
+        (
+            Figure(
+                "idle_cpu_s_per_min_per_pair",
+                "fleet of {pairs} pairs, quiet: scheduler + dag-processor + triggerer CPU per pair",
+                "s/min",
+                "<= 0.5",
+            ),
+            Figure(
+                "probe_rate_ratio", "provider's requests per cluster, {pairs} pairs over one", "x", "<= 1.5"
+            ),
+            Figure(
+                "all_failed_over_s", "mass failover: crash of A to the last pair's batch on B", "s", "<= 120"
+            ),
+            Figure("all_failed_back_s", "mass failback: A's restart to the last pair's batch on A", "s"),
+            Figure("lost", "records lost over the fleet's failover and failback", "", "== 0"),
+        ),
+        quick_args=(
+            "--pairs",
+            "3",
+            "--spark-pairs",
+            "1",
+            "--idle-seconds",
+            "30",
+            "--settle-seconds",
+            "70",
+            "--watch-timeout",
+            "60",
+        ),
+        timeout_s=3600,
+    ),
+    Benchmark(
         "dag_parse",
         "bench_dag_parse.py",
         (

@@ -44,6 +44,11 @@ from airflow_kafka_failover.workflows.shared_watch import SharedWatch, share_wat
 
 CONFIG_ENV = "AKF_PAIRS_CONFIG"
 START_DATE = datetime(2024, 1, 1)
+RUN_FIRST = {"weight_rule": "upstream"}
+"""Default arguments of the start and switch DAGs: a task's priority is the sum of its upstream tasks', so a
+later step of a run goes before an earlier step of another run. When A goes down for a fleet, Airflow's
+default (``downstream``: earlier steps first) moves every pair's runs one step at a time, and the first pair
+is back only when the last is nearly done; with ``upstream`` the runs already under way finish first."""
 SWITCH_PARAMS = {
     "force": Param(
         False,
@@ -276,6 +281,7 @@ def build_switch_dag(
         render_template_as_native_obj=True,
         tags=["kafka-failover", pair.name, kind],
         doc_md=__doc__,
+        default_args=RUN_FIRST,
     ) as dag:
         gate = ActiveRecordGate(
             task_id="gate",
@@ -286,6 +292,7 @@ def build_switch_dag(
             poke_interval=15,
             timeout=watch_timeout,
         )
+        wait.weight_rule = RUN_FIRST["weight_rule"]  # built before the DAG: its default arguments missed it
         dag.add_task(wait)
         _switch_tasks(config_path, pair, kind, gate, wait)
     return dag
@@ -376,6 +383,7 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
         params={"reason": SWITCH_PARAMS["reason"]},
         render_template_as_native_obj=True,
         tags=["kafka-failover", name, "start"],
+        default_args=RUN_FIRST,
     ) as dag:
 
         @task(task_id="start", pool=pair.switch.pool or "default_pool")

@@ -220,3 +220,18 @@ def test_the_woken_sensor_confirms_the_verdict_with_one_probe_instead_of_waiting
     assert time.monotonic() - started < 20
     history = pushed["health_evidence"]["history"]
     assert history[-1]["at"] > now - 1 and not history[-1]["reachable"]
+
+
+@pytest.mark.parametrize("wake", ["event", "continuous"])
+def test_a_runs_later_steps_go_before_earlier_steps_of_other_runs(tmp_path, wake):
+    """A mass failover finishes the pairs' runs one after another instead of moving all of them a step at a
+    time: every task of the start and switch DAGs, the verdict sensor built apart included, is weighted by
+    its upstream tasks (as the scheduler reads the serialized DAG)."""
+    from airflow.task.priority_strategy import _UpstreamPriorityWeightStrategy
+
+    dags = build_dags(pair_config(tmp_path, wake=wake))
+    for kind in ("start", "failover", "failback"):
+        dag = DagSerialization.from_dict(DagSerialization.to_dict(dags[f"kafka_failover_orders_{kind}"]))
+        strategies = {task.task_id: type(task.weight_rule) for task in dag.tasks}
+        assert set(strategies.values()) == {_UpstreamPriorityWeightStrategy}, (kind, strategies)
+    assert SWITCH_TASKS | {"wait_for_down"} <= set(dags["kafka_failover_orders_failover"].task_ids)
