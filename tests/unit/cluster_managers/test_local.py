@@ -12,15 +12,18 @@ from airflow_kafka_failover.core.process_group import ManagedProcess
 def test_the_job_environment_has_no_airflow_secrets(monkeypatch):
     monkeypatch.setenv(
         "AIRFLOW_CONN_KAFKA_SECURE",
-        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "h:1", "sasl.password": "pw-123"}}),
+        json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": "h:1", "sasl.password": "pw-s3cr3t"}}
+        ),
     )
-    monkeypatch.setenv("AIRFLOW_VAR_TOKEN", "tok-123")
-    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "fernet-123")
+    monkeypatch.setenv("AIRFLOW_VAR_TOKEN", "tok-s3cr3t")
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "fernet-s3cr3t")
     monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "kafka_failover_orders_start")
     monkeypatch.setenv("JAVA_HOME", "/opt/java")
     env = job_environment({"AKF_SPARK_LOG_LEVEL": "INFO"})
     assert not [name for name in env if name.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AIRFLOW__"))]
-    assert not any("123" in value for value in env.values())
+    # A marker no other variable holds ("123" was also in pytest's 123rd temporary folder, in TMPDIR).
+    assert not any("s3cr3t" in value for value in env.values())
     assert env["AIRFLOW_CTX_DAG_ID"] == "kafka_failover_orders_start" and env["JAVA_HOME"] == "/opt/java"
     assert env["AKF_SPARK_LOG_LEVEL"] == "INFO" and env["PATH"] and env["PYSPARK_PYTHON"]
 
