@@ -94,9 +94,24 @@ def fleet(args: argparse.Namespace, run_dir: Path, pairs: int) -> LocalAirflow:
 # ---- Airflow's API -------------------------------------------------------------------------------------
 
 
-def trigger(airflow: LocalAirflow, dag_id: str) -> str:
-    run = airflow.api_post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
-    return str(run["dag_run_id"])
+def trigger(airflow: LocalAirflow, dag_id: str, attempts: int = 5) -> str:
+    """Start a run of ``dag_id``; an answer 500 is asked again after a pause.
+
+    With fifty pairs on SQLite the API server's writes meet the scheduler's and a trigger can fail with
+    500 (seen at 50 pairs); the start DAG skips a job already running, so a repeated run does no harm.
+    """
+    import urllib.error
+
+    for attempt in range(1, attempts + 1):
+        try:
+            run = airflow.api_post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
+            return str(run["dag_run_id"])
+        except urllib.error.HTTPError as exc:
+            if exc.code != 500 or attempt == attempts:
+                raise
+            say(f"triggering {dag_id}: HTTP 500 (attempt {attempt} of {attempts}); asking again in 3 s")
+            time.sleep(3.0)
+    raise AssertionError("unreachable")
 
 
 def wait_runs(airflow: LocalAirflow, runs: dict[str, str], timeout: float) -> dict[str, str]:
