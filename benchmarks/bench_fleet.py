@@ -46,7 +46,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from akf_devtools.local_airflow import LocalAirflow  # noqa: E402
+from akf_devtools.local_airflow import LocalAirflow, pair_names  # noqa: E402
 from akf_devtools.sandbox.loopback import free_ports  # noqa: E402
 from akf_devtools.sandbox.request_log import RequestCounter, by_client  # noqa: E402
 
@@ -70,7 +70,8 @@ def say(message: str) -> None:
 
 def fleet(args: argparse.Namespace, run_dir: Path, pairs: int) -> LocalAirflow:
     """A local Airflow of ``pairs`` pairs set up for this benchmark (not started)."""
-    airflow = LocalAirflow(
+    light = {"job": {"application": str(LIGHT_JOB)}}
+    return LocalAirflow(
         run_dir,
         free_ports(1)[0],
         automatic=True,
@@ -85,10 +86,8 @@ def fleet(args: argparse.Namespace, run_dir: Path, pairs: int) -> LocalAirflow:
         kafka_extra={"client.id": AIRFLOW_CLIENT},
         request_log=True,
         parallelism=args.parallelism,
+        pair_overrides={name: light for name in pair_names(pairs)[args.spark_pairs :]},
     )
-    light = {"job": {"application": str(LIGHT_JOB)}}
-    airflow.pair_overrides = {name: light for name in airflow.pair_names[args.spark_pairs :]}
-    return airflow
 
 
 # ---- Airflow's API -------------------------------------------------------------------------------------

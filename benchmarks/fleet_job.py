@@ -40,6 +40,7 @@ from airflow_kafka_failover.jobs.job_run import (
     EXIT_FAILED,
     EXIT_STOPPED,
     JobRun,
+    _nested,
     prepare,
     write_refusal,
 )
@@ -245,13 +246,6 @@ class LightRun(JobRun):
             offsets=[KafkaPartition(tp.topic, tp.partition, offset) for tp, offset in end_offsets.items()],
             asynchronous=False,
         )
-
-
-def _nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    nested: dict[str, dict[str, int]] = {}
-    for tp, offset in sorted(offsets.items()):
-        nested.setdefault(tp.topic, {})[str(tp.partition)] = offset
-    return nested
 
 
 def main(argv: list[str] | None = None) -> int:

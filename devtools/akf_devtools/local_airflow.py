@@ -385,7 +385,7 @@ class LocalAirflow:
         wanted = dag_ids(self.pair_names)
         while time.monotonic() < deadline:
             self.check_components()
-            if self._healthy() and self._dags_loaded(wanted):
+            if self._healthy() and set(wanted) <= self._loaded_dag_ids():
                 return
             time.sleep(2.0)
         missing = sorted(set(wanted) - self._loaded_dag_ids())
@@ -395,11 +395,6 @@ class LocalAirflow:
             f"{self.api_get('/api/v2/monitor/health')}; import errors: "
             f"{self.api_get('/api/v2/importErrors')}; logs in {self.logs_dir}"
         )
-
-    def _dags_loaded(self, wanted: list[str]) -> bool:
-        if len(wanted) <= len(DAG_KINDS):
-            return all(isinstance(self.api_get(f"/api/v2/dags/{dag_id}"), dict) for dag_id in wanted)
-        return set(wanted) <= self._loaded_dag_ids()
 
     def _loaded_dag_ids(self) -> set[str]:
         """The ids of the DAGs the API knows (one listing, not one request per DAG of a fleet)."""
