@@ -1,9 +1,11 @@
 """What differs between the Airflow releases the provider runs on, in one module (the official providers keep
 theirs in ``version_compat.py``): every other module imports these names from here.
 
-- ``conf``, ``Stats`` and ``Variable`` come through ``apache-airflow-providers-common-compat``'s ``sdk``
-  module, which maps each to where the running Airflow keeps it (``Variable`` is the Task SDK's: inside a
-  task it asks the API server, outside one only environment variables and secrets backends).
+- ``conf``, ``Stats``, ``Variable`` and the exceptions a task raises (``AirflowFailException``,
+  ``AirflowSkipException``, ``TaskDeferred``, ...; Airflow 3.1 keeps them in ``airflow.exceptions``, 3.3 in
+  ``airflow.sdk.exceptions``) come through ``apache-airflow-providers-common-compat``'s ``sdk`` module, which
+  maps each to where the running Airflow keeps it (``Variable`` is the Task SDK's: inside a task it asks the
+  API server, outside one only environment variables and secrets backends).
 - :func:`metastore_variable` is Airflow's own ``Variable`` model, for code that runs outside a task (the
   command line), which reads the metadata database as ``airflow variables get`` does; imported on first use,
   since it loads the ORM.
@@ -20,7 +22,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow import __version__ as _airflow_version
-from airflow.providers.common.compat.sdk import Stats, Variable, conf
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    AirflowFailException,
+    AirflowNotFoundException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    ParamValidationError,
+    Stats,
+    TaskDeferred,
+    Variable,
+    conf,
+)
 from packaging.version import Version
 
 AIRFLOW_VERSION = Version(Version(_airflow_version).base_version)
@@ -32,6 +45,13 @@ __all__ = [
     "AIRFLOW_VERSION",
     "AIRFLOW_V_3_1_PLUS",
     "AIRFLOW_V_3_2_PLUS",
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
+    "ParamValidationError",
+    "TaskDeferred",
     "Stats",
     "Variable",
     "airflow_cli_context",

@@ -28,7 +28,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, sys, time
-from airflow.dag_processing.dagbag import DagBag
+try:
+    from airflow.dag_processing.dagbag import DagBag
+except ImportError:  # Airflow before 3.2
+    from airflow.models.dagbag import DagBag
 started = time.perf_counter()
 bag = DagBag(dag_folder=sys.argv[1])
 elapsed = time.perf_counter() - started

@@ -6,18 +6,22 @@
 # Options: --browser (make test) installs Debian's chromium for the Airflow UI test; --all-jars (make test)
 # resolves every JVM artifact set the tests use (Delta, the Hadoop minicluster, S3A with its 560 MB AWS SDK
 # bundle), where the default resolves only the demo's (Kafka, Spark's Kafka source); --no-jars (make
-# test-fast) resolves none.
+# test-fast) resolves none; --compat (make test) also makes .venv-compat, the compatibility lane's virtualenv:
+# the lowest Airflow the provider supports (tests/compat/requirements.in, pinned by constraints-compat.txt)
+# with the provider and the development tools, both editable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 browser=false
+compat=false
 jars=demo
 for arg in "$@"; do
   case "$arg" in
     --browser) browser=true ;;
     --all-jars) jars=all ;;
     --no-jars) jars=none ;;
-    *) echo "error: unknown option $arg (use --browser, --all-jars or --no-jars)" >&2; exit 2 ;;
+    --compat) compat=true ;;
+    *) echo "error: unknown option $arg (use --browser, --all-jars, --no-jars or --compat)" >&2; exit 2 ;;
   esac
 done
 
@@ -84,6 +88,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -c 'import pyspark' \
     || { echo "error: 'import pyspark' fails in .venv (two packages writing the pyspark folder?); remove .venv and run 'make setup' again" >&2; exit 1; }
   echo "$want" > "$stamp"
+fi
+
+if [ "$compat" = true ]; then
+  [ -x .venv-compat/bin/python ] || { echo "setup: creating .venv-compat"; .venv/bin/uv venv -q --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" .venv-compat; }
+  compat_stamp=.venv-compat/.akf-installed
+  compat_want=$(cat pyproject.toml devtools/pyproject.toml tests/compat/requirements.in constraints-compat.txt | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$compat_stamp" ] || [ "$(cat "$compat_stamp")" != "$compat_want" ]; then
+    echo "setup: installing the lowest supported Airflow with the provider into .venv-compat (the compatibility lane)"
+    .venv/bin/uv pip install -q --python .venv-compat/bin/python -c constraints-compat.txt \
+      --find-links "${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}" \
+      -r tests/compat/requirements.in
+    echo "$compat_want" > "$compat_stamp"
+  fi
 fi
 
 case "$jars" in

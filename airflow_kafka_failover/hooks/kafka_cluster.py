@@ -123,7 +123,7 @@ class KafkaClusterHook(KafkaBaseHook):
     @cached_property
     def client_config(self) -> dict[str, Any]:
         """The confluent-kafka config of the connection, validated, with errors that name the connection."""
-        from airflow.sdk.exceptions import AirflowNotFoundException
+        from airflow_kafka_failover.version_compat import AirflowNotFoundException
 
         try:
             connection = self.get_connection(self.kafka_config_id)
@@ -139,6 +139,7 @@ class KafkaClusterHook(KafkaBaseHook):
         except ConfigError:
             raise
         except AirflowNotFoundException:
+            self._explain_unreadable_variable()
             raise ConfigError(
                 f"Airflow connection {self.kafka_config_id!r} does not exist: create a connection of type "
                 '\'kafka\' whose extra is the confluent-kafka config, e.g. {"bootstrap.servers": "host:9092"}'
@@ -151,6 +152,32 @@ class KafkaClusterHook(KafkaBaseHook):
                 ) from None
             raise ConfigError(f"Airflow connection {self.kafka_config_id!r}: {exc}") from None
         return config
+
+    def _explain_unreadable_variable(self) -> None:
+        """Name what is wrong with a connection Airflow found in its environment variable but did not read.
+
+        Airflow 3.1 refuses a connection whose extra is not a JSON object while reading it, and its Task SDK
+        then reports the connection as not defined; saying "does not exist" of a connection the user set
+        would send them to look for the wrong fault.
+        """
+        import json
+        import os
+
+        variable = f"AIRFLOW_CONN_{self.kafka_config_id.upper()}"
+        raw = os.environ.get(variable)
+        if raw is None:
+            return
+        try:
+            fields = json.loads(raw)
+        except json.JSONDecodeError:
+            fields = None  # the URI form
+        if isinstance(fields, dict) and isinstance(fields.get("extra"), str):
+            self._check_extra(fields["extra"])
+        raise ConfigError(
+            f"Airflow connection {self.kafka_config_id!r} is set in {variable}, but Airflow could not read "
+            f"it: check it with 'airflow connections get {self.kafka_config_id}' and write its extra as a "
+            'JSON object of confluent-kafka settings, e.g. {"bootstrap.servers": "host:9092"}'
+        )
 
     def _check_extra(self, extra: str | None) -> None:
         """Refuse an extra that is not a JSON object with a textual bootstrap.servers (Airflow reads {})."""

@@ -103,7 +103,8 @@ def open_remote_store(root: str, conn_id: str, timeout_seconds: float) -> Store:
 
 def _connection(conn_id: str, root: str) -> Any:
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from airflow_kafka_failover.version_compat import AirflowNotFoundException
 
     scheme = locations.scheme(root) or ""
     wanted = CONNECTION_TYPES.get(scheme, "")

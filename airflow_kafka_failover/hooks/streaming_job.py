@@ -431,7 +431,7 @@ class StreamingJobHook(BaseHook):
         )
 
     def _connection_extra(self) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowNotFoundException
+        from airflow_kafka_failover.version_compat import AirflowNotFoundException
 
         try:
             return dict(self.get_connection(self.spark_conn_id).extra_dejson)

@@ -132,7 +132,7 @@ class KeepStreamingJobOperator(BaseOperator):
         given = (context.get("params") or {}).get("window_seconds")
         window = pair.keeper.window_seconds if given in (None, "") else _positive_seconds(given)
         if window is None:
-            from airflow.sdk.exceptions import AirflowFailException
+            from airflow_kafka_failover.version_compat import AirflowFailException
 
             raise AirflowFailException(
                 f"param window_seconds must be a number of seconds > 0, got {given!r}; leave it empty for "
@@ -148,7 +148,7 @@ class KeepStreamingJobOperator(BaseOperator):
 
     def resume(self, context: Any, event: dict[str, Any] | None = None, **_: Any) -> Any:
         """Where the trigger's event lands: act, alert, clear an alert, wake, or end the window."""
-        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+        from airflow_kafka_failover.version_compat import AirflowException, AirflowFailException
 
         pair = self._pair()
         event = event or {}
@@ -189,10 +189,9 @@ class KeepStreamingJobOperator(BaseOperator):
     # ---- watching ---------------------------------------------------------------------------------------
 
     def _pair(self) -> PairConfig:
-        from airflow.sdk.exceptions import AirflowFailException
-
         from airflow_kafka_failover.core.exceptions import ConfigError
         from airflow_kafka_failover.domain.config import load_pair
+        from airflow_kafka_failover.version_compat import AirflowFailException
 
         try:
             return load_pair(self.config_path, self.pair_name)
@@ -305,9 +304,8 @@ class KeepStreamingJobOperator(BaseOperator):
     # ---- alerts -----------------------------------------------------------------------------------------
 
     def _alert(self, pair: PairConfig, event: dict[str, Any]) -> None:
-        from airflow.sdk.exceptions import AirflowFailException
-
         from airflow_kafka_failover.io import metrics
+        from airflow_kafka_failover.version_compat import AirflowFailException
 
         memory = KeeperMemory.load(pair.name)
         finding = str(event.get("finding"))
@@ -426,10 +424,9 @@ class KeepStreamingJobOperator(BaseOperator):
     def _give_up(
         self, pair: PairConfig, record: ActiveRecord, handle: Any, restarts: int, reason: str = ""
     ) -> Any:
-        from airflow.sdk.exceptions import AirflowFailException
-
         from airflow_kafka_failover.cluster_managers.registry import job_log_tail
         from airflow_kafka_failover.io import metrics
+        from airflow_kafka_failover.version_compat import AirflowFailException
 
         memory = KeeperMemory.load(pair.name)
         why = reason or f"it died again after {restarts} restarts without committing a batch"

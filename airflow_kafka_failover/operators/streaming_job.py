@@ -35,7 +35,7 @@ def fail_on_bad_input(func):
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow_kafka_failover.version_compat import AirflowFailException
 
         try:
             return func(*args, **kwargs)

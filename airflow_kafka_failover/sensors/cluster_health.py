@@ -186,7 +186,7 @@ class _ClusterHealthSensor(BaseSensorOperator):
 
     def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger (or the check before deferring): succeed, or raise with its message."""
-        from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+        from airflow_kafka_failover.version_compat import AirflowSensorTimeout, AirflowSkipException
 
         status = event.get("status")
         if status == "timeout":

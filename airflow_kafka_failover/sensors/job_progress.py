@@ -61,7 +61,7 @@ class StreamingJobProgressSensor(BaseSensorOperator):
         return handle, wanted, minimum
 
     def poke(self, context: Any) -> bool:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow_kafka_failover.version_compat import AirflowFailException
 
         try:
             handle, wanted, minimum = self._inputs()

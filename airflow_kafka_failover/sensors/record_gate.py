@@ -28,7 +28,7 @@ class ActiveRecordGate(BaseSensorOperator):
         self.config_path, self.pair_name, self.kind = config_path, pair_name, kind
 
     def execute(self, context: Any) -> Any:
-        from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+        from airflow_kafka_failover.version_compat import AirflowSensorTimeout, AirflowSkipException
 
         try:
             return super().execute(context)
@@ -36,14 +36,13 @@ class ActiveRecordGate(BaseSensorOperator):
             raise AirflowSkipException(f"the {self.kind} did not apply within the watch: {exc}") from None
 
     def poke(self, context: Any) -> PokeReturnValue | bool:
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-
         from airflow_kafka_failover.core.exceptions import ConfigError
         from airflow_kafka_failover.core.storage.store import StoreUnavailable
         from airflow_kafka_failover.domain.config import load_pair
         from airflow_kafka_failover.domain.switch_gate import NotApplicable, SwitchParams, gate
         from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
         from airflow_kafka_failover.io.record_store import describe, load_record
+        from airflow_kafka_failover.version_compat import AirflowFailException, AirflowSkipException
 
         try:
             params = SwitchParams.from_params(context.get("params"))

@@ -109,9 +109,8 @@ def _gate_view(pair: PairConfig, context: Any) -> Any:
 def _skip_when_not_applicable(step: Any, *args: Any) -> Any:
     """Run ``step(*args)``; a switch that no longer applies to the record as it is now skips its task (and the
     run's later tasks) with the reason."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
     from airflow_kafka_failover.domain.switch_gate import NotApplicable
+    from airflow_kafka_failover.version_compat import AirflowSkipException
 
     try:
         return step(*args)
@@ -155,9 +154,8 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
 
     @task(task_id="submit", pool=pool)
     def submit(**context: Any) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
-
         from airflow_kafka_failover.switching import steps
+        from airflow_kafka_failover.version_compat import AirflowSkipException
 
         if context["params"].get("dry_run"):
             raise AirflowSkipException(
@@ -292,7 +290,6 @@ def build_switch_dag(
             poke_interval=15,
             timeout=watch_timeout,
         )
-        wait.weight_rule = RUN_FIRST["weight_rule"]  # built before the DAG: its default arguments missed it
         dag.add_task(wait)
         _switch_tasks(config_path, pair, kind, gate, wait)
     return dag
@@ -322,6 +319,7 @@ def _verdict_sensor(
             deferrable=True,
             timeout=watch_timeout,
             soft_fail=True,
+            **RUN_FIRST,  # built before its DAG, whose default arguments it does not get
             **probe_checks(pair, pair.primary),
             **down_corroboration(pair),
         )
@@ -343,6 +341,7 @@ def _verdict_sensor(
         deferrable=True,
         timeout=watch_timeout,
         soft_fail=True,
+        **RUN_FIRST,
         **probe_checks(pair, pair.primary),
     )
 

@@ -153,7 +153,7 @@ def test_job_moves_from_a_to_b_without_loss(world, sandbox, unique_topic):
 
 
 def test_killed_job_fails_the_progress_sensor(world, sandbox, unique_topic):
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_kafka_failover.version_compat import AirflowFailException
 
     a = sandbox.bootstrap("A")
     topic = unique_topic("killed")

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.layout import OWNER_FILE, RunLayout
+from airflow_kafka_failover.version_compat import AirflowFailException
 from tests.integration.conftest import register_connections
 from tests.integration.job_support import JobWorld, register_spark_connection
 

@@ -235,9 +235,14 @@ def start_stand_in_job(layout: RunLayout, signals: Path) -> JobHandle:
     (Path(layout.checkpoint) / OWNER_FILE).write_text(
         json.dumps({"pair": PAIR, "cluster": "A", "epoch": EPOCH})
     )
-    ManagedProcess(PROCESS_NAME, Path(layout.run_dir)).start(
-        [sys.executable, "-c", STAND_IN_JOB, str(signals)]
-    )
+    process = ManagedProcess(PROCESS_NAME, Path(layout.run_dir))
+    process.start([sys.executable, "-c", STAND_IN_JOB, str(signals)])
+    # Its first line in its log before anything is compared: a case must not see the log it writes change.
+    log = process.log_file
+    deadline = time.monotonic() + 60
+    while "stand-in job running" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, f"the stand-in job wrote nothing to {log} in 60 s"
+        time.sleep(0.05)
     (Path(layout.run_dir) / "status.json").write_text(json.dumps({"state": "running"}))
     return JobHandle(
         pair=PAIR,
@@ -439,9 +444,8 @@ def with_connection(cluster: str, conn_id: str) -> Callable[[dict[str, Any]], No
 
 def gate_refuses(world: World, config: Path | None = None, params: dict[str, Any] | None = None) -> str:
     """Run the failover DAG's gate task (config, connections, Params, record) and return its failure."""
-    from airflow.sdk.exceptions import AirflowFailException
-
     from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
+    from airflow_kafka_failover.version_compat import AirflowFailException
 
     gate = ActiveRecordGate(
         task_id="gate", config_path=str(config or world.config), pair_name=PAIR, kind="failover"

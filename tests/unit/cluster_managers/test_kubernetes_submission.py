@@ -339,9 +339,8 @@ def test_the_start_dag_adopts_the_live_driver_of_the_run_when_the_recorded_pod_i
 
 
 def test_the_progress_sensor_fails_at_once_when_the_driver_pod_failed(tmp_path, k8s):
-    from airflow.sdk.exceptions import AirflowFailException
-
     from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
+    from airflow_kafka_failover.version_compat import AirflowFailException
 
     k8s.created_phase = "Running"
     handle = submit(tmp_path)

@@ -185,7 +185,7 @@ def test_stopping_a_job_that_is_gone_succeeds(tmp_path):
 
 
 def test_a_bad_handle_fails_the_stop_task_naming_it():
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_kafka_failover.version_compat import AirflowFailException
 
     with pytest.raises(AirflowFailException, match="lacks"):
         StopStreamingJobOperator(task_id="stop", handle={"pair": "p"}).execute({})
@@ -264,7 +264,7 @@ def test_a_keyword_the_operator_does_not_use_is_refused_by_name(tmp_path):
 
 
 def test_a_bad_job_option_fails_the_task_naming_it(tmp_path):
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_kafka_failover.version_compat import AirflowFailException
 
     operator = _submit_operator(tmp_path, sink_root="s3://bucket/sink", kafka_conn_id="kafka_nowhere")
     with pytest.raises(

@@ -17,10 +17,13 @@ import pytest
 
 SEND = textwrap.dedent(
     """
-    from airflow.sdk.observability import stats
-    from airflow.sdk.observability.metrics import stats_utils
-
-    stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+    try:
+        from airflow.sdk.observability import stats
+        from airflow.sdk.observability.metrics import stats_utils
+    except ImportError:  # Airflow before 3.3: Stats sets itself up from [metrics] on first use
+        pass
+    else:
+        stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
 
     from airflow_kafka_failover.io import metrics
 
@@ -75,7 +78,7 @@ def test_a_switch_and_the_sensor_decisions_send_their_metrics_to_statsd():
 
 
 def test_sending_never_fails_the_caller(monkeypatch):
-    from airflow.sdk.observability import stats
+    from types import SimpleNamespace
 
     from airflow_kafka_failover.io import metrics
 
@@ -83,7 +86,7 @@ def test_sending_never_fails_the_caller(monkeypatch):
         raise OSError("statsd host unreachable")
 
     warnings = []
-    monkeypatch.setattr(stats.Stats, "incr", broken)
+    monkeypatch.setattr(metrics, "Stats", SimpleNamespace(incr=broken, gauge=broken, timing=broken))
     monkeypatch.setattr(metrics.log, "warning", lambda message, *args: warnings.append(message % args))
     metrics.recovered("kafka_a", "A")
     assert warnings == ["could not send metric kafka_failover.recovered: statsd host unreachable"]

@@ -11,7 +11,6 @@ import time
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.io.record_store import variable_key
@@ -20,6 +19,7 @@ from airflow_kafka_failover.jobs.layout import RunLayout
 from airflow_kafka_failover.operators import keeper as keeper_module
 from airflow_kafka_failover.operators.keeper import KeepStreamingJobOperator, keeper_variable
 from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger, KeeperPauseTrigger
+from airflow_kafka_failover.version_compat import AirflowFailException, TaskDeferred
 
 
 class Variables:

@@ -164,9 +164,8 @@ def test_an_exception_without_text_is_named_by_its_type_in_the_error_event(monke
 
 
 def test_the_sensor_checks_once_then_defers_a_trigger_that_holds_only_json(dead_cluster_conn):
-    from airflow.sdk.exceptions import TaskDeferred
-
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+    from airflow_kafka_failover.version_compat import TaskDeferred
 
     sensor = KafkaClusterDownSensor(
         task_id="down",
@@ -312,7 +311,7 @@ def test_recovered_sensor_rejects_unknown_policy(dead_cluster_conn):
 
 
 def test_event_handling_timeout_soft_fail_and_data_loss():
-    from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+    from airflow_kafka_failover.version_compat import AirflowSensorTimeout, AirflowSkipException
 
     sensor = KafkaClusterDownSensor(
         task_id="d", kafka_config_id="x", cluster_alias="A", require_corroboration=False

@@ -160,7 +160,7 @@ def test_job_paths_default_under_airflow_home_and_resolve_relative_to_the_file(t
 
 @pytest.mark.parametrize("conf", [{"force": "yes"}, {"dry_run": 1}, {"reason": 5}])
 def test_params_of_the_wrong_type_are_refused_before_the_run(tmp_path, conf):
-    from airflow.sdk.exceptions import ParamValidationError
+    from airflow_kafka_failover.version_compat import ParamValidationError
 
     dag = build_dags(pair_config(tmp_path))["kafka_failover_orders_failover"]
     ((name, value),) = conf.items()
@@ -171,9 +171,8 @@ def test_params_of_the_wrong_type_are_refused_before_the_run(tmp_path, conf):
 
 
 def test_the_gate_fails_on_an_unknown_connection_before_touching_anything(tmp_path):
-    from airflow.sdk.exceptions import AirflowFailException
-
     from airflow_kafka_failover.sensors.record_gate import ActiveRecordGate
+    from airflow_kafka_failover.version_compat import AirflowFailException
 
     path = pair_config(
         tmp_path, clusters={"A": {"connection": "nowhere_a"}, "B": {"connection": "nowhere_b"}}
@@ -186,7 +185,11 @@ def test_the_gate_fails_on_an_unknown_connection_before_touching_anything(tmp_pa
 def test_the_gate_task_of_a_switch_dag_fails_on_bad_input_and_only_a_timeout_skips(tmp_path):
     """Through ``execute``, as the DAG runs it: a refusal fails the run (Airflow's ``soft_fail`` would have
     turned it into a skip), a scheduled run that waited out the watch is skipped."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+    from airflow_kafka_failover.version_compat import (
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+    )
 
     path = pair_config(
         tmp_path, clusters={"A": {"connection": "nowhere_a"}, "B": {"connection": "nowhere_b"}}

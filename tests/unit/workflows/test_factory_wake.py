@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
-from airflow.sdk import Asset
-from airflow.serialization.serialized_objects import DagSerialization
+
+try:
+    from airflow.serialization.serialized_objects import DagSerialization
+except ImportError:  # Airflow before 3.3 names it SerializedDAG
+    from airflow.serialization.serialized_objects import SerializedDAG as DagSerialization
 from airflow.triggers.base import BaseEventTrigger
 
 from airflow_kafka_failover.core.exceptions import ConfigError
@@ -107,9 +110,15 @@ def test_an_unknown_wake_mode_names_the_choices(tmp_path):
 
 
 def _context(payloads: list[dict[str, Any]], asset_name: str, **params: Any) -> dict[str, Any]:
-    asset = Asset(name=asset_name, uri="x-kafka-failover://cluster/unit_a/down-verdict/test")
-    events = [SimpleNamespace(extra={"from_trigger": True, "payload": payload}) for payload in payloads]
-    return {"params": params, "triggering_asset_events": {asset: events}}
+    """A task's context with the asset events that woke its run, in the Task SDK's own mapping."""
+    from airflow.sdk.execution_time.context import TriggeringAssetEventsAccessor
+
+    asset = SimpleNamespace(name=asset_name, uri="x-kafka-failover://cluster/unit_a/down-verdict/test")
+    events = [
+        SimpleNamespace(asset=asset, source_aliases=[], extra={"from_trigger": True, "payload": payload})
+        for payload in payloads
+    ]
+    return {"params": params, "triggering_asset_events": TriggeringAssetEventsAccessor.build(events)}
 
 
 def _down_payload(status: str = "success") -> dict[str, Any]:

@@ -145,9 +145,11 @@ def test_airflow_stores_one_trigger_per_cluster_and_kind_for_a_fleet(tmp_path):
     _config, database = _metadata_db(home)
     with sqlite3.connect(database) as db:
         triggers = db.execute("SELECT classpath FROM trigger").fetchall()
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        watchers = "asset_watcher" if "asset_watcher" in tables else "asset_trigger"  # Airflow 3.1's name
         watched = db.execute(
             "SELECT asset.name, COUNT(DISTINCT dag_schedule_asset_reference.dag_id) FROM asset "
-            "JOIN asset_watcher ON asset_watcher.asset_id = asset.id "
+            f"JOIN {watchers} ON {watchers}.asset_id = asset.id "
             "JOIN dag_schedule_asset_reference ON dag_schedule_asset_reference.asset_id = asset.id "
             "GROUP BY asset.name"
         ).fetchall()

@@ -1,0 +1,193 @@
+"""The compatibility lane: the provider on the lowest Airflow it supports (``.venv-compat``, made by
+``scripts/setup.sh --compat`` from ``tests/compat/requirements.in`` and ``constraints-compat.txt``).
+
+Each test drives that virtualenv from the outside, as a deployment would run it:
+
+- the built wheel installs into a fresh virtualenv with that Airflow and no pyspark, and Airflow's own
+  command line lists the provider and every trigger it ships;
+- the unit tests of the Airflow side (hooks, I/O, switching, triggers, operators, sensors, DAG factory, the
+  bad-input suite and the command line) pass there;
+- the end-to-end story (the start DAG, a crash of A and the failover DAG, A's restart and the failback DAG,
+  every acknowledged record read back from the sink) runs there: the demo, which fails on a lost record.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_failover.get_provider_info import get_provider_info
+from tests.conftest import AIRFLOW_SIDE
+
+REPO = Path(__file__).resolve().parents[2]
+COMPAT = REPO / ".venv-compat"
+REQUIREMENTS = REPO / "tests" / "compat" / "requirements.in"
+CONSTRAINTS = REPO / "constraints-compat.txt"
+UV = Path(sys.executable).with_name("uv")
+
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
+
+
+def floor_release() -> str:
+    """The Airflow release the lane runs: the one ``requirements.in`` pins."""
+    (release,) = re.findall(r"^apache-airflow==(\S+)$", REQUIREMENTS.read_text(), flags=re.MULTILINE)
+    return release
+
+
+def declared_floor() -> str:
+    """The lowest Airflow the provider's metadata accepts (``pyproject.toml``)."""
+    (floor,) = re.findall(r'"apache-airflow>=([0-9.]+),', (REPO / "pyproject.toml").read_text())
+    return floor
+
+
+@pytest.fixture(scope="module")
+def compat_python() -> Path:
+    python = COMPAT / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{COMPAT} is missing: run 'scripts/setup.sh --compat' (make test does)")
+    return python
+
+
+def _run(command: list[str], timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **env}
+    environment.pop("VIRTUAL_ENV", None)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+def test_the_lane_runs_the_lowest_airflow_the_metadata_accepts(compat_python):
+    release = floor_release()
+    assert release.rsplit(".", 1)[0] == declared_floor(), (
+        f"the lane runs Airflow {release}, the metadata's floor is {declared_floor()}: move them together"
+    )
+    done = _run([str(compat_python), "-c", "import airflow; print(airflow.__version__)"], timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == release
+
+
+def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = (tmp_path / "dist").glob("airflow_kafka_failover-*.whl")
+    venv = tmp_path / "venv"
+    python = venv / "bin" / "python"
+    subprocess.run([str(UV), "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=120)
+    installed = _run(
+        [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(CONSTRAINTS)]
+        + [f"apache-airflow=={floor_release()}", str(wheel)],
+        timeout=600,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    listed = _run([str(UV), "pip", "list", "--python", str(python), "--format", "json"], timeout=120)
+    packages = {entry["name"]: entry["version"] for entry in json.loads(listed.stdout)}
+    assert packages["apache-airflow"] == floor_release()
+    assert "pyspark" not in packages, "the Airflow side pulled in pyspark (it is the `spark` extra)"
+
+    airflow = str(venv / "bin" / "airflow")
+    home = {"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
+    providers = _run([airflow, "providers", "list", "--output", "json"], timeout=300, **home)
+    assert providers.returncode == 0, providers.stderr[-3000:]
+    assert "airflow-kafka-failover" in {entry["package_name"] for entry in _json_of(providers.stdout)}
+
+    triggers = _run([airflow, "providers", "triggers", "--output", "json"], timeout=300, **home)
+    assert triggers.returncode == 0, triggers.stderr[-3000:]
+    ours = {
+        entry["class"]
+        for entry in _json_of(triggers.stdout)
+        if entry.get("package_name") == "airflow-kafka-failover"
+    }
+    modules = {module for group in get_provider_info()["triggers"] for module in group["python-modules"]}
+    assert ours == modules, f"airflow providers triggers lists {sorted(ours)}, the provider ships {modules}"
+    classes = _run(
+        [str(python), "-c", _TRIGGER_CLASSES, *sorted(modules)], timeout=300, **home
+    )  # each module imports on that Airflow and defines its triggers
+    assert classes.returncode == 0, classes.stderr[-3000:]
+    assert set(json.loads(classes.stdout.strip().splitlines()[-1])) == _trigger_classes_here(modules)
+
+
+_TRIGGER_CLASSES = """
+import importlib, inspect, json, sys
+from airflow.triggers.base import BaseTrigger
+found = []
+for name in sys.argv[1:]:
+    module = importlib.import_module(name)
+    found += [n for n, c in inspect.getmembers(module, inspect.isclass)
+              if issubclass(c, BaseTrigger) and c.__module__ == name]
+print(json.dumps(found))
+"""
+
+
+def _trigger_classes_here(modules: set[str]) -> set[str]:
+    from airflow.triggers.base import BaseTrigger
+
+    found: set[str] = set()
+    for name in modules:
+        module = importlib.import_module(name)
+        found |= {
+            attribute
+            for attribute, value in vars(module).items()
+            if isinstance(value, type) and issubclass(value, BaseTrigger) and value.__module__ == name
+        }
+    assert len(found) >= 4, found
+    return found
+
+
+def _json_of(output: str) -> list[dict]:
+    """The JSON list Airflow printed, after any log lines before it."""
+    start = output.index("[")
+    return json.loads(output[start:])
+
+
+def test_the_airflow_side_passes_its_unit_tests_on_the_lowest_airflow(compat_python, tmp_path):
+    """The same unit tests as on the newest Airflow, marked ``airflow`` by tests/conftest.py, plus the
+    suites of the top-level modules that drive the Airflow side."""
+    done = _run(
+        [str(compat_python), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        + ["-m", "not (sandbox or spark)", "--basetemp", str(tmp_path / "t")]
+        + [str(REPO / "tests" / "unit" / name) for name in _AIRFLOW_SIDE],
+        timeout=1200,
+        AIRFLOW_HOME=str(tmp_path / "home"),
+        HYPOTHESIS_PROFILE="fast",
+    )
+    print(done.stdout[-1500:])
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+
+
+_AIRFLOW_SIDE = (
+    *AIRFLOW_SIDE,
+    "test_bad_input_suite.py",
+    "test_cli.py",
+    "test_get_provider_info.py",
+    "test_getting_started.py",
+    "test_without_pyspark.py",
+    "test_fleet_parse.py",
+)
+
+
+@pytest.mark.sandbox
+@pytest.mark.spark
+def test_the_demo_fails_over_and_back_on_the_lowest_airflow(compat_python, tmp_path):
+    """Start DAG, crash failover and restart failback through ``dag.test()`` on that Airflow, with the
+    sandbox's Kafka clusters, MirrorMaker 2 and a local Spark driver; the demo exits 1 on a lost record."""
+    done = _run(
+        [str(compat_python), "-m", "akf_devtools.demo", "--run-dir", str(tmp_path / "run")]
+        + ["--results", str(tmp_path / "results")],
+        timeout=900,
+    )
+    print(done.stdout[-3000:])
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "results" / "report.json").read_text())
+    assert report["counts"]["produced"] > 0 and report["counts"]["lost"] == 0, report["counts"]
+    assert report["counts"]["unique"] == report["counts"]["produced"], report["counts"]
+    assert [switch["kind"] for switch in report["record"]["history"]] == ["failover", "failback"]
+    assert (report["record"]["active"], report["record"]["epoch"]) == ("A", 2)
