@@ -5,6 +5,8 @@ Each test drives that virtualenv from the outside, as a deployment would run it:
 
 - the built wheel installs into a fresh virtualenv with that Airflow and no pyspark, and Airflow's own
   command line lists the provider and every trigger it ships;
+- the job side (``jobs/`` and ``core/``) installs on a driver without Airflow: the wheel without its
+  dependencies, with pyspark, pydantic and pyarrow (docs/jobs.md);
 - the unit tests of the Airflow side (hooks, I/O, switching, triggers, operators, sensors, DAG factory, the
   bad-input suite and the command line) pass there;
 - the end-to-end story (the start DAG, a crash of A and the failover DAG, A's restart and the failback DAG,
@@ -71,17 +73,30 @@ def test_the_lane_runs_the_lowest_airflow_the_metadata_accepts(compat_python):
     assert done.stdout.strip().splitlines()[-1] == release
 
 
-def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path):
+def _built_wheel(folder: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(REPO)],
         check=True,
         capture_output=True,
         timeout=300,
     )
-    (wheel,) = (tmp_path / "dist").glob("airflow_kafka_failover-*.whl")
+    (wheel,) = folder.glob("airflow_kafka_failover-*.whl")
+    return wheel
+
+
+def _fresh_venv(venv: Path) -> Path:
+    base = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True
+    ).stdout.strip()
+    interpreter = Path(base) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    subprocess.run([str(UV), "venv", "-q", "--python", str(interpreter), str(venv)], check=True, timeout=120)
+    return venv / "bin" / "python"
+
+
+def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path):
+    wheel = _built_wheel(tmp_path / "dist")
     venv = tmp_path / "venv"
-    python = venv / "bin" / "python"
-    subprocess.run([str(UV), "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=120)
+    python = _fresh_venv(venv)
     installed = _run(
         [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(CONSTRAINTS)]
         + [f"apache-airflow=={floor_release()}", str(wheel)],
@@ -113,6 +128,49 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
     )  # each module imports on that Airflow and defines its triggers
     assert classes.returncode == 0, classes.stderr[-3000:]
     assert set(json.loads(classes.stdout.strip().splitlines()[-1])) == _trigger_classes_here(modules)
+
+
+def test_the_job_side_installs_on_a_driver_without_airflow(tmp_path):
+    """docs/jobs.md's driver install: the wheel without its dependencies, then pyspark, pydantic and pyarrow.
+    Every module of ``jobs/`` and ``core/`` imports there, and none brings in Airflow."""
+    wheel = _built_wheel(tmp_path / "dist")
+    python = _fresh_venv(tmp_path / "venv")
+    wheelhouse = Path(
+        os.environ.get("AKF_WHEELHOUSE")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "airflow-kafka-failover"
+        / "wheels"
+    )
+    install = [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(REPO / "constraints.txt")]
+    done = _run([*install, "--no-deps", str(wheel)], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run([*install, "--find-links", str(wheelhouse), *_DRIVER_PACKAGES], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = _run([str(python), "-c", _IMPORT_JOB_SIDE], timeout=300)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    report = json.loads(imported.stdout.strip().splitlines()[-1])
+    assert report["failed"] == {}, report["failed"]
+    assert report["modules"] >= 20, report
+    assert report["airflow"] == [], f"the job side imported Airflow: {report['airflow']}"
+
+
+_DRIVER_PACKAGES = ("pyspark", "pydantic", "pyarrow")
+"""What docs/jobs.md tells a driver without Airflow to install beside the wheel (pyspark: your Spark's)."""
+
+_IMPORT_JOB_SIDE = """
+import importlib, json, pkgutil, sys
+import airflow_kafka_failover.core, airflow_kafka_failover.jobs
+failed, count = {}, 0
+for package in (airflow_kafka_failover.core, airflow_kafka_failover.jobs):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        count += 1
+        try:
+            importlib.import_module(module.name)
+        except Exception as exc:
+            failed[module.name] = repr(exc)
+airflow = sorted(name for name in sys.modules if name == "airflow" or name.startswith("airflow."))
+print(json.dumps({"failed": failed, "modules": count, "airflow": airflow}))
+"""
 
 
 _TRIGGER_CLASSES = """
