@@ -66,7 +66,8 @@ def get_provider_info() -> dict:
                         "description": (
                             "Comma-separated jars passed to spark-submit as --jars when a pair's job config "
                             "names neither jars nor packages: Spark's Kafka source (spark-sql-kafka-0-10 and "
-                            "its dependencies) and, optionally, the record-id jar."
+                            "its dependencies), Delta's jars (delta-spark and delta-storage) for a job that "
+                            "writes Delta, and optionally the record-id jar."
                         ),
                         "version_added": "0.1.0",
                         "type": "string",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a machine with Python 3.11+, Java 17 and Maven:
-# a virtualenv in .venv with the provider (and its test extra) and the development tools of devtools/ (sandbox,
+# a virtualenv in .venv with the provider (with every extra, and the `dev` dependency group of pyproject.toml:
+# the test and lint tools) and the development tools of devtools/ (sandbox,
 # demo, local Airflow), both editable, and the JVM artifacts resolved by Maven into .jars/. Idempotent: each step is skipped when its inputs did not change since it last succeeded.
 #
 # Options: --browser (make test) installs Debian's chromium for the Airflow UI test; --all-jars (make test)
@@ -84,7 +85,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     fi
   done
   .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt --find-links "$wheelhouse" \
-    -e '.[test]' -e './devtools[demo]'
+    -e '.[spark,delta,s3,kubernetes]' --group dev -e './devtools[demo]'
   .venv/bin/python -c 'import pyspark' \
     || { echo "error: 'import pyspark' fails in .venv (two packages writing the pyspark folder?); remove .venv and run 'make setup' again" >&2; exit 1; }
   echo "$want" > "$stamp"
@@ -98,7 +99,7 @@ if [ "$compat" = true ]; then
     echo "setup: installing the lowest supported Airflow with the provider into .venv-compat (the compatibility lane)"
     .venv/bin/uv pip install -q --python .venv-compat/bin/python -c constraints-compat.txt \
       --find-links "${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}" \
-      -r tests/compat/requirements.in
+      -r tests/compat/requirements.in --group dev
     echo "$compat_want" > "$compat_stamp"
   fi
 fi

@@ -3,8 +3,8 @@
 No Docker engine runs here, so the file is checked as data: services, images, mounts and ports, and every
 setting that must agree with the sandbox (MirrorMaker 2), the pair config (docker/pairs.yaml) and the
 versions the project resolves (pyspark, the poms, the Airflow pin); its syntax is validated against the
-compose-spec JSON Schema (check-jsonschema of the test extra ships it), and by ``docker compose config``
-where a docker client is installed.
+compose-spec JSON Schema (check-jsonschema of the `dev` dependency group ships it), and by ``docker compose
+config`` where a docker client is installed.
 """
 
 from __future__ import annotations

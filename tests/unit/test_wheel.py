@@ -52,4 +52,9 @@ def test_the_wheel_holds_only_the_provider(tmp_path):
     pyspark = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: pyspark")]
     assert pyspark and all('; extra == "' in line for line in pyspark), pyspark
     assert 'Requires-Dist: pyspark==4.0.0; extra == "spark"' in pyspark, pyspark
+    # The test and lint tools are pyproject.toml's `dev` dependency group, which the metadata does not carry.
+    extras = {line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Provides-Extra:")}
+    assert extras == {"spark", "delta", "s3", "kubernetes"}, extras
+    for tool in ("pytest", "ruff", "mypy", "moto", "playwright", "hypothesis"):
+        assert not [line for line in metadata.splitlines() if line.startswith(f"Requires-Dist: {tool}")], tool
     print(f"{wheel.name}: {len(package)} files in the provider package")
