@@ -5,8 +5,8 @@ Each test drives that virtualenv from the outside, as a deployment would run it:
 
 - the built wheel installs into a fresh virtualenv with that Airflow and no pyspark, and Airflow's own
   command line lists the provider and every trigger it ships;
-- the job side (``jobs/`` and ``core/``) installs on a driver without Airflow: the wheel without its
-  dependencies, with pyspark, pydantic and pyarrow (docs/jobs.md);
+- the job side (``jobs/`` and ``core/``) installs on a driver without Airflow: the source distribution
+  without its dependencies, with pyspark, pydantic and pyarrow (docs/jobs.md);
 - the unit tests of the Airflow side (hooks, I/O, switching, triggers, operators, sensors, DAG factory, the
   bad-input suite and the command line) pass there;
 - the end-to-end story (the start DAG, a crash of A and the failover DAG, A's restart and the failback DAG,
@@ -84,6 +84,14 @@ def _built_wheel(folder: Path) -> Path:
     return wheel
 
 
+def _built_sdist(folder: Path) -> Path:
+    """The source distribution, built as a package index would receive it (uv build, isolated)."""
+    done = _run([str(UV), "build", "-q", "--sdist", "--out-dir", str(folder), str(REPO)], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (sdist,) = folder.glob("airflow_kafka_failover-*.tar.gz")
+    return sdist
+
+
 def _fresh_venv(venv: Path) -> Path:
     base = subprocess.run(
         [sys.executable, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True
@@ -131,9 +139,10 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
 
 
 def test_the_job_side_installs_on_a_driver_without_airflow(tmp_path):
-    """docs/jobs.md's driver install: the wheel without its dependencies, then pyspark, pydantic and pyarrow.
-    Every module of ``jobs/`` and ``core/`` imports there, and none brings in Airflow."""
-    wheel = _built_wheel(tmp_path / "dist")
+    """docs/jobs.md's driver install: the package without its dependencies (here from the source
+    distribution, so that what it ships is checked too), then pyspark, pydantic and pyarrow. Every module of
+    ``jobs/`` and ``core/`` imports there, and none brings in Airflow."""
+    package = _built_sdist(tmp_path / "dist")
     python = _fresh_venv(tmp_path / "venv")
     wheelhouse = Path(
         os.environ.get("AKF_WHEELHOUSE")
@@ -142,7 +151,7 @@ def test_the_job_side_installs_on_a_driver_without_airflow(tmp_path):
         / "wheels"
     )
     install = [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(REPO / "constraints.txt")]
-    done = _run([*install, "--no-deps", str(wheel)], timeout=300)
+    done = _run([*install, "--no-deps", str(package)], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     done = _run([*install, "--find-links", str(wheelhouse), *_DRIVER_PACKAGES], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
