@@ -118,7 +118,7 @@ def last_committed_offsets(path: str) -> tuple[int, dict[TopicPartition, int]] |
     return batch_id, parse_offsets_file(offsets_file, _read_text(offsets_file))
 
 
-def in_flight_offsets(path: str) -> int:
+def in_flight_offsets(path: str, after_batch: int | None = None) -> int:
     """Offsets of the batch Spark planned after the last committed one, which may still commit.
 
     Spark writes a batch's ``offsets/<id>`` before it runs the batch and ``commits/<id>`` after; the job
@@ -128,8 +128,11 @@ def in_flight_offsets(path: str) -> int:
     transaction markers too, so this is an upper bound in records.
 
     :param path: the checkpoint (a local folder or a store URI).
-    :return: the sum over partitions of the planned end minus the committed position; 0 when no batch is
-        planned beyond the last commit, or when no batch was committed (the plan then starts from the
+    :param after_batch: the committed batch the switch's position came from. Every batch planned after it
+        counts, committed or not: one that committed between the switch's read of the position and this
+        call is exactly such a batch. Without it, the batches after the newest commit count.
+    :return: the sum over partitions of the newest planned end minus the position's; 0 when no batch is
+        planned beyond that position, or when no batch was committed (the plan then starts from the
         initial position, whose own rules state what it reads again).
     :raises CheckpointError: an offsets file that cannot be parsed.
     """
@@ -137,6 +140,9 @@ def in_flight_offsets(path: str) -> int:
     planned = batch_numbers(locations.join(root, "offsets"))
     committed = set(batch_numbers(locations.join(root, "commits")))
     complete = [batch for batch in planned if batch in committed]
+    if after_batch is not None and after_batch in complete:
+        complete = [after_batch]
+        committed = {batch for batch in committed if batch <= after_batch}
     if not planned or planned[-1] in committed or not complete:
         return 0  # nothing in flight, or nothing committed (the plan's initial position rules apply)
 

@@ -319,7 +319,7 @@ def make_plan(
         if old.checkpoint and old_job.get("sink_root")
         else 0
     )
-    in_flight = _in_flight(old.checkpoint)
+    in_flight = _in_flight(old.checkpoint, getattr(position, "batch_id", None))
     summary["uncommitted_output_records"] = uncommitted
     summary["in_flight_offsets"] = in_flight
     # The batch in flight holds the uncommitted output; whichever is larger bounds what it adds.
@@ -346,12 +346,14 @@ def make_plan(
     ).model_dump(mode="json")
 
 
-def _in_flight(checkpoint: str | None) -> int:
-    """Offsets of the old job's batch planned after its last commit (0 without a checkpoint or one)."""
+def _in_flight(checkpoint: str | None, after_batch: int | None) -> int:
+    """Offsets of the old job's batches planned after the committed batch the position came from (or after
+    its last commit), 0 without a checkpoint or one. Read after the position: a batch that committed in
+    between still counts, since the new job starts before its records."""
     if not checkpoint:
         return 0
     try:
-        return in_flight_offsets(checkpoint)
+        return in_flight_offsets(checkpoint, after_batch)
     except (CheckpointError, OSError) as exc:  # the position itself was read; this only widens the bound
         log.warning(
             "could not read the old job's batch in flight from %s (%s); counting none", checkpoint, exc

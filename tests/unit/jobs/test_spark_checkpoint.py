@@ -75,6 +75,21 @@ def test_in_flight_batch_counts_the_offsets_planned_beyond_the_commit(checkpoint
     assert in_flight_offsets(checkpoint) == 0
 
 
+def test_a_batch_that_committed_after_the_position_was_read_still_counts(checkpoint):
+    """CI: the plan read the position at batch 9, batch 10 committed before the in-flight read (0 counted),
+    and its records were re-delivered beyond the bound. Counted from the position's batch, it is in."""
+    write_offsets(checkpoint, 0, '{"orders":{"0":10,"1":5}}')
+    write_commit(checkpoint, 0)
+    write_offsets(checkpoint, 1, '{"orders":{"0":20,"1":9}}')
+    assert in_flight_offsets(checkpoint, after_batch=0) == 10 + 4
+    write_commit(checkpoint, 1)
+    assert in_flight_offsets(checkpoint) == 0  # from the newest commit: nothing beyond it
+    assert in_flight_offsets(checkpoint, after_batch=0) == 10 + 4  # from the position's batch: batch 1
+    assert in_flight_offsets(checkpoint, after_batch=1) == 0
+    write_offsets(checkpoint, 2, '{"orders":{"0":25,"1":9}}')
+    assert in_flight_offsets(checkpoint, after_batch=0) == 15 + 4  # batches 1 and 2
+
+
 def test_several_topics_and_sources_are_merged(checkpoint):
     write_offsets(
         checkpoint,
