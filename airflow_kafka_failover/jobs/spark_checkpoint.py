@@ -119,7 +119,8 @@ def last_committed_offsets(path: str) -> tuple[int, dict[TopicPartition, int]] |
 
 
 def in_flight_offsets(path: str, after_batch: int | None = None) -> int:
-    """Offsets of the batch Spark planned after the last committed one, which may still commit.
+    """Offsets of the batches Spark planned after the switch's position (or the last commit), which may
+    still commit.
 
     Spark writes a batch's ``offsets/<id>`` before it runs the batch and ``commits/<id>`` after; the job
     checks its fence inside the batch, after the offsets file. A batch that passed its check before a switch

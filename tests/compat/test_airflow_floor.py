@@ -27,6 +27,7 @@ import pytest
 
 from airflow_kafka_failover.get_provider_info import get_provider_info
 from tests.conftest import AIRFLOW_SIDE
+from tests.packaging import built_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 COMPAT = REPO / ".venv-compat"
@@ -73,17 +74,6 @@ def test_the_lane_runs_the_lowest_airflow_the_metadata_accepts(compat_python):
     assert done.stdout.strip().splitlines()[-1] == release
 
 
-def _built_wheel(folder: Path) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(REPO)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (wheel,) = folder.glob("airflow_kafka_failover-*.whl")
-    return wheel
-
-
 def _built_sdist(folder: Path) -> Path:
     """The source distribution, built as a package index would receive it (uv build, isolated)."""
     done = _run([str(UV), "build", "-q", "--sdist", "--out-dir", str(folder), str(REPO)], timeout=300)
@@ -93,16 +83,13 @@ def _built_sdist(folder: Path) -> Path:
 
 
 def _fresh_venv(venv: Path) -> Path:
-    base = subprocess.run(
-        [sys.executable, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True
-    ).stdout.strip()
-    interpreter = Path(base) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    interpreter = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     subprocess.run([str(UV), "venv", "-q", "--python", str(interpreter), str(venv)], check=True, timeout=120)
     return venv / "bin" / "python"
 
 
 def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path):
-    wheel = _built_wheel(tmp_path / "dist")
+    wheel = built_wheel(tmp_path / "dist")
     venv = tmp_path / "venv"
     python = _fresh_venv(venv)
     installed = _run(

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # builds the wheel with pip
+from tests.packaging import built_wheel
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # builds the wheel with pip
 
 
 def test_the_wheel_holds_only_the_provider(tmp_path):
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (wheel,) = tmp_path.glob("airflow_kafka_failover-*.whl")
+    wheel = built_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     package = [name for name in names if not name.startswith("airflow_kafka_failover-")]
     assert package, names
