@@ -7,9 +7,12 @@
 # Options: --browser (make test) installs Debian's chromium for the Airflow UI test; --all-jars (make test)
 # resolves every JVM artifact set the tests use (Delta, the Hadoop minicluster, S3A with its 560 MB AWS SDK
 # bundle), where the default resolves only the demo's (Kafka, Spark's Kafka source); --no-jars (make
-# test-fast) resolves none; --compat (make test) also makes .venv-compat, the compatibility lane's virtualenv:
-# the lowest Airflow the provider supports (tests/compat/requirements.in, pinned by constraints-compat.txt)
-# with the provider and the development tools, both editable.
+# test-fast) resolves none; --compat (make test) also makes the compatibility lane's two virtualenvs:
+# .venv-compat, the lowest Airflow the provider supports (tests/compat/requirements.in, pinned by
+# constraints-compat.txt) with the provider and the development tools, both editable; and
+# .venv-compat-driver, its Spark driver: the oldest Spark and Delta the job side supports, without Airflow
+# (tests/compat/requirements-driver.in, pinned by constraints-compat-driver.txt). The lane's jars (its
+# Kafka, Spark's Kafka source and Delta for that Spark, from jvm/compat/) are resolved by its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -101,6 +104,23 @@ if [ "$compat" = true ]; then
       --find-links "${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}" \
       -r tests/compat/requirements.in --group dev
     echo "$compat_want" > "$compat_stamp"
+  fi
+  # The lane's Spark driver: the oldest Spark line the job side supports (tests/compat/requirements-driver.in)
+  # and no Airflow; the provider's package goes in without its dependencies, as docs/jobs.md says.
+  [ -x .venv-compat-driver/bin/python ] || { echo "setup: creating .venv-compat-driver"; .venv/bin/uv venv -q --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" .venv-compat-driver; }
+  driver_stamp=.venv-compat-driver/.akf-installed
+  driver_want=$(cat pyproject.toml tests/compat/requirements-driver.in constraints-compat-driver.txt | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$driver_stamp" ] || [ "$(cat "$driver_stamp")" != "$driver_want" ]; then
+    echo "setup: installing the oldest supported Spark with the job side into .venv-compat-driver (the compatibility lane)"
+    wheelhouse=${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}
+    for pin in $(grep -E '^pyspark==' constraints-compat-driver.txt); do
+      ls "$wheelhouse/pyspark-${pin##*==}-"*.whl >/dev/null 2>&1 \
+        || .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheelhouse" "$pin"
+    done
+    .venv/bin/uv pip install -q --python .venv-compat-driver/bin/python -c constraints-compat-driver.txt \
+      --find-links "$wheelhouse" -r tests/compat/requirements-driver.in
+    .venv/bin/uv pip install -q --python .venv-compat-driver/bin/python --no-deps -e .
+    echo "$driver_want" > "$driver_stamp"
   fi
 fi
 

@@ -38,11 +38,12 @@ KILL_WAIT_S = 10.0
 
 def job_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The job's whole environment: this process's without Airflow's (``AIRFLOW_ONLY_ENV``), ``PATH`` with
-    this interpreter's ``bin`` (the spark-submit of its pyspark), the same Python for the driver.
+    the ``bin`` of the Spark that submits first (:func:`spark_bin_dir`), and the driver's Python:
+    ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` when set, else this interpreter.
 
     :param extra: variables on top (a run's own).
     """
-    bin_dir = str(Path(sys.executable).parent)
+    bin_dir = spark_bin_dir()
     path = os.environ.get("PATH", "")
     inherited = {name: value for name, value in os.environ.items() if not name.startswith(AIRFLOW_ONLY_ENV)}
     child = {
@@ -53,11 +54,22 @@ def job_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**inherited, **child, **(extra or {})}
 
 
+def spark_bin_dir() -> str:
+    """The folder whose spark-submit launches the jobs: ``$SPARK_HOME/bin`` when ``SPARK_HOME`` is set (a
+    Spark distribution, or the pyspark of a driver's own virtualenv: Spark's own convention), else this
+    interpreter's ``bin`` (the spark-submit of the ``spark`` extra's pyspark)."""
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        return str(Path(spark_home) / "bin")
+    return str(Path(sys.executable).parent)
+
+
 def check_spark_submit(binary: str, env: dict[str, str], spark_conn_id: str) -> None:
     """Refuse a launch whose spark-submit cannot be found on the PATH it runs with (``env``'s).
 
-    spark-submit runs on this host in every mode. With the provider's ``spark`` extra it is the one of this
-    interpreter's pyspark, which :func:`job_environment` puts first on PATH.
+    spark-submit runs on this host in every mode: the one of ``SPARK_HOME`` when it is set, else (with the
+    provider's ``spark`` extra) the one of this interpreter's pyspark; :func:`job_environment` puts that
+    folder first on PATH.
 
     :param binary: the command's first word (the connection's ``spark_binary``, or a path).
     :raises JobStartError: naming the binary, the PATH searched and the two ways to provide it.
@@ -67,8 +79,8 @@ def check_spark_submit(binary: str, env: dict[str, str], spark_conn_id: str) -> 
     raise JobStartError(
         f"spark-submit {binary!r} (the spark_binary of connection {spark_conn_id!r}) is not on the PATH the "
         f"job is launched with ({env.get('PATH', '')}): install pyspark on this host with the provider's "
-        "extra (pip install 'airflow-kafka-failover[spark]'), or put a Spark distribution's bin/ on PATH "
-        "(SPARK_HOME/bin); nothing was started"
+        "extra (pip install 'airflow-kafka-failover[spark]'), or set SPARK_HOME to a Spark distribution (or "
+        "a pyspark install's folder) whose bin/ holds spark-submit; nothing was started"
     )
 
 

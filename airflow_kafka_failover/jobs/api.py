@@ -40,6 +40,7 @@ from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable
 from airflow_kafka_failover.jobs.classpath import check_kafka_classpath
+from airflow_kafka_failover.jobs.driver_spark import check_driver_spark
 from airflow_kafka_failover.jobs.hadoop_store import use_hadoop_stores
 from airflow_kafka_failover.jobs.job_run import (
     EXIT_BAD_INPUT,
@@ -95,8 +96,9 @@ class FailoverStream:
     ) -> FailoverStream:
         """Read ``--settings`` from the command line, check the run may start, and build the SparkSession.
 
-        A run that must not start (bad settings, a checkpoint of another run, a fence at another epoch) writes
-        ``refused`` with the reason to its status file and exits with code 2 before Spark starts; so does a
+        A run that must not start (a driver whose pyspark is not a Spark line the job side supports, bad
+        settings, a checkpoint of another run, a fence at another epoch) writes ``refused`` with the reason to
+        its status file and exits with code 2 before Spark starts; so does a
         driver whose classpath lacks Spark's Kafka source or the Kafka client (checked once the session is
         up, naming the jars' Maven coordinates).
 
@@ -135,6 +137,7 @@ class FailoverStream:
             spark = spark or _session(app_name, session_config)
             use_hadoop_stores(spark)
         try:
+            check_driver_spark()
             settings = JobSettings.load(settings_location)
             if slot is not None and settings.epoch != handoff.epoch:
                 raise ConfigError(

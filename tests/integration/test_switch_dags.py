@@ -48,8 +48,9 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
     ) as story:
         yield story
     print("figures:", story.figures)
-    results = Path(__file__).resolve().parents[2] / "results"
-    results.mkdir(exist_ok=True)
+    # AKF_RESULTS_DIR: the compatibility lane runs this story on the oldest stack and keeps its figures apart.
+    results = Path(os.environ.get("AKF_RESULTS_DIR") or Path(__file__).resolve().parents[2] / "results")
+    results.mkdir(parents=True, exist_ok=True)
     (results / "e2e_switch_figures.json").write_text(
         json.dumps(
             {"figures": story.figures, "counts": story.counts, "machine": f"{os.cpu_count()} cores"}, indent=1

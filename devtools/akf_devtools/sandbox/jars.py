@@ -66,6 +66,16 @@ def project_root() -> Path:
     return root
 
 
+def poms_root() -> Path:
+    """Return the folder of the artifact sets' poms, one sub-folder per set (``AKF_POMS_DIR`` overrides).
+
+    The default is ``<project root>/jvm``, the newest stack the suite runs; the compatibility lane points it
+    at ``jvm/compat`` (the oldest Kafka, Spark and Delta it supports), beside its own ``AKF_JARS_DIR``.
+    """
+    override = os.environ.get("AKF_POMS_DIR")
+    return Path(override) if override else project_root() / "jvm"
+
+
 def jars_root() -> Path:
     """Return the folder that holds one sub-folder of jars per artifact set (``AKF_JARS_DIR`` overrides)."""
     override = os.environ.get("AKF_JARS_DIR")
@@ -83,7 +93,7 @@ class ArtifactSet:
 
     @property
     def pom(self) -> Path:
-        return project_root() / "jvm" / self.name / "pom.xml"
+        return poms_root() / self.name / "pom.xml"
 
     @property
     def folder(self) -> Path:
@@ -209,6 +219,11 @@ RECORD_ID_JAR = "akf-record-id.jar"
 
 
 def _pyspark_jars_dir() -> Path:
+    """The jars of the Spark that submits the jobs: ``$SPARK_HOME/jars`` when ``SPARK_HOME`` is set (the
+    spark-submit the Spark provider runs then comes from that Spark), else the installed pyspark's."""
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        return Path(spark_home) / "jars"
     import pyspark  # deferred: heavy, and only needed where a job is submitted
 
     return Path(pyspark.__file__).parent / "jars"

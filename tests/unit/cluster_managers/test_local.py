@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
+from pathlib import Path
 
 from airflow_kafka_failover.cluster_managers.local import job_environment
 from airflow_kafka_failover.core.process_group import ManagedProcess
@@ -40,3 +43,16 @@ def test_a_process_started_without_inheriting_gets_only_the_given_environment(tm
         time.sleep(0.05)
     names = {line.split("=", 1)[0] for line in out.read_text().splitlines()}
     assert "ONLY" in names and "AIRFLOW_CONN_KAFKA_SECURE" not in names
+
+
+def test_spark_home_chooses_the_spark_submit_and_pyspark_python_the_drivers_python(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark-3.5"))
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/driver/bin/python")
+    env = job_environment()
+    assert env["PATH"].split(os.pathsep)[0] == str(tmp_path / "spark-3.5" / "bin")
+    assert env["PYSPARK_PYTHON"] == "/opt/driver/bin/python"
+
+
+def test_without_spark_home_the_interpreters_own_spark_submit_comes_first(monkeypatch):
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    assert job_environment()["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)

@@ -566,5 +566,5 @@ def test_a_launch_without_spark_submit_on_its_path_is_refused_before_writing_any
         StreamingJobHook("spark_yarn", jars="").submit(settings, layout, env={"PATH": str(empty)})
     message = str(refused.value)
     assert "spark-submit 'spark-submit'" in message and "'spark_yarn'" in message and str(empty) in message
-    assert "airflow-kafka-failover[spark]" in message and "SPARK_HOME/bin" in message
+    assert "airflow-kafka-failover[spark]" in message and "set SPARK_HOME" in message
     assert not Path(layout.settings_file).exists() and _submissions(calls) == 0
