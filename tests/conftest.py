@@ -28,7 +28,7 @@ LONGEST_FIRST = (
     "test_three_brokers.py",  # ~800 s
     "test_state_on_s3.py",  # ~700 s
     "test_keeper.py",  # ~420 s
-    "test_airflow_floor.py",  # ~390 s (the compatibility lane: its own pytest run on Airflow 3.1, the demo)
+    "test_airflow_floor.py",  # ~400 s (the compatibility lane: unit tests on Airflow 3.1, the oldest stack)
     "test_switch_reads_current_record.py",  # ~400 s (557 s on a 2-core machine shared with other test runs)
     "test_streaming_job.py",  # ~260 s
     "test_cluster_managers.py",  # ~230 s (measured on a 2-core machine shared with other test runs)
@@ -36,6 +36,7 @@ LONGEST_FIRST = (
     "test_airflow_ui.py",  # ~180 s
     "test_status_cli.py",  # ~180 s
     "test_stores.py",  # ~150 s
+    "test_getting_started_walk.py",  # ~130 s
 )
 
 AIRFLOW_SIDE = (

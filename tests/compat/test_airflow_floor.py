@@ -1,16 +1,21 @@
-"""The compatibility lane: the provider on the lowest Airflow it supports (``.venv-compat``, made by
-``scripts/setup.sh --compat`` from ``tests/compat/requirements.in`` and ``constraints-compat.txt``).
+"""The compatibility lane: the provider with every part at its floor. The lowest Airflow it supports
+(``.venv-compat``, made by ``scripts/setup.sh --compat`` from ``tests/compat/requirements.in`` and
+``constraints-compat.txt``); the oldest Spark and Delta its job side supports, on a driver without Airflow
+(``.venv-compat-driver``, from ``requirements-driver.in`` and ``constraints-compat-driver.txt``); the oldest
+Kafka brokers and MirrorMaker 2 (``jvm/compat/``, resolved into ``.jars-compat``).
 
-Each test drives that virtualenv from the outside, as a deployment would run it:
+Each test drives those environments from the outside, as a deployment would run them:
 
-- the built wheel installs into a fresh virtualenv with that Airflow and no pyspark, and Airflow's own
-  command line lists the provider and every trigger it ships;
+- the built wheel installs into a fresh virtualenv with that Airflow and no pyspark, Airflow's own
+  command line lists the provider and every trigger it ships, and the installer refuses the wheel beside
+  an Airflow below the floor;
 - the job side (``jobs/`` and ``core/``) installs on a driver without Airflow: the source distribution
-  without its dependencies, with pyspark, pydantic and pyarrow (docs/jobs.md);
+  without its dependencies, with the driver's requirements (docs/jobs.md);
 - the unit tests of the Airflow side (hooks, I/O, switching, triggers, operators, sensors, DAG factory, the
   bad-input suite and the command line) pass there;
-- the end-to-end story (the start DAG, a crash of A and the failover DAG, A's restart and the failback DAG,
-  every acknowledged record read back from the sink) runs there: the demo, which fails on a lost record.
+- the end-to-end story of ``tests/integration/test_switch_dags.py`` (the start DAG, a crash of A and the
+  failover DAG, A's restart and the failback DAG, with the user's Delta MERGE job, each acknowledged id read
+  back once) runs on the oldest stack.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ REPO = Path(__file__).resolve().parents[2]
 COMPAT = REPO / ".venv-compat"
 REQUIREMENTS = REPO / "tests" / "compat" / "requirements.in"
 CONSTRAINTS = REPO / "constraints-compat.txt"
+COMPAT_DRIVER = REPO / ".venv-compat-driver"
+COMPAT_DRIVER_REQUIREMENTS = REPO / "tests" / "compat" / "requirements-driver.in"
+"""What docs/jobs.md tells a driver without Airflow to install beside the package: pyspark (the oldest Spark
+line here), delta-spark for the Delta sink, pydantic and pyarrow."""
+COMPAT_DRIVER_CONSTRAINTS = REPO / "constraints-compat-driver.txt"
 UV = Path(sys.executable).with_name("uv")
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]
@@ -102,6 +112,13 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
     packages = {entry["name"]: entry["version"] for entry in json.loads(listed.stdout)}
     assert packages["apache-airflow"] == floor_release()
     assert "pyspark" not in packages, "the Airflow side pulled in pyspark (it is the `spark` extra)"
+    # Beside an Airflow below the floor, the installer refuses from the metadata alone.
+    below = _run(
+        [str(UV), "pip", "install", "--dry-run", "--python", str(python)]
+        + ["apache-airflow==3.0.6", str(wheel)],
+        timeout=300,
+    )
+    assert below.returncode != 0 and f"apache-airflow>={declared_floor()},<4" in below.stderr, below.stderr
 
     airflow = str(venv / "bin" / "airflow")
     home = {"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
@@ -127,8 +144,9 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
 
 def test_the_job_side_installs_on_a_driver_without_airflow(tmp_path):
     """docs/jobs.md's driver install: the package without its dependencies (here from the source
-    distribution, so that what it ships is checked too), then pyspark, pydantic and pyarrow. Every module of
-    ``jobs/`` and ``core/`` imports there, and none brings in Airflow."""
+    distribution, so that what it ships is checked too), then the oldest Spark and Delta with pydantic and
+    pyarrow (``requirements-driver.in``). Every module of ``jobs/`` and ``core/`` imports there, and none
+    brings in Airflow."""
     package = _built_sdist(tmp_path / "dist")
     python = _fresh_venv(tmp_path / "venv")
     wheelhouse = Path(
@@ -137,10 +155,11 @@ def test_the_job_side_installs_on_a_driver_without_airflow(tmp_path):
         / "airflow-kafka-failover"
         / "wheels"
     )
-    install = [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(REPO / "constraints.txt")]
+    install = [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(COMPAT_DRIVER_CONSTRAINTS)]
     done = _run([*install, "--no-deps", str(package)], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    done = _run([*install, "--find-links", str(wheelhouse), *_DRIVER_PACKAGES], timeout=600)
+    requirements = ["-r", str(COMPAT_DRIVER_REQUIREMENTS)]
+    done = _run([*install, "--find-links", str(wheelhouse), *requirements], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     imported = _run([str(python), "-c", _IMPORT_JOB_SIDE], timeout=300)
     assert imported.returncode == 0, imported.stderr[-3000:]
@@ -149,9 +168,6 @@ def test_the_job_side_installs_on_a_driver_without_airflow(tmp_path):
     assert report["modules"] >= 20, report
     assert report["airflow"] == [], f"the job side imported Airflow: {report['airflow']}"
 
-
-_DRIVER_PACKAGES = ("pyspark", "pydantic", "pyarrow")
-"""What docs/jobs.md tells a driver without Airflow to install beside the wheel (pyspark: your Spark's)."""
 
 _IMPORT_JOB_SIDE = """
 import importlib, json, pkgutil, sys
@@ -230,18 +246,46 @@ _AIRFLOW_SIDE = (
 
 @pytest.mark.sandbox
 @pytest.mark.spark
-def test_the_demo_fails_over_and_back_on_the_lowest_airflow(compat_python, tmp_path):
-    """Start DAG, crash failover and restart failback through ``dag.test()`` on that Airflow, with the
-    sandbox's Kafka clusters, MirrorMaker 2 and a local Spark driver; the demo exits 1 on a lost record."""
+def test_the_switch_story_runs_on_the_oldest_stack(compat_python, tmp_path):
+    """The end-to-end story of ``tests/integration/test_switch_dags.py`` (the start DAG, a crash of A and the
+    failover DAG, A's restart and the failback DAG, each acknowledged id once in the table) with every part
+    at its floor: the DAGs run by ``dag.test()`` on the lowest Airflow; the job, the user's Delta MERGE job
+    of ``examples/jobs/orders_to_delta``, on the oldest Spark and Delta (``.venv-compat-driver``, chosen
+    with ``SPARK_HOME`` and ``PYSPARK_PYTHON`` as a deployment would); the oldest Kafka brokers and
+    MirrorMaker 2 (``jvm/compat/``, resolved into ``.jars-compat``)."""
+    driver = COMPAT_DRIVER / "bin" / "python"
+    if not driver.exists():
+        pytest.fail(f"{COMPAT_DRIVER} is missing: run 'scripts/setup.sh --compat' (make test does)")
+    spark_home = _run(
+        [str(driver), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"], timeout=120
+    )
+    assert spark_home.returncode == 0, spark_home.stderr[-2000:]
+    basetemp, results = tmp_path / "t", tmp_path / "results"
     done = _run(
-        [str(compat_python), "-m", "akf_devtools.demo", "--run-dir", str(tmp_path / "run")]
-        + ["--results", str(tmp_path / "results")],
-        timeout=900,
+        [str(compat_python), "-m", "pytest", "-q", "-s", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        + ["--basetemp", str(basetemp), str(REPO / "tests" / "integration" / "test_switch_dags.py")]
+        + ["-k", "start_runs_the_job or crash_of_a_fails_over or restart_of_a_fails_back"],
+        timeout=1200,
+        AKF_POMS_DIR=str(REPO / "jvm" / "compat"),
+        AKF_JARS_DIR=str(REPO / ".jars-compat"),
+        AKF_RESULTS_DIR=str(results),
+        SPARK_HOME=spark_home.stdout.strip().splitlines()[-1],
+        PYSPARK_PYTHON=str(driver),
+        PYSPARK_DRIVER_PYTHON=str(driver),
     )
     print(done.stdout[-3000:])
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    report = json.loads((tmp_path / "results" / "report.json").read_text())
-    assert report["counts"]["produced"] > 0 and report["counts"]["lost"] == 0, report["counts"]
-    assert report["counts"]["unique"] == report["counts"]["produced"], report["counts"]
-    assert [switch["kind"] for switch in report["record"]["history"]] == ["failover", "failback"]
-    assert (report["record"]["active"], report["record"]["epoch"]) == ("A", 2)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-8000:] + done.stderr[-3000:]
+    print("figures:", (results / "e2e_switch_figures.json").read_text())
+    # The stack really was the oldest one: the drivers' and brokers' own words.
+    job_logs = "".join(log.read_text(errors="replace") for log in basetemp.rglob("job.log"))
+    spark, delta = (_pin(COMPAT_DRIVER_CONSTRAINTS, name) for name in ("pyspark", "delta-spark"))
+    assert set(re.findall(r"Running Spark version (\S+)", job_logs)) == {spark}
+    assert f"delta-spark_2.12-{delta}.jar" in job_logs
+    pom = (REPO / "jvm" / "compat" / "kafka" / "pom.xml").read_text()
+    (kafka,) = re.findall(r"<kafka.version>(\S+)</kafka.version>", pom)
+    assert list((REPO / ".jars-compat" / "kafka").glob(f"kafka_2.13-{kafka}.jar")), kafka
+
+
+def _pin(constraints: Path, package: str) -> str:
+    (version,) = re.findall(rf"^{re.escape(package)}==(\S+)$", constraints.read_text(), flags=re.MULTILINE)
+    return version
