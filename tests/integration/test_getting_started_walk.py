@@ -9,9 +9,10 @@ database of a fresh Airflow home), its ``kafka-failover plan`` and ``status`` li
 connections there), the start, its forced failover line and ``kafka-failover history``.
 
 What the test changes in the blocks, and only that: the clusters' addresses (the sandbox's), the shared
-folder (``/shared`` becomes a temporary one), the Kafka source's coordinates (Scala 2.12 and the driver's
-Spark 3.5), and ``airflow dags trigger`` becomes ``airflow dags test`` (no scheduler runs here; the page's
-"trigger the start DAG" from the UI becomes the same ``dags test``). The blocks are read from the page on
+folder (``/shared`` becomes a temporary one), the topic (``orders`` gets a suffix: other modules share the
+sandbox), the Kafka source's coordinates (Scala 2.12 and the driver's Spark 3.5), and ``airflow dags
+trigger`` becomes ``airflow dags test`` (no scheduler runs here; the page's "trigger the start DAG" from
+the UI becomes the same ``dags test``). The blocks are read from the page on
 every run, so an edit of the page is walked again.
 """
 
@@ -24,6 +25,7 @@ import shlex
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -115,8 +117,9 @@ def walk(tmp_path_factory) -> Walk:
     return Walk(root, venv, spark_home)
 
 
-def _pair_config(sandbox, root: Path) -> str:
+def _pair_config(root: Path, topic: str) -> str:
     (config,) = page_blocks("yaml")
+    assert "topics: [orders]" in config, "the page's pair no longer reads topic orders: update this test"
     spark = subprocess.run(
         [str(DRIVER / "bin" / "python"), "-c", "import pyspark; print(pyspark.__version__)"],
         capture_output=True,
@@ -125,8 +128,10 @@ def _pair_config(sandbox, root: Path) -> str:
         timeout=120,
     ).stdout.strip()
     (coordinates,) = re.findall(r'packages: "(org\.apache\.spark:spark-sql-kafka-0-10_[^"]+)"', config)
-    return config.replace("/shared/", f"{root / 'shared'}/").replace(
-        coordinates, f"org.apache.spark:spark-sql-kafka-0-10_2.12:{spark}"
+    return (
+        config.replace("/shared/", f"{root / 'shared'}/")
+        .replace(coordinates, f"org.apache.spark:spark-sql-kafka-0-10_2.12:{spark}")
+        .replace("topics: [orders]", f"topics: [{topic}]")
     )
 
 
@@ -137,9 +142,10 @@ def _stop_jobs(run_root: Path) -> None:
 
 def test_the_getting_started_page_reaches_a_first_failover(walk, sandbox):
     root = walk.root
-    for cluster in ("A", "B"):  # the page's topic, on A and (the job on B reads it too) on B
-        create_topic(sandbox.client_config(cluster), "orders", 1)
-    (root / "pairs.yaml").write_text(_pair_config(sandbox, root))
+    topic = f"orders-{uuid.uuid4().hex[:6]}"  # the page's orders, apart from other modules' on this sandbox
+    for cluster in ("A", "B"):  # on A and (the job on B reads it too) on B
+        create_topic(sandbox.client_config(cluster), topic, 1)
+    (root / "pairs.yaml").write_text(_pair_config(root, topic))
     walk.run("airflow db migrate", timeout=600)  # an existing deployment has done this long ago
 
     (dag_file,) = page_blocks("python")
@@ -153,15 +159,12 @@ def test_the_getting_started_page_reaches_a_first_failover(walk, sandbox):
             line = line.replace(documented, real)
         walk.run(line)
 
-    producer = SteadyProducer(
-        {"A": sandbox.bootstrap("A"), "B": sandbox.bootstrap("B")},
-        "orders",
-        lambda: "A",
-        rate=20,
-        partitions=1,
-    ).start()
+    bootstraps = {"A": sandbox.bootstrap("A"), "B": sandbox.bootstrap("B")}
+    producer = SteadyProducer(bootstraps, topic, lambda: "A", rate=20, partitions=1).start()
     try:
         plan_line, status_line = checks.strip().splitlines()
+        assert """'{"orders": """ in plan_line, plan_line
+        plan_line = plan_line.replace("""'{"orders": """, f"""'{{"{topic}": """)
         _wait_for_copy(walk, plan_line)
         status = walk.run(status_line, check=False)  # exit 4: a pair that needs a person (no job yet)
         assert status.returncode == 4 and "no job is recorded" in status.stdout, status.stdout[-3000:]

@@ -57,7 +57,10 @@ SYNCS_ON_B = offset_syncs_topic("A", "B", "target")
 """The offset syncs of flow A->B; the sandbox's MM2 keeps them on the target (B)."""
 MM2_OFFSETS_ON_B = "mm2-offsets.A.internal"
 """Where the dedicated MM2's Connect worker of flow A->B stores its source offsets (on B)."""
-COPIED_TWICE = re.compile(r"copied .* more than once")
+COPIED_TWICE = re.compile(
+    r"copied .* more than once"  # the syncs show the restart's backwards step: the copy is named
+    r"|copied again by a MirrorMaker 2 restart|show restarts of MirrorMaker 2"  # MM2 overwrote that sync
+)
 BEHIND = "replication is behind"
 GAP_WAIT_SECONDS = 30
 
@@ -340,8 +343,18 @@ def test_double_copy_forward_start_says_which_copy(clusters, double_copy, fracti
     )
     print(f"forward A->B, cut {fraction}: {redelivered} re-delivered, bound {bound}")
     assert bound is None or redelivered <= bound, plan.to_table()
-    unnamed = [t for t in plan.translations if not any(COPIED_TWICE.search(w) for w in t.warnings)]
-    assert not unnamed, f"starts in a partition MM2 copied twice that do not say so: {unnamed}"
+    # Every start with a record copied twice at or after it says so. Which wording depends on whether MM2
+    # sent the sync of its restart (it overwrites a pending one); a start after every repeated record
+    # reads no copy twice and need not say anything (seen in a CI-like run: cut 1.0, partition 2).
+    on_b = double_copy["on_b"]
+    twice = {i for i, n in Counter(r[1] for items in on_b.values() for r in items).items() if n >= 2}
+    unnamed = [
+        t
+        for t in plan.translations
+        if any(r[1] in twice and r[0] >= t.target_offset for r in on_b[t.target.partition])
+        and not any(COPIED_TWICE.search(w) for w in t.warnings)
+    ]
+    assert not unnamed, f"starts before a record MM2 copied twice that do not say so: {unnamed}"
 
 
 @pytest.mark.parametrize("fraction", [0.2, 0.7], ids=["in-first-copy", "in-second-copy"])
