@@ -65,6 +65,22 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 
+# pyspark and pyspark-client exist on PyPI only as sdists, and uv built them again on every install (30 s:
+# its cache keeps each build under a new revision and never reuses it). Their wheels are built once per
+# version into a wheelhouse beside uv's own cache (AKF_WHEELHOUSE overrides it), which uv then installs.
+wheelhouse=${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}
+build_sdist_only_wheels() {  # $1: the constraints file whose pyspark pins to build
+  mkdir -p "$wheelhouse"
+  local pin name version
+  for pin in $(grep -E '^pyspark(-client)?==' "$1"); do
+    name=${pin%%==*} version=${pin##*==}
+    if ! ls "$wheelhouse/${name//-/_}-$version-"*.whl >/dev/null 2>&1; then
+      echo "setup: building the wheel of $pin once into $wheelhouse (PyPI has only its sdist)"
+      .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheelhouse" "$pin"
+    fi
+  done
+}
+
 stamp=.venv/.akf-installed
 want=$(cat pyproject.toml devtools/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
@@ -75,18 +91,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # 73 s): Python writes them for the modules a run imports, which the Makefile allows even where
   # PYTHONDONTWRITEBYTECODE is set (it unexports it).
   .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt uv
-  # pyspark and pyspark-client exist on PyPI only as sdists, and uv built them again on every install (30 s:
-  # its cache keeps each build under a new revision and never reuses it). Their wheels are built once per
-  # version into a wheelhouse beside uv's own cache (AKF_WHEELHOUSE overrides it), which uv then installs.
-  wheelhouse=${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}
-  mkdir -p "$wheelhouse"
-  for pin in $(grep -E '^pyspark(-client)?==' constraints.txt); do
-    name=${pin%%==*} version=${pin##*==}
-    if ! ls "$wheelhouse/${name//-/_}-$version-"*.whl >/dev/null 2>&1; then
-      echo "setup: building the wheel of $pin once into $wheelhouse (PyPI has only its sdist)"
-      .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheelhouse" "$pin"
-    fi
-  done
+  build_sdist_only_wheels constraints.txt
   .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt --find-links "$wheelhouse" \
     -e '.[spark,delta,s3,kubernetes]' --group dev -e './devtools[demo]'
   .venv/bin/python -c 'import pyspark' \
@@ -100,9 +105,9 @@ if [ "$compat" = true ]; then
   compat_want=$(cat pyproject.toml devtools/pyproject.toml tests/compat/requirements.in constraints-compat.txt | sha256sum | cut -d' ' -f1)
   if [ ! -f "$compat_stamp" ] || [ "$(cat "$compat_stamp")" != "$compat_want" ]; then
     echo "setup: installing the lowest supported Airflow with the provider into .venv-compat (the compatibility lane)"
+    build_sdist_only_wheels constraints-compat.txt
     .venv/bin/uv pip install -q --python .venv-compat/bin/python -c constraints-compat.txt \
-      --find-links "${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}" \
-      -r tests/compat/requirements.in --group dev
+      --find-links "$wheelhouse" -r tests/compat/requirements.in --group dev
     echo "$compat_want" > "$compat_stamp"
   fi
   # The lane's Spark driver: the oldest Spark line the job side supports (tests/compat/requirements-driver.in)
@@ -112,11 +117,7 @@ if [ "$compat" = true ]; then
   driver_want=$(cat pyproject.toml tests/compat/requirements-driver.in constraints-compat-driver.txt | sha256sum | cut -d' ' -f1)
   if [ ! -f "$driver_stamp" ] || [ "$(cat "$driver_stamp")" != "$driver_want" ]; then
     echo "setup: installing the oldest supported Spark with the job side into .venv-compat-driver (the compatibility lane)"
-    wheelhouse=${AKF_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-kafka-failover/wheels}
-    for pin in $(grep -E '^pyspark==' constraints-compat-driver.txt); do
-      ls "$wheelhouse/pyspark-${pin##*==}-"*.whl >/dev/null 2>&1 \
-        || .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheelhouse" "$pin"
-    done
+    build_sdist_only_wheels constraints-compat-driver.txt
     .venv/bin/uv pip install -q --python .venv-compat-driver/bin/python -c constraints-compat-driver.txt \
       --find-links "$wheelhouse" -r tests/compat/requirements-driver.in
     .venv/bin/uv pip install -q --python .venv-compat-driver/bin/python --no-deps -e .

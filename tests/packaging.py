@@ -1,12 +1,21 @@
-"""Building the provider's wheel as a user would, for the tests that inspect or install it."""
+"""Building and installing the provider as a user would, for the tests that inspect or install it: the
+wheel, a fresh virtualenv, the Airflow release the compatibility lane runs, and the lane's Spark 3.5
+driver."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+UV = Path(sys.executable).with_name("uv")
+COMPAT_REQUIREMENTS = REPO / "tests" / "compat" / "requirements.in"
+COMPAT_DRIVER = REPO / ".venv-compat-driver"
+"""The lane's job side: pyspark 3.5 and delta-spark 3.3 without Airflow (``scripts/setup.sh --compat``)."""
 
 
 def built_wheel(folder: Path) -> Path:
@@ -19,3 +28,34 @@ def built_wheel(folder: Path) -> Path:
     )
     (wheel,) = folder.glob("airflow_kafka_failover-*.whl")
     return wheel
+
+
+def fresh_venv(venv: Path) -> Path:
+    """An empty virtualenv at ``venv`` on this run's base interpreter; return its Python."""
+    interpreter = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    subprocess.run([str(UV), "venv", "-q", "--python", str(interpreter), str(venv)], check=True, timeout=120)
+    return venv / "bin" / "python"
+
+
+def floor_release() -> str:
+    """The Airflow release the compatibility lane runs: the one ``tests/compat/requirements.in`` pins."""
+    (release,) = re.findall(r"^apache-airflow==(\S+)$", COMPAT_REQUIREMENTS.read_text(), flags=re.MULTILINE)
+    return release
+
+
+def compat_driver() -> tuple[Path, str]:
+    """The lane's driver Python and the ``SPARK_HOME`` of its pyspark (the folder pyspark installs into).
+
+    Fails the test, naming the command, when ``.venv-compat-driver`` is missing.
+    """
+    python = COMPAT_DRIVER / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{COMPAT_DRIVER} is missing: run 'scripts/setup.sh --compat' (make test does)")
+    found = subprocess.run(
+        [str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr[-2000:]
+    return python, found.stdout.strip().splitlines()[-1]

@@ -9,8 +9,9 @@ Each test drives those environments from the outside, as a deployment would run 
 - the built wheel installs into a fresh virtualenv with that Airflow and no pyspark, Airflow's own
   command line lists the provider and every trigger it ships, and the installer refuses the wheel beside
   an Airflow below the floor;
-- the job side (``jobs/`` and ``core/``) installs on a driver without Airflow: the source distribution
-  without its dependencies, with the driver's requirements (docs/jobs.md);
+- the job side's own distribution (``airflow-kafka-failover-job``: ``jobs/`` and ``core/``) builds, and
+  installs from its sdist with its ``spark`` and ``delta`` extras on the oldest Spark and Delta, on a
+  driver without Airflow (docs/jobs.md);
 - the unit tests of the Airflow side (hooks, I/O, switching, triggers, operators, sensors, DAG factory, the
   bad-input suite and the command line) pass there;
 - the end-to-end story of ``tests/integration/test_switch_dags.py`` (the start DAG, a crash of A and the
@@ -26,32 +27,24 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from airflow_kafka_failover.get_provider_info import get_provider_info
 from tests.conftest import AIRFLOW_SIDE
-from tests.packaging import built_wheel
+from tests.packaging import UV, built_wheel, compat_driver, floor_release, fresh_venv
 
 REPO = Path(__file__).resolve().parents[2]
 COMPAT = REPO / ".venv-compat"
-REQUIREMENTS = REPO / "tests" / "compat" / "requirements.in"
 CONSTRAINTS = REPO / "constraints-compat.txt"
-COMPAT_DRIVER = REPO / ".venv-compat-driver"
 COMPAT_DRIVER_REQUIREMENTS = REPO / "tests" / "compat" / "requirements-driver.in"
 """What docs/jobs.md tells a driver without Airflow to install beside the package: pyspark (the oldest Spark
 line here), delta-spark for the Delta sink, pydantic and pyarrow."""
 COMPAT_DRIVER_CONSTRAINTS = REPO / "constraints-compat-driver.txt"
-UV = Path(sys.executable).with_name("uv")
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]
-
-
-def floor_release() -> str:
-    """The Airflow release the lane runs: the one ``requirements.in`` pins."""
-    (release,) = re.findall(r"^apache-airflow==(\S+)$", REQUIREMENTS.read_text(), flags=re.MULTILINE)
-    return release
 
 
 def declared_floor() -> str:
@@ -91,24 +84,10 @@ def test_the_lane_runs_the_lowest_airflow_the_metadata_accepts(compat_python):
     assert done.stdout.strip().splitlines()[-1] == release
 
 
-def _built_sdist(folder: Path) -> Path:
-    """The source distribution, built as a package index would receive it (uv build, isolated)."""
-    done = _run([str(UV), "build", "-q", "--sdist", "--out-dir", str(folder), str(REPO)], timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (sdist,) = folder.glob("airflow_kafka_failover-*.tar.gz")
-    return sdist
-
-
-def _fresh_venv(venv: Path) -> Path:
-    interpreter = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    subprocess.run([str(UV), "venv", "-q", "--python", str(interpreter), str(venv)], check=True, timeout=120)
-    return venv / "bin" / "python"
-
-
 def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path):
     wheel = built_wheel(tmp_path / "dist")
     venv = tmp_path / "venv"
-    python = _fresh_venv(venv)
+    python = fresh_venv(venv)
     installed = _run(
         [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(CONSTRAINTS)]
         + [f"apache-airflow=={floor_release()}", str(wheel)],
@@ -149,31 +128,75 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
     assert set(json.loads(classes.stdout.strip().splitlines()[-1])) == _trigger_classes_here(modules)
 
 
-def test_the_job_side_installs_on_a_driver_without_airflow(tmp_path):
-    """docs/jobs.md's driver install: the package without its dependencies (here from the source
-    distribution, so that what it ships is checked too), then the oldest Spark and Delta with pydantic and
-    pyarrow (``requirements-driver.in``). Every module of ``jobs/`` and ``core/`` imports there, and none
-    brings in Airflow."""
-    package = _built_sdist(tmp_path / "dist")
-    python = _fresh_venv(tmp_path / "venv")
+def test_the_job_distribution_installs_on_a_driver_without_airflow(tmp_path):
+    """docs/jobs.md's driver install: airflow-kafka-failover-job, built by
+    ``scripts/build_job_distribution.py`` and installed from its source distribution (so that the sdist
+    builds too) with the ``spark`` and ``delta`` extras, pinned to the oldest Spark and Delta lines
+    (``constraints-compat-driver.txt``). It ships exactly the provider's ``jobs/`` and ``core/``, depends on
+    no Airflow, declares what they import, and every module imports there without bringing in Airflow."""
+    built = _run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_job_distribution.py"),
+            "--out",
+            str(tmp_path / "dist"),
+        ],
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("airflow_kafka_failover_job-*.whl")
+    (sdist,) = (tmp_path / "dist").glob("airflow_kafka_failover_job-*.tar.gz")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {name for name in archive.namelist() if name.endswith(".py")}
+        metadata = archive.read(next(n for n in archive.namelist() if n.endswith("dist-info/METADATA")))
+    package = REPO / "airflow_kafka_failover"
+    job_side = {
+        path.relative_to(REPO).as_posix()
+        for sub in ("jobs", "core")
+        for path in (package / sub).rglob("*.py")
+    } | {"airflow_kafka_failover/__init__.py"}
+    assert shipped == job_side, shipped ^ job_side
+    requires = re.findall(r"^Requires-Dist: ([A-Za-z0-9_.-]+)", metadata.decode(), flags=re.MULTILINE)
+    # Import names to distributions: delta is delta-spark's, py4j comes with pyspark.
+    imported = {{"delta": "delta-spark", "py4j": "pyspark"}.get(m, m) for m in _third_party_imports(package)}
+    assert set(requires) == imported == {"pydantic", "pyarrow", "pyspark", "delta-spark"}, (
+        requires,
+        imported,
+    )
+
+    python = fresh_venv(tmp_path / "venv")
     wheelhouse = Path(
         os.environ.get("AKF_WHEELHOUSE")
         or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         / "airflow-kafka-failover"
         / "wheels"
     )
-    install = [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(COMPAT_DRIVER_CONSTRAINTS)]
-    done = _run([*install, "--no-deps", str(package)], timeout=300)
+    done = _run(
+        [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(COMPAT_DRIVER_CONSTRAINTS)]
+        + ["--find-links", str(wheelhouse), f"airflow-kafka-failover-job[spark,delta] @ {sdist.as_uri()}"],
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    requirements = ["-r", str(COMPAT_DRIVER_REQUIREMENTS)]
-    done = _run([*install, "--find-links", str(wheelhouse), *requirements], timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    listed = _run([str(UV), "pip", "list", "--python", str(python), "--format", "json"], timeout=120)
+    packages = {entry["name"]: entry["version"] for entry in json.loads(listed.stdout)}
+    assert not {name for name in packages if name.startswith("apache-airflow")}, sorted(packages)
+    assert packages["pyspark"] == _pin(COMPAT_DRIVER_CONSTRAINTS, "pyspark"), packages
+    assert packages["delta-spark"] == _pin(COMPAT_DRIVER_CONSTRAINTS, "delta-spark"), packages
     imported = _run([str(python), "-c", _IMPORT_JOB_SIDE], timeout=300)
     assert imported.returncode == 0, imported.stderr[-3000:]
     report = json.loads(imported.stdout.strip().splitlines()[-1])
     assert report["failed"] == {}, report["failed"]
     assert report["modules"] >= 20, report
     assert report["airflow"] == [], f"the job side imported Airflow: {report['airflow']}"
+
+
+def _third_party_imports(package: Path) -> set[str]:
+    """The top-level modules outside the standard library that ``jobs/`` and ``core/`` import."""
+    found = set()
+    for sub in ("jobs", "core"):
+        for path in (package / sub).rglob("*.py"):
+            found |= set(re.findall(r"^\s*(?:from|import) ([A-Za-z_][A-Za-z0-9_]*)", path.read_text(), re.M))
+    return found - set(sys.stdlib_module_names) - {"airflow_kafka_failover", "__future__"}
 
 
 _IMPORT_JOB_SIDE = """
@@ -260,13 +283,7 @@ def test_the_switch_story_runs_on_the_oldest_stack(compat_python, tmp_path):
     of ``examples/jobs/orders_to_delta``, on the oldest Spark and Delta (``.venv-compat-driver``, chosen
     with ``SPARK_HOME`` and ``PYSPARK_PYTHON`` as a deployment would); the oldest Kafka brokers and
     MirrorMaker 2 (``jvm/compat/``, resolved into ``.jars-compat``)."""
-    driver = COMPAT_DRIVER / "bin" / "python"
-    if not driver.exists():
-        pytest.fail(f"{COMPAT_DRIVER} is missing: run 'scripts/setup.sh --compat' (make test does)")
-    spark_home = _run(
-        [str(driver), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"], timeout=120
-    )
-    assert spark_home.returncode == 0, spark_home.stderr[-2000:]
+    driver, spark_home = compat_driver()
     basetemp, results = tmp_path / "t", tmp_path / "results"
     done = _run(
         [str(compat_python), "-m", "pytest", "-q", "-s", "-p", "no:randomly", "-p", "no:cacheprovider"]
@@ -276,7 +293,7 @@ def test_the_switch_story_runs_on_the_oldest_stack(compat_python, tmp_path):
         AKF_POMS_DIR=str(REPO / "jvm" / "compat"),
         AKF_JARS_DIR=str(REPO / ".jars-compat"),
         AKF_RESULTS_DIR=str(results),
-        SPARK_HOME=spark_home.stdout.strip().splitlines()[-1],
+        SPARK_HOME=spark_home,
         PYSPARK_PYTHON=str(driver),
         PYSPARK_DRIVER_PYTHON=str(driver),
     )

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from akf_devtools.demo.story import QUICK_HEALTH, RunningDag, switch_figures
 from akf_devtools.demo.story import Story as _Story
+from akf_devtools.sandbox.kafka_io import end_offsets
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.core.storage.store import StoreUnavailable
@@ -60,12 +61,40 @@ class Story(_Story):
             self.config_path.write_text(original)
 
     def check_no_loss(self, timeout: float = 120) -> dict[str, int]:
-        """Wait until every id acknowledged so far is in the sink; fail naming the count otherwise."""
+        """Wait until every id acknowledged so far is in the sink; fail naming the count, where the missing
+        ones were written and how far each copy of the topic reached otherwise."""
+        assert self.producer is not None
+        acked = self.producer.acked_ids
         counts = self.wait_for_sink(timeout)
-        assert counts["lost"] == 0, (
-            f"{counts['lost']} acknowledged ids missing from the sink after {timeout} s"
-        )
+        if counts["lost"]:
+            try:
+                lost = acked - self.read_sink().record_ids
+                report = f"{self.producer.where(lost)}\n{self.replication_report()}"
+            except Exception as exc:  # the count must reach the failure even when the report cannot be made
+                report = f"(where they are could not be told: {exc!r})"
+            pytest.fail(
+                f"{counts['lost']} acknowledged ids missing from the sink after {timeout} s:\n{report}"
+            )
         return counts
+
+    def replication_report(self) -> str:
+        """How far each copy of the pair's topic reaches now (a replica behind its origin: MirrorMaker 2 has
+        not copied the rest yet), the record, and where each run of the pair started."""
+        ends = []
+        for cluster, other in (("A", "B"), ("B", "A")):
+            for where, topic in ((cluster, self.topic), (other, f"{cluster}.{self.topic}")):
+                found = end_offsets(self.sandbox.client_config(where), topic)
+                ends.append(f"{topic} on {where}: end offsets {found if found is not None else 'unreadable'}")
+        starts = []
+        for settings in sorted((self.root / "runs" / self.pair).glob("*/epoch-*/settings.json")):
+            starting = json.loads(settings.read_text()).get("starting_offsets")
+            starts.append(
+                f"run {settings.parent.parent.name}/{settings.parent.name} started at {json.dumps(starting)}"
+            )
+        record = self.record()
+        return "\n".join(
+            [*ends, f"the record: active {record.get('active')} at epoch {record.get('epoch')}", *starts]
+        )
 
 
 def timed(story: Story, label: str, fault_at: float, cluster: str, epoch: int, output: str) -> dict[str, Any]:

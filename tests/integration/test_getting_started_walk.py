@@ -23,7 +23,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -35,14 +34,12 @@ from akf_devtools.sandbox.producer import SteadyProducer
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.jobs.sink import read_sink
-from tests.packaging import built_wheel
+from tests.packaging import COMPAT_DRIVER, UV, built_wheel, compat_driver, floor_release, fresh_venv
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "getting-started.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-DRIVER = REPO / ".venv-compat-driver"
 CONSTRAINTS = REPO / "constraints-compat.txt"
-UV = Path(sys.executable).with_name("uv")
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.spark, pytest.mark.compat]
 
@@ -51,17 +48,10 @@ def page_blocks(language: str) -> list[str]:
     return [body for lang, body in BLOCK.findall(PAGE.read_text()) if lang == language]
 
 
-def floor_release() -> str:
-    (release,) = re.findall(
-        r"^apache-airflow==(\S+)$", (REPO / "tests" / "compat" / "requirements.in").read_text(), re.MULTILINE
-    )
-    return release
-
-
 class Walk:
     """The user's shell: the fresh virtualenv's bin first on PATH, the Airflow home, the pair config."""
 
-    def __init__(self, root: Path, venv: Path, spark_home: str) -> None:
+    def __init__(self, root: Path, venv: Path, driver: Path, spark_home: str) -> None:
         self.root = root
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "AKF_", "VIRTUAL_ENV"))},
@@ -70,8 +60,8 @@ class Walk:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AKF_PAIRS_CONFIG": str(root / "pairs.yaml"),
             "SPARK_HOME": spark_home,
-            "PYSPARK_PYTHON": str(DRIVER / "bin" / "python"),
-            "PYSPARK_DRIVER_PYTHON": str(DRIVER / "bin" / "python"),
+            "PYSPARK_PYTHON": str(driver),
+            "PYSPARK_DRIVER_PYTHON": str(driver),
         }
         self.transcript: list[str] = []
 
@@ -90,16 +80,12 @@ class Walk:
 
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory) -> Walk:
-    driver = DRIVER / "bin" / "python"
-    if not driver.exists():
-        pytest.fail(f"{DRIVER} is missing: run 'scripts/setup.sh --compat' (make test does)")
+    driver, spark_home = compat_driver()
     root = tmp_path_factory.mktemp("walk")
     wheel = built_wheel(root / "dist")
     venv = root / "venv"
-    interpreter = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    subprocess.run([str(UV), "venv", "-q", "--python", str(interpreter), str(venv)], check=True, timeout=120)
     installed = subprocess.run(
-        [str(UV), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "-c", str(CONSTRAINTS)]
+        [str(UV), "pip", "install", "-q", "--python", str(fresh_venv(venv)), "-c", str(CONSTRAINTS)]
         + [f"apache-airflow=={floor_release()}", str(wheel)],
         capture_output=True,
         text=True,
@@ -107,21 +93,14 @@ def walk(tmp_path_factory) -> Walk:
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
     assert not (venv / "bin" / "spark-submit").exists(), "the Airflow side brought its own spark-submit"
-    spark_home = subprocess.run(
-        [str(driver), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout.strip()
-    return Walk(root, venv, spark_home)
+    return Walk(root, venv, driver, spark_home)
 
 
 def _pair_config(root: Path, topic: str) -> str:
     (config,) = page_blocks("yaml")
     assert "topics: [orders]" in config, "the page's pair no longer reads topic orders: update this test"
     spark = subprocess.run(
-        [str(DRIVER / "bin" / "python"), "-c", "import pyspark; print(pyspark.__version__)"],
+        [str(COMPAT_DRIVER / "bin" / "python"), "-c", "import pyspark; print(pyspark.__version__)"],
         capture_output=True,
         text=True,
         check=True,

@@ -153,6 +153,7 @@ def check_no_loss(story, label: str) -> None:
     counts = story.check_no_loss(timeout=180)
     story.counts[label] = counts
     print(f"counts after {label}:", counts)
+    print(story.replication_report())  # where each run started and how far each copy reaches, for the log
     assert counts["lost"] == 0 and counts["without_id"] == 0
     assert counts["duplicates"] == 0, counts  # the upsert keeps the first row of an order id
 

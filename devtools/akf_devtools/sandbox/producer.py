@@ -20,8 +20,18 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 log = logging.getLogger(__name__)
+
+
+class Delivery(NamedTuple):
+    """Where and when the broker acknowledged one record."""
+
+    cluster: str
+    partition: int
+    offset: int
+    acked_at: float
 
 
 class SteadyProducer:
@@ -50,7 +60,7 @@ class SteadyProducer:
         self.bootstraps, self.topic, self.target = bootstraps, topic, target
         self.security = dict(security or {})
         self.rate, self.prefix, self.partitions = rate, prefix, partitions
-        self.acked: dict[str, str] = {}
+        self.acked: dict[str, Delivery] = {}
         self.failed = 0
         self.acked_per_cluster: Counter = Counter()
         self._lock = threading.Lock()
@@ -90,10 +100,10 @@ class SteadyProducer:
                 {"id": record_id, "ts": int(time.time() * 1000), "customer": f"c-{n % 50}", "amount": n % 250}
             ).encode()
 
-            def delivered(err, _msg, record_id=record_id, cluster=cluster) -> None:
+            def delivered(err, msg, record_id=record_id, cluster=cluster) -> None:
                 with self._lock:
                     if err is None:
-                        self.acked[record_id] = cluster
+                        self.acked[record_id] = Delivery(cluster, msg.partition(), msg.offset(), time.time())
                         self.acked_per_cluster[cluster] += 1
                     else:
                         self.failed += 1
@@ -126,6 +136,27 @@ class SteadyProducer:
     def acked_ids(self) -> set[str]:
         with self._lock:
             return set(self.acked)
+
+    def where(self, record_ids: set[str]) -> str:
+        """Where the acknowledged ``record_ids`` were written: one line per cluster and partition with
+        their offset and time ranges (what a "lost" assertion names, to find the records again)."""
+        with self._lock:
+            found = [self.acked[i] for i in record_ids if i in self.acked]
+        groups: dict[tuple[str, int], list[Delivery]] = {}
+        for delivery in found:
+            groups.setdefault((delivery.cluster, delivery.partition), []).append(delivery)
+        lines = []
+        for (cluster, partition), deliveries in sorted(groups.items()):
+            offsets = sorted(d.offset for d in deliveries)
+            times = sorted(d.acked_at for d in deliveries)
+            contiguous = offsets[-1] - offsets[0] + 1 == len(offsets)
+            lines.append(
+                f"{self.topic} on {cluster} partition {partition}: {len(offsets)} records, offsets "
+                f"{offsets[0]}..{offsets[-1]}{'' if contiguous else ' (not contiguous)'}, acknowledged "
+                f"{time.strftime('%H:%M:%S', time.gmtime(times[0]))}.."
+                f"{time.strftime('%H:%M:%S', time.gmtime(times[-1]))} UTC"
+            )
+        return "\n".join(lines)
 
 
 def _positive_rate(text: str) -> float:
