@@ -39,9 +39,6 @@ from tests.packaging import UV, built_wheel, compat_driver, floor_release, fresh
 REPO = Path(__file__).resolve().parents[2]
 COMPAT = REPO / ".venv-compat"
 CONSTRAINTS = REPO / "constraints-compat.txt"
-COMPAT_DRIVER_REQUIREMENTS = REPO / "tests" / "compat" / "requirements-driver.in"
-"""What docs/jobs.md tells a driver without Airflow to install beside the package: pyspark (the oldest Spark
-line here), delta-spark for the Delta sink, pydantic and pyarrow."""
 COMPAT_DRIVER_CONSTRAINTS = REPO / "constraints-compat-driver.txt"
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]
