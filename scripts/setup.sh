@@ -11,8 +11,10 @@
 # .venv-compat, the lowest Airflow the provider supports (tests/compat/requirements.in, pinned by
 # constraints-compat.txt) with the provider and the development tools, both editable; and
 # .venv-compat-driver, its Spark driver: the oldest Spark and Delta the job side supports, without Airflow
-# (tests/compat/requirements-driver.in, pinned by constraints-compat-driver.txt). The lane's jars (its
-# Kafka, Spark's Kafka source and Delta for that Spark, from jvm/compat/) are resolved by its tests.
+# (tests/compat/requirements-driver.in, pinned by constraints-compat-driver.txt); and .venv-newest-driver,
+# the newest Spark and Delta it supports, also without Airflow (tests/compat/requirements-newest-driver.in,
+# pinned by constraints-newest-driver.txt). The lanes' jars (Kafka, Spark's Kafka source and Delta for that
+# Spark, from jvm/compat/ and jvm/newest-spark/) are resolved by their tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,6 +83,19 @@ build_sdist_only_wheels() {  # $1: the constraints file whose pyspark pins to bu
   done
 }
 
+make_driver_venv() {  # $1: the virtualenv, $2: its requirements, $3: their constraints, $4: oldest or newest
+  [ -x "$1/bin/python" ] || { echo "setup: creating $1"; .venv/bin/uv venv -q --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" "$1"; }
+  local driver_stamp="$1/.akf-installed" driver_want
+  driver_want=$(cat pyproject.toml "$2" "$3" | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$driver_stamp" ] || [ "$(cat "$driver_stamp")" != "$driver_want" ]; then
+    echo "setup: installing the $4 supported Spark with the job side into $1 (a lane's Spark driver)"
+    build_sdist_only_wheels "$3"
+    .venv/bin/uv pip install -q --python "$1/bin/python" -c "$3" --find-links "$wheelhouse" -r "$2"
+    .venv/bin/uv pip install -q --python "$1/bin/python" --no-deps -e .
+    echo "$driver_want" > "$driver_stamp"
+  fi
+}
+
 stamp=.venv/.akf-installed
 want=$(cat pyproject.toml devtools/pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
@@ -110,19 +125,12 @@ if [ "$compat" = true ]; then
       --find-links "$wheelhouse" -r tests/compat/requirements.in --group dev
     echo "$compat_want" > "$compat_stamp"
   fi
-  # The lane's Spark driver: the oldest Spark line the job side supports (tests/compat/requirements-driver.in)
-  # and no Airflow; the provider's package goes in without its dependencies, as docs/jobs.md says.
-  [ -x .venv-compat-driver/bin/python ] || { echo "setup: creating .venv-compat-driver"; .venv/bin/uv venv -q --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" .venv-compat-driver; }
-  driver_stamp=.venv-compat-driver/.akf-installed
-  driver_want=$(cat pyproject.toml tests/compat/requirements-driver.in constraints-compat-driver.txt | sha256sum | cut -d' ' -f1)
-  if [ ! -f "$driver_stamp" ] || [ "$(cat "$driver_stamp")" != "$driver_want" ]; then
-    echo "setup: installing the oldest supported Spark with the job side into .venv-compat-driver (the compatibility lane)"
-    build_sdist_only_wheels constraints-compat-driver.txt
-    .venv/bin/uv pip install -q --python .venv-compat-driver/bin/python -c constraints-compat-driver.txt \
-      --find-links "$wheelhouse" -r tests/compat/requirements-driver.in
-    .venv/bin/uv pip install -q --python .venv-compat-driver/bin/python --no-deps -e .
-    echo "$driver_want" > "$driver_stamp"
-  fi
+  # The lanes' Spark drivers, without Airflow; the provider's package goes in without its dependencies, as
+  # docs/jobs.md says: .venv-compat-driver, the oldest Spark line the job side supports
+  # (tests/compat/requirements-driver.in), and .venv-newest-driver, the newest
+  # (tests/compat/requirements-newest-driver.in).
+  make_driver_venv .venv-compat-driver tests/compat/requirements-driver.in constraints-compat-driver.txt "oldest"
+  make_driver_venv .venv-newest-driver tests/compat/requirements-newest-driver.in constraints-newest-driver.txt "newest"
 fi
 
 case "$jars" in

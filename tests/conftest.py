@@ -19,24 +19,29 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # The stories' DAG runs fork from a warm process that imported Airflow once (sandbox/forked_runs.py).
 os.environ.setdefault("AKF_FORK_DAG_RUNS", "1")
 
-# The longest files, longest first (seconds on the 2-core CI machine, from --durations). `make test` gives
-# whole files to two workers in collection order, so starting these first keeps one worker from running a
-# long chain alone at the end. Refresh when a file's time changes much.
+# The longest files, longest first (seconds of test time in a quiet run of `make test` on the 2-core
+# machine, 2026-11-28, from --durations=0, both workers busy). `make test` gives whole files to two workers
+# in collection order, so starting these first keeps one worker from running a long chain alone at the end.
+# Refresh when a file's time changes much.
 LONGEST_FIRST = (
-    "test_switch_dags.py",  # ~1000 s
-    "test_fault_matrix.py",  # ~900 s
-    "test_three_brokers.py",  # ~800 s
-    "test_state_on_s3.py",  # ~700 s
-    "test_keeper.py",  # ~420 s
-    "test_airflow_floor.py",  # ~400 s (the compatibility lane: unit tests on Airflow 3.1, the oldest stack)
-    "test_switch_reads_current_record.py",  # ~400 s (557 s on a 2-core machine shared with other test runs)
+    "test_airflow_floor.py",  # ~640 s (the compatibility lane: unit tests on Airflow 3.1, the oldest stack)
+    "test_switch_dags.py",  # ~530 s
+    "test_fault_matrix.py",  # ~520 s
+    "test_keeper.py",  # ~430 s
+    "test_state_on_s3.py",  # ~420 s
+    "test_three_brokers.py",  # ~380 s
+    "test_newest_spark.py",  # ~300 s (200 s alone: the switch story on Spark 4.2)
     "test_streaming_job.py",  # ~260 s
-    "test_cluster_managers.py",  # ~230 s (measured on a 2-core machine shared with other test runs)
-    "test_security.py",  # ~210 s
-    "test_airflow_ui.py",  # ~180 s
-    "test_status_cli.py",  # ~180 s
-    "test_stores.py",  # ~150 s
-    "test_getting_started_walk.py",  # ~130 s
+    "test_getting_started_walk.py",  # ~240 s
+    "test_cluster_managers.py",  # ~225 s
+    "test_airflow_ui.py",  # ~220 s
+    "test_switch_reads_current_record.py",  # ~215 s
+    "test_delta_sink.py",  # ~215 s
+    "test_security.py",  # ~180 s
+    "test_health_watch.py",  # ~165 s
+    "test_translation_edges.py",  # ~155 s
+    "test_switch_wake_event.py",  # ~130 s
+    "test_translation.py",  # ~130 s
 )
 
 AIRFLOW_SIDE = (

@@ -16,6 +16,9 @@ UV = Path(sys.executable).with_name("uv")
 COMPAT_REQUIREMENTS = REPO / "tests" / "compat" / "requirements.in"
 COMPAT_DRIVER = REPO / ".venv-compat-driver"
 """The lane's job side: pyspark 3.5 and delta-spark 3.3 without Airflow (``scripts/setup.sh --compat``)."""
+NEWEST_DRIVER = REPO / ".venv-newest-driver"
+"""The newest-Spark lane's job side: pyspark 4.2 and delta-spark 4.4 without Airflow (``scripts/setup.sh
+--compat``)."""
 
 
 def built_wheel(folder: Path) -> Path:
@@ -43,14 +46,14 @@ def floor_release() -> str:
     return release
 
 
-def compat_driver() -> tuple[Path, str]:
-    """The lane's driver Python and the ``SPARK_HOME`` of its pyspark (the folder pyspark installs into).
+def compat_driver(venv: Path = COMPAT_DRIVER) -> tuple[Path, str]:
+    """A lane's driver Python and the ``SPARK_HOME`` of its pyspark (the folder pyspark installs into).
 
-    Fails the test, naming the command, when ``.venv-compat-driver`` is missing.
+    Fails the test, naming the command, when ``venv`` (``.venv-compat-driver`` unless given) is missing.
     """
-    python = COMPAT_DRIVER / "bin" / "python"
+    python = venv / "bin" / "python"
     if not python.exists():
-        pytest.fail(f"{COMPAT_DRIVER} is missing: run 'scripts/setup.sh --compat' (make test does)")
+        pytest.fail(f"{venv} is missing: run 'scripts/setup.sh --compat' (make test does)")
     found = subprocess.run(
         [str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
         capture_output=True,

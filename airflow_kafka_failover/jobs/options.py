@@ -26,6 +26,10 @@ from airflow_kafka_failover.core.schema import (
     choice,
 )
 
+OFFSET_LOG_FORMAT_CONF = "spark.sql.streaming.offsetLog.formatVersion"
+"""Spark 4.2's opt-in offset log format; the plan reads the position from format 1 only
+(jobs/spark_checkpoint.py)."""
+
 RECORD_ID_FROM_KEY = "key"
 """``record_id_field`` value meaning: the record id is the Kafka key (as UTF-8 text)."""
 
@@ -192,6 +196,17 @@ class JobOptions(StreamOptions):
     check_timeout_seconds: JobSeconds = Field(
         10.0, description="Time the checks against the Kafka cluster (topics, partitions) may take."
     )
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _offset_log_the_plan_reads(cls, value: dict[str, str]) -> dict[str, str]:
+        version = str(value.get(OFFSET_LOG_FORMAT_CONF, "1")).strip()
+        if version != "1":
+            raise ValueError(
+                f"sets {OFFSET_LOG_FORMAT_CONF}={version!r}; failover reads the job's position from Spark's "
+                "offset log format 1 (the default) only: remove the setting"
+            )
+        return value
 
     @field_validator("storage_connections")
     @classmethod

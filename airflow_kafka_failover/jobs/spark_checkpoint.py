@@ -193,13 +193,23 @@ def parse_offsets_file(path: str, text: str) -> dict[TopicPartition, int]:
     return offsets
 
 
+def _written_by(version: str) -> str:
+    """What wrote an offset log of another ``version``, and what to do about it."""
+    if version == "v2":
+        return (
+            "Spark 4.2 writes 'v2' when the job sets spark.sql.streaming.offsetLog.formatVersion=2; run the "
+            "job with the default (1): the job's position, which failover translates, is read from 'v1' only"
+        )
+    return "was the checkpoint written by a newer Spark?"
+
+
 def _check_offsets_header(path: str, lines: list[str]) -> None:
     if not lines:
         raise CheckpointError(f"{path}:1: empty offsets file; expected '{OFFSET_LOG_VERSION}' on line 1")
     if lines[0].strip() != OFFSET_LOG_VERSION:
         raise CheckpointError(
             f"{path}:1: unsupported offset log version {lines[0]!r}; only {OFFSET_LOG_VERSION!r} is "
-            "supported (was the checkpoint written by a newer Spark?)"
+            f"supported ({_written_by(lines[0].strip())})"
         )
     if len(lines) < 2:
         raise CheckpointError(f"{path}:2: missing the metadata line")

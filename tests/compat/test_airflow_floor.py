@@ -25,7 +25,6 @@ import importlib
 import json
 import os
 import re
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -33,8 +32,9 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.get_provider_info import get_provider_info
+from tests.compat.lanes import pinned, run_outside, run_switch_story
 from tests.conftest import AIRFLOW_SIDE
-from tests.packaging import UV, built_wheel, compat_driver, floor_release, fresh_venv
+from tests.packaging import COMPAT_DRIVER, UV, built_wheel, floor_release, fresh_venv
 
 REPO = Path(__file__).resolve().parents[2]
 COMPAT = REPO / ".venv-compat"
@@ -58,25 +58,12 @@ def compat_python() -> Path:
     return python
 
 
-OUTER_RUN_ONLY = ("VIRTUAL_ENV", "AIRFLOW__KAFKA_FAILOVER__JOB_JARS")
-"""Variables of this pytest run that the lane's own runs must not inherit: the job jars the integration
-tests set for the newest stack (Scala 2.13 jars on a Spark 3.5 driver fail with
-``NoClassDefFoundError: scala/collection/SeqOps``); the lane's story fills its own from ``.jars-compat``."""
-
-
-def _run(command: list[str], timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, **env}
-    for name in OUTER_RUN_ONLY:
-        environment.pop(name, None)
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
-
-
 def test_the_lane_runs_the_lowest_airflow_the_metadata_accepts(compat_python):
     release = floor_release()
     assert release.rsplit(".", 1)[0] == declared_floor(), (
         f"the lane runs Airflow {release}, the metadata's floor is {declared_floor()}: move them together"
     )
-    done = _run([str(compat_python), "-c", "import airflow; print(airflow.__version__)"], timeout=120)
+    done = run_outside([str(compat_python), "-c", "import airflow; print(airflow.__version__)"], timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == release
 
@@ -85,18 +72,18 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
     wheel = built_wheel(tmp_path / "dist")
     venv = tmp_path / "venv"
     python = fresh_venv(venv)
-    installed = _run(
+    installed = run_outside(
         [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(CONSTRAINTS)]
         + [f"apache-airflow=={floor_release()}", str(wheel)],
         timeout=600,
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
-    listed = _run([str(UV), "pip", "list", "--python", str(python), "--format", "json"], timeout=120)
+    listed = run_outside([str(UV), "pip", "list", "--python", str(python), "--format", "json"], timeout=120)
     packages = {entry["name"]: entry["version"] for entry in json.loads(listed.stdout)}
     assert packages["apache-airflow"] == floor_release()
     assert "pyspark" not in packages, "the Airflow side pulled in pyspark (it is the `spark` extra)"
     # Beside an Airflow below the floor, the installer refuses from the metadata alone.
-    below = _run(
+    below = run_outside(
         [str(UV), "pip", "install", "--dry-run", "--python", str(python)]
         + ["apache-airflow==3.0.6", str(wheel)],
         timeout=300,
@@ -105,11 +92,11 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
 
     airflow = str(venv / "bin" / "airflow")
     home = {"AIRFLOW_HOME": str(tmp_path / "home"), "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
-    providers = _run([airflow, "providers", "list", "--output", "json"], timeout=300, **home)
+    providers = run_outside([airflow, "providers", "list", "--output", "json"], timeout=300, **home)
     assert providers.returncode == 0, providers.stderr[-3000:]
     assert "airflow-kafka-failover" in {entry["package_name"] for entry in _json_of(providers.stdout)}
 
-    triggers = _run([airflow, "providers", "triggers", "--output", "json"], timeout=300, **home)
+    triggers = run_outside([airflow, "providers", "triggers", "--output", "json"], timeout=300, **home)
     assert triggers.returncode == 0, triggers.stderr[-3000:]
     ours = {
         entry["class"]
@@ -118,7 +105,7 @@ def test_the_built_wheel_installs_on_the_lowest_airflow_without_pyspark(tmp_path
     }
     modules = {module for group in get_provider_info()["triggers"] for module in group["python-modules"]}
     assert ours == modules, f"airflow providers triggers lists {sorted(ours)}, the provider ships {modules}"
-    classes = _run(
+    classes = run_outside(
         [str(python), "-c", _TRIGGER_CLASSES, *sorted(modules)], timeout=300, **home
     )  # each module imports on that Airflow and defines its triggers
     assert classes.returncode == 0, classes.stderr[-3000:]
@@ -131,7 +118,7 @@ def test_the_job_distribution_installs_on_a_driver_without_airflow(tmp_path):
     builds too) with the ``spark`` and ``delta`` extras, pinned to the oldest Spark and Delta lines
     (``constraints-compat-driver.txt``). It ships exactly the provider's ``jobs/`` and ``core/``, depends on
     no Airflow, declares what they import, and every module imports there without bringing in Airflow."""
-    built = _run(
+    built = run_outside(
         [
             sys.executable,
             str(REPO / "scripts" / "build_job_distribution.py"),
@@ -168,18 +155,18 @@ def test_the_job_distribution_installs_on_a_driver_without_airflow(tmp_path):
         / "airflow-kafka-failover"
         / "wheels"
     )
-    done = _run(
+    done = run_outside(
         [str(UV), "pip", "install", "-q", "--python", str(python), "-c", str(COMPAT_DRIVER_CONSTRAINTS)]
         + ["--find-links", str(wheelhouse), f"airflow-kafka-failover-job[spark,delta] @ {sdist.as_uri()}"],
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    listed = _run([str(UV), "pip", "list", "--python", str(python), "--format", "json"], timeout=120)
+    listed = run_outside([str(UV), "pip", "list", "--python", str(python), "--format", "json"], timeout=120)
     packages = {entry["name"]: entry["version"] for entry in json.loads(listed.stdout)}
     assert not {name for name in packages if name.startswith("apache-airflow")}, sorted(packages)
-    assert packages["pyspark"] == _pin(COMPAT_DRIVER_CONSTRAINTS, "pyspark"), packages
-    assert packages["delta-spark"] == _pin(COMPAT_DRIVER_CONSTRAINTS, "delta-spark"), packages
-    imported = _run([str(python), "-c", _IMPORT_JOB_SIDE], timeout=300)
+    assert packages["pyspark"] == pinned(COMPAT_DRIVER_CONSTRAINTS, "pyspark"), packages
+    assert packages["delta-spark"] == pinned(COMPAT_DRIVER_CONSTRAINTS, "delta-spark"), packages
+    imported = run_outside([str(python), "-c", _IMPORT_JOB_SIDE], timeout=300)
     assert imported.returncode == 0, imported.stderr[-3000:]
     report = json.loads(imported.stdout.strip().splitlines()[-1])
     assert report["failed"] == {}, report["failed"]
@@ -248,7 +235,7 @@ def _json_of(output: str) -> list[dict]:
 def test_the_airflow_side_passes_its_unit_tests_on_the_lowest_airflow(compat_python, tmp_path):
     """The same unit tests as on the newest Airflow, marked ``airflow`` by tests/conftest.py, plus the
     suites of the top-level modules that drive the Airflow side."""
-    done = _run(
+    done = run_outside(
         [str(compat_python), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
         + ["-m", "not (sandbox or spark)", "--basetemp", str(tmp_path / "t")]
         + [str(REPO / "tests" / "unit" / name) for name in _AIRFLOW_SIDE],
@@ -280,33 +267,13 @@ def test_the_switch_story_runs_on_the_oldest_stack(compat_python, tmp_path):
     of ``examples/jobs/orders_to_delta``, on the oldest Spark and Delta (``.venv-compat-driver``, chosen
     with ``SPARK_HOME`` and ``PYSPARK_PYTHON`` as a deployment would); the oldest Kafka brokers and
     MirrorMaker 2 (``jvm/compat/``, resolved into ``.jars-compat``)."""
-    driver, spark_home = compat_driver()
-    basetemp, results = tmp_path / "t", tmp_path / "results"
-    done = _run(
-        [str(compat_python), "-m", "pytest", "-q", "-s", "-p", "no:randomly", "-p", "no:cacheprovider"]
-        + ["--basetemp", str(basetemp), str(REPO / "tests" / "integration" / "test_switch_dags.py")]
-        + ["-k", "start_runs_the_job or crash_of_a_fails_over or restart_of_a_fails_back"],
-        timeout=1200,
-        AKF_POMS_DIR=str(REPO / "jvm" / "compat"),
-        AKF_JARS_DIR=str(REPO / ".jars-compat"),
-        AKF_RESULTS_DIR=str(results),
-        SPARK_HOME=spark_home,
-        PYSPARK_PYTHON=str(driver),
-        PYSPARK_DRIVER_PYTHON=str(driver),
-    )
-    print(done.stdout[-3000:])
-    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-8000:] + done.stderr[-3000:]
-    print("figures:", (results / "e2e_switch_figures.json").read_text())
+    jvm, jars = REPO / "jvm" / "compat", REPO / ".jars-compat"
+    story = run_switch_story(compat_python, COMPAT_DRIVER, jvm, jars, tmp_path)
+    assert story.passed(), story.failure()
+    print("figures:", (story.results / "e2e_switch_figures.json").read_text())
     # The stack really was the oldest one: the drivers' and brokers' own words.
-    job_logs = "".join(log.read_text(errors="replace") for log in basetemp.rglob("job.log"))
-    spark, delta = (_pin(COMPAT_DRIVER_CONSTRAINTS, name) for name in ("pyspark", "delta-spark"))
-    assert set(re.findall(r"Running Spark version (\S+)", job_logs)) == {spark}
-    assert f"delta-spark_2.12-{delta}.jar" in job_logs
-    pom = (REPO / "jvm" / "compat" / "kafka" / "pom.xml").read_text()
-    (kafka,) = re.findall(r"<kafka.version>(\S+)</kafka.version>", pom)
-    assert list((REPO / ".jars-compat" / "kafka").glob(f"kafka_2.13-{kafka}.jar")), kafka
-
-
-def _pin(constraints: Path, package: str) -> str:
-    (version,) = re.findall(rf"^{re.escape(package)}==(\S+)$", constraints.read_text(), flags=re.MULTILINE)
-    return version
+    spark, delta = (pinned(COMPAT_DRIVER_CONSTRAINTS, name) for name in ("pyspark", "delta-spark"))
+    assert story.spark_versions() == {spark}
+    assert f"delta-spark_2.12-{delta}.jar" in story.job_logs()
+    (kafka,) = re.findall(r"<kafka.version>(\S+)</kafka.version>", (jvm / "kafka" / "pom.xml").read_text())
+    assert list((jars / "kafka").glob(f"kafka_2.13-{kafka}.jar")), kafka

@@ -314,3 +314,15 @@ def test_a_name_given_inside_a_pair_or_cluster_is_refused():
     assert "pair: unknown key(s) ['name']" in _refusal(name="other")
     clusters = {"A": {"connection": "a", "name": "Z"}, "B": {"connection": "b"}}
     assert "clusters.A: unknown key(s) ['name']" in _refusal(clusters=clusters)
+
+
+@pytest.mark.parametrize("version", ["2", " 3 "])
+def test_an_offset_log_format_other_than_1_is_refused_naming_the_setting(version):
+    message = _refusal(job={"spark_conf": {"spark.sql.streaming.offsetLog.formatVersion": version}})
+    assert "job.spark_conf: sets spark.sql.streaming.offsetLog.formatVersion=" in message
+    assert "format 1 (the default) only: remove the setting" in message
+
+
+def test_the_default_offset_log_format_may_be_named():
+    conf = {"spark.sql.streaming.offsetLog.formatVersion": "1"}
+    assert parse_pair("p", _pair(job={"spark_conf": conf}), "/etc/pairs.yaml").job.spark_conf == conf

@@ -183,7 +183,8 @@ def test_missing_offsets_directory(tmp_path):
 @pytest.mark.parametrize(
     ("sources", "kwargs", "line", "message"),
     [
-        (['{"orders":{"0":10}}'], {"version": "v2"}, 1, "unsupported offset log version 'v2'"),
+        (['{"orders":{"0":10}}'], {"version": "v2"}, 1, "spark.sql.streaming.offsetLog.formatVersion=2"),
+        (['{"orders":{"0":10}}'], {"version": "v3"}, 1, "unsupported offset log version 'v3'"),
         (['{"orders":{"0":10}}'], {"version": ""}, 1, "unsupported offset log version"),
         (['{"orders":{"0":10}}'], {"metadata": "{not json"}, 2, "corrupt metadata JSON"),
         (['{"orders":{"0":10}}'], {"metadata": "[1]"}, 2, "must be a JSON object"),

@@ -1,0 +1,84 @@
+"""What the two lanes of tests/compat/ share: running a command outside this pytest run, and the switch
+story of ``tests/integration/test_switch_dags.py`` on a Spark driver of another virtualenv."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.packaging import compat_driver
+
+REPO = Path(__file__).resolve().parents[2]
+
+OUTER_RUN_ONLY = ("VIRTUAL_ENV", "AIRFLOW__KAFKA_FAILOVER__JOB_JARS")
+"""Variables of this pytest run that a lane's own runs must not inherit: the job jars the integration tests
+set for the suite's stack (Scala 2.13 jars on a Spark 3.5 driver fail with ``NoClassDefFoundError:
+scala/collection/SeqOps``; Spark 4.0's Kafka source on a Spark 4.2 driver is the wrong release); a lane's
+story fills its own from its jars folder."""
+
+STORY_STEPS = "start_runs_the_job or crash_of_a_fails_over or restart_of_a_fails_back"
+"""The steps of the switch story a lane runs: the start DAG, a crash of A and the failover DAG, A's restart
+and the failback DAG (which checks each acknowledged id is in the table once)."""
+
+
+def run_outside(command: list[str], timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` with this run's environment minus :data:`OUTER_RUN_ONLY`, plus ``env``."""
+    environment = {**os.environ, **env}
+    for name in OUTER_RUN_ONLY:
+        environment.pop(name, None)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+@dataclass(frozen=True)
+class StoryRun:
+    """The outcome of :func:`run_switch_story`: the inner pytest's output and where its files are."""
+
+    done: subprocess.CompletedProcess[str]
+    basetemp: Path
+    results: Path
+
+    def passed(self) -> bool:
+        return self.done.returncode == 0 and "3 passed" in self.done.stdout
+
+    def failure(self) -> str:
+        return self.done.stdout[-8000:] + self.done.stderr[-3000:]
+
+    def spark_versions(self) -> set[str]:
+        """The Spark versions the story's drivers logged (``Running Spark version ...``)."""
+        return set(re.findall(r"Running Spark version (\S+)", self.job_logs()))
+
+    def job_logs(self) -> str:
+        return "".join(log.read_text(errors="replace") for log in self.basetemp.rglob("job.log"))
+
+
+def run_switch_story(
+    airflow_python: Path, driver_venv: Path, poms: Path, jars: Path, tmp_path: Path
+) -> StoryRun:
+    """Run :data:`STORY_STEPS` under ``airflow_python`` (its Airflow runs the DAGs), the job on the Spark of
+    ``driver_venv`` (chosen with ``SPARK_HOME`` and ``PYSPARK_PYTHON`` as a deployment would), the brokers,
+    MirrorMaker 2, Spark's Kafka source and Delta from the poms under ``poms`` resolved into ``jars``."""
+    driver, spark_home = compat_driver(driver_venv)
+    basetemp, results = tmp_path / "t", tmp_path / "results"
+    done = run_outside(
+        [str(airflow_python), "-m", "pytest", "-q", "-s", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        + ["--basetemp", str(basetemp), str(REPO / "tests" / "integration" / "test_switch_dags.py")]
+        + ["-k", STORY_STEPS],
+        timeout=1200,
+        AKF_POMS_DIR=str(poms),
+        AKF_JARS_DIR=str(jars),
+        AKF_RESULTS_DIR=str(results),
+        SPARK_HOME=spark_home,
+        PYSPARK_PYTHON=str(driver),
+        PYSPARK_DRIVER_PYTHON=str(driver),
+    )
+    print(done.stdout[-3000:])
+    return StoryRun(done, basetemp, results)
+
+
+def pinned(constraints: Path, package: str) -> str:
+    """The version ``constraints`` pins ``package`` to."""
+    (version,) = re.findall(rf"^{re.escape(package)}==(\S+)$", constraints.read_text(), flags=re.MULTILINE)
+    return version
