@@ -7,7 +7,7 @@
 # Options: --browser (make test) installs Debian's chromium for the Airflow UI test; --all-jars (make test)
 # resolves every JVM artifact set the tests use (Delta, the Hadoop minicluster, S3A with its 560 MB AWS SDK
 # bundle), where the default resolves only the demo's (Kafka, Spark's Kafka source); --no-jars (make
-# test-fast) resolves none; --compat (make test) also makes the compatibility lane's two virtualenvs:
+# test-fast) resolves none; --compat (make test) also makes the lanes' three virtualenvs:
 # .venv-compat, the lowest Airflow the provider supports (tests/compat/requirements.in, pinned by
 # constraints-compat.txt) with the provider and the development tools, both editable; and
 # .venv-compat-driver, its Spark driver: the oldest Spark and Delta the job side supports, without Airflow

@@ -1,6 +1,6 @@
 """Building and installing the provider as a user would, for the tests that inspect or install it: the
-wheel, a fresh virtualenv, the Airflow release the compatibility lane runs, and the lane's Spark 3.5
-driver."""
+wheel, a fresh virtualenv, the Airflow release the compatibility lane runs, and the lanes' Spark drivers
+(the oldest and the newest Spark the job side supports)."""
 
 from __future__ import annotations
 
@@ -40,16 +40,22 @@ def fresh_venv(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
+def pinned(requirements: Path, package: str) -> str:
+    """The version ``requirements`` (a requirements or constraints file) pins ``package`` to."""
+    (version,) = re.findall(rf"^{re.escape(package)}==(\S+)$", requirements.read_text(), flags=re.MULTILINE)
+    return version
+
+
 def floor_release() -> str:
     """The Airflow release the compatibility lane runs: the one ``tests/compat/requirements.in`` pins."""
-    (release,) = re.findall(r"^apache-airflow==(\S+)$", COMPAT_REQUIREMENTS.read_text(), flags=re.MULTILINE)
-    return release
+    return pinned(COMPAT_REQUIREMENTS, "apache-airflow")
 
 
-def compat_driver(venv: Path = COMPAT_DRIVER) -> tuple[Path, str]:
-    """A lane's driver Python and the ``SPARK_HOME`` of its pyspark (the folder pyspark installs into).
+def lane_driver(venv: Path) -> tuple[Path, str]:
+    """A lane's driver Python (:data:`COMPAT_DRIVER`, :data:`NEWEST_DRIVER`) and the ``SPARK_HOME`` of its
+    pyspark (the folder pyspark installs into).
 
-    Fails the test, naming the command, when ``venv`` (``.venv-compat-driver`` unless given) is missing.
+    Fails the test, naming the command, when ``venv`` is missing.
     """
     python = venv / "bin" / "python"
     if not python.exists():

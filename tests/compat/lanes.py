@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.packaging import compat_driver
+from tests.packaging import lane_driver
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ class StoryRun:
     results: Path
 
     def passed(self) -> bool:
-        return self.done.returncode == 0 and "3 passed" in self.done.stdout
+        return self.done.returncode == 0 and f"{STORY_STEPS.count(' or ') + 1} passed" in self.done.stdout
 
     def failure(self) -> str:
         return self.done.stdout[-8000:] + self.done.stderr[-3000:]
@@ -60,7 +60,7 @@ def run_switch_story(
     """Run :data:`STORY_STEPS` under ``airflow_python`` (its Airflow runs the DAGs), the job on the Spark of
     ``driver_venv`` (chosen with ``SPARK_HOME`` and ``PYSPARK_PYTHON`` as a deployment would), the brokers,
     MirrorMaker 2, Spark's Kafka source and Delta from the poms under ``poms`` resolved into ``jars``."""
-    driver, spark_home = compat_driver(driver_venv)
+    driver, spark_home = lane_driver(driver_venv)
     basetemp, results = tmp_path / "t", tmp_path / "results"
     done = run_outside(
         [str(airflow_python), "-m", "pytest", "-q", "-s", "-p", "no:randomly", "-p", "no:cacheprovider"]
@@ -76,9 +76,3 @@ def run_switch_story(
     )
     print(done.stdout[-3000:])
     return StoryRun(done, basetemp, results)
-
-
-def pinned(constraints: Path, package: str) -> str:
-    """The version ``constraints`` pins ``package`` to."""
-    (version,) = re.findall(rf"^{re.escape(package)}==(\S+)$", constraints.read_text(), flags=re.MULTILINE)
-    return version

@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.get_provider_info import get_provider_info
-from tests.compat.lanes import pinned, run_outside, run_switch_story
+from tests.compat.lanes import run_outside, run_switch_story
 from tests.conftest import AIRFLOW_SIDE
-from tests.packaging import COMPAT_DRIVER, UV, built_wheel, floor_release, fresh_venv
+from tests.packaging import COMPAT_DRIVER, UV, built_wheel, floor_release, fresh_venv, pinned
 
 REPO = Path(__file__).resolve().parents[2]
 COMPAT = REPO / ".venv-compat"

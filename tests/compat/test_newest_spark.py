@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.jobs.driver_spark import SUPPORTED_SPARK_LINES, spark_line
-from tests.compat.lanes import pinned, run_switch_story
-from tests.packaging import NEWEST_DRIVER
+from tests.compat.lanes import run_switch_story
+from tests.packaging import NEWEST_DRIVER, pinned
 
 REPO = Path(__file__).resolve().parents[2]
 NEWEST_DRIVER_CONSTRAINTS = REPO / "constraints-newest-driver.txt"

@@ -34,7 +34,7 @@ from akf_devtools.sandbox.producer import SteadyProducer
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.jobs.sink import read_sink
-from tests.packaging import COMPAT_DRIVER, UV, built_wheel, compat_driver, floor_release, fresh_venv
+from tests.packaging import COMPAT_DRIVER, UV, built_wheel, floor_release, fresh_venv, lane_driver
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "getting-started.md"
@@ -80,7 +80,7 @@ class Walk:
 
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory) -> Walk:
-    driver, spark_home = compat_driver()
+    driver, spark_home = lane_driver(COMPAT_DRIVER)
     root = tmp_path_factory.mktemp("walk")
     wheel = built_wheel(root / "dist")
     venv = root / "venv"
