@@ -197,16 +197,23 @@ class FailoverStream:
         """A name for this run that no other run of the pair shares: ``akf-<pair>-<cluster>-epoch-<n>``."""
         return f"akf-{self.settings.pair}-{self.settings.cluster}-epoch-{self.settings.epoch}"
 
-    def read_kafka(self) -> Any:
+    def read_kafka(self, *, observe: bool = True) -> Any:
         """The Kafka source of the active cluster as a streaming DataFrame.
 
         Its columns are Spark's Kafka source columns (``key``, ``value``, ``topic``, ``partition``,
         ``offset``, ``timestamp``, ...); it reads the pair's topics on this cluster from the planned start
         offsets (or from the checkpoint), with the connection's security options and
         ``maxOffsetsPerTrigger``. Build your query on it; call it once.
+
+        :param observe: observe the source for the progress entries (default): every record is counted and
+            each partition's newest offset and timestamp kept, which failover and the loss checks read.
+            ``False`` only for a :meth:`foreach_batch` function that returns those statistics for every
+            batch itself (a dict with ``records``, ``max_offset`` and ``max_timestamp_ms`` per topic and
+            partition, and ``without_id``), as the packaged job's Parquet sink does from the footers of the
+            files it wrote; a batch that returns anything else then stops the run with an error.
         """
         if self._source is None:
-            self._source = self._run.source()
+            self._source = self._run.source(observe=observe)
         return self._source
 
     def record_id(self) -> Any:
@@ -262,6 +269,7 @@ class FailoverStream:
         """
         from airflow_kafka_failover.jobs.delta_sink import DeltaSink
 
+        self._check_observed("write_delta")
         sink = DeltaSink(
             self.spark,
             path,
@@ -284,6 +292,7 @@ class FailoverStream:
 
         :return: the exit code.
         """
+        self._check_observed("write_stream")
         return self._finish(self._run.run(self._run.stream_writer(writer).start))
 
     # ---- the end ------------------------------------------------------------------------------------
@@ -296,6 +305,14 @@ class FailoverStream:
             )
         if not getattr(df, "isStreaming", True):
             raise ConfigError("foreach_batch/write_delta take the streaming DataFrame built on read_kafka()")
+
+    def _check_observed(self, writer: str) -> None:
+        if not self._run.source_observed:
+            raise ConfigError(
+                f"{writer} needs the Kafka source observed for the progress entries, and it was read with "
+                "read_kafka(observe=False): read it with read_kafka() (observe=False is for a foreach_batch "
+                "function that returns each batch's statistics)"
+            )
 
     def _finish(self, code: int) -> int:
         self.exit_code = code

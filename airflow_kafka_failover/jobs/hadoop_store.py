@@ -5,7 +5,7 @@ Spark's Hadoop client, ``s3a://`` from ``hadoop-aws``) and the same Hadoop confi
 endpoint, credentials, timeouts), so a location the job's checkpoint can use, its status and progress entries
 can use too.
 
-- ``read``: ``FileSystem.open``, the whole object.
+- ``read``: ``FileSystem.open``, the whole object; ``read_tail``, its last bytes only (a Parquet footer).
 - ``replace``: on an object store (``s3a``, ``gs``) one upload (``create`` with overwrite), which appears
   whole when it completes; on a file system (``hdfs``, ``abfs``) a temporary file in the same folder renamed
   over the target with ``FileContext.rename(..., OVERWRITE)``, one atomic rename on the NameNode.
@@ -73,6 +73,21 @@ class HadoopStore:
                 stream.close()
 
         data: bytes = self._call(location, read_all)
+        return data
+
+    def read_tail(self, location: str, size: int) -> bytes:
+        """The last ``size`` bytes of the object (all of it when it is smaller): one ranged read."""
+
+        def read_end() -> bytes:
+            length = int(self.fs.getFileStatus(self._path(location)).getLen())
+            stream = self.fs.open(self._path(location))
+            try:
+                stream.seek(max(0, length - size))
+                return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream, min(size, length)))
+            finally:
+                stream.close()
+
+        data: bytes = self._call(location, read_end)
         return data
 
     def replace(self, location: str, data: bytes, private: bool = False) -> None:

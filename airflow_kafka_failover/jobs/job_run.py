@@ -161,6 +161,7 @@ class JobRun:
         self.partitions: list[TopicPartition] = []
         self.query_id: str | None = None
         self.carried: dict[str, Any] | None = None  # the run's marks and record count so far
+        self.source_observed = True  # False: every batch function returns its batch's statistics
 
     # ---- status ---------------------------------------------------------------------------------------
 
@@ -244,14 +245,27 @@ class JobRun:
                 self.write_seconds[batch_id] = time.monotonic() - started
                 if isinstance(stats, dict):
                     self.written_stats[batch_id] = stats
+                elif not self.source_observed:
+                    raise ConfigError(
+                        f"batch {batch_id}: the batch function returned {stats!r} instead of the batch's "
+                        "statistics (records, max_offset, max_timestamp_ms, without_id), and the source is "
+                        "read without its observation (read_kafka(observe=False)): return them, or read "
+                        "the source with read_kafka() so that the run observes them"
+                    )
                 self.last_batch = batch_id
 
         return batch
 
     # ---- the Kafka source -----------------------------------------------------------------------------
 
-    def source(self) -> Any:
-        """The Kafka source DataFrame of the active cluster, observed for the progress entries."""
+    def source(self, observe: bool = True) -> Any:
+        """The Kafka source DataFrame of the active cluster, observed for the progress entries.
+
+        :param observe: False for a batch function that returns each batch's statistics itself (the
+            packaged Parquet sink reads them from the footers of the files it wrote): the observation's
+            per-record aggregates (records, and the newest offset and timestamp of every partition) are
+            then left out of the query, and :meth:`guarded` refuses a batch that comes back without them.
+        """
         settings = self.settings
         reader = self._kafka_reader(self.spark.readStream).option(
             "startingOffsets", settings.starting_offsets_option
@@ -259,6 +273,9 @@ class JobRun:
         if settings.max_offsets_per_trigger is not None:
             reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
         self.partitions = self._subscribed_partitions()
+        self.source_observed = observe
+        if not observe:
+            return reader.load()
         return reader.load().observe(SOURCE_METRICS, *source_metrics(self.partitions))
 
     def _kafka_reader(self, reader: Any) -> Any:
@@ -370,6 +387,13 @@ class JobRun:
             stats = self.written_stats.pop(batch_id, None) or self._stats(
                 metrics.get(SOURCE_METRICS), metrics.get(RECORD_ID_METRICS)
             )
+            if stats.get("without_id"):
+                log.warning(
+                    "%s records of batch %s have no record id (field %r); they cannot be deduplicated",
+                    stats["without_id"],
+                    batch_id,
+                    self.settings.record_id_field,
+                )
             self._write_progress(batch_id, end_offsets, stats)
             progress_seconds = time.monotonic() - started
             self._commit_group(end_offsets)
@@ -425,12 +449,6 @@ class JobRun:
         stats: dict[str, Any] = {"records": records, "max_timestamp_ms": newest, "max_offset": last}
         if ids is not None:
             stats["without_id"] = int(ids.get("rows") or 0) - int(ids.get("with_id") or 0)
-            if stats["without_id"]:
-                log.warning(
-                    "%s records of this batch have no record id (field %r); they cannot be deduplicated",
-                    stats["without_id"],
-                    self.settings.record_id_field,
-                )
         return stats
 
     def _carried(self) -> dict[str, Any]:

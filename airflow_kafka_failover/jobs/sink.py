@@ -47,6 +47,8 @@ COLUMNS = (
     "epoch",
     "batch_id",
 )
+_MAGIC = b"PAR1"
+_TAIL_GUESS = 64 * 1024  # a batch file's footer is a few KB: one read gets it
 _BATCH_DIR = re.compile(r"^batch=(\d+)$")
 _EPOCH_DIR = re.compile(r"^epoch=(\d+)$")
 
@@ -90,17 +92,33 @@ def batch_dirs(sink_root: str, known: Container[str] = ()) -> list[tuple[int, in
     return sorted(found)
 
 
-def _parquet(location: str) -> Any:
-    """A pyarrow ``ParquetFile`` of a file anywhere (read whole: batch files are small)."""
+def _footer(location: str) -> Any:
+    """The Parquet footer (pyarrow ``FileMetaData``) of a file anywhere.
+
+    Only the end of the file is read: locally by pyarrow, on the driver's remote stores by a ranged read
+    (:meth:`~airflow_kafka_failover.jobs.hadoop_store.HadoopStore.read_tail`); a store without ranged reads
+    (the Airflow side's) gives the whole file.
+    """
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(io.BytesIO(open_store(location).read(location)))
+    if not locations.is_remote(location):
+        return pq.read_metadata(location)
+    store = open_store(location)
+    read_tail = getattr(store, "read_tail", None)
+    if read_tail is None:
+        return pq.read_metadata(io.BytesIO(store.read(location)))
+    tail = read_tail(location, _TAIL_GUESS)
+    size = int.from_bytes(tail[-8:-4], "little") + 8  # the footer, its length and the closing "PAR1"
+    if size > len(tail):
+        tail = read_tail(location, size)
+    # The footer parsed on its own: a file of the opening magic and the file's last bytes.
+    return pq.read_metadata(io.BytesIO(_MAGIC + tail[-size:]))
 
 
 def rows_written_after(sink_root: str, epoch: int, batch_id: int) -> int:
     """Rows of the batches of ``epoch`` numbered above ``batch_id`` (read from the Parquet footers)."""
     return sum(
-        _parquet(file).metadata.num_rows
+        _footer(file).num_rows
         for batch_epoch, batch, path in batch_dirs(sink_root)
         if batch_epoch == epoch and batch > batch_id
         for file in parquet_files(path)
@@ -122,16 +140,18 @@ class ParquetBatchSink:
     def write_batch(self, batch_df: Any, batch_id: int) -> dict[str, Any] | None:
         """Write ``batch_df`` (plus a ``batch_id`` column) unless the batch's directory is already there.
 
-        :return: for a replayed batch (nothing read from Kafka), its statistics from the Parquet footers of
-            the output already there, for its progress entry; None after a write (the source's observation
-            counts it).
+        :return: the batch's statistics for its progress entry (records, the newest offset and timestamp of
+            each partition, records without an id), from the Parquet footers of the batch's files: those
+            just written, or for a replayed batch those already there. The job reads its source without
+            an observation (``read_kafka(observe=False)``), so that no record pays for aggregates whose
+            figures the footers hold anyway.
         """
         from pyspark.sql import functions as F
 
         final = batch_dir(self.sink_root, self.epoch, batch_id)
         if is_complete(final):
             log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
-            return footer_stats(final)
+            return self._stats(batch_df.sparkSession, final)
         if not self._committer_chosen:
             from airflow_kafka_failover.jobs.committers import use_s3a_committer
 
@@ -145,7 +165,45 @@ class ParquetBatchSink:
         batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").option(
             "parquet.enable.dictionary#record_id", "false"
         ).parquet(final)
-        return None
+        return self._stats(batch_df.sparkSession, final)
+
+    @staticmethod
+    def _stats(spark: Any, batch: str) -> dict[str, Any]:
+        """The statistics of a complete batch folder: from its footers, or when they cannot tell (a file
+        that holds several partitions, statistics left out) from its rows, read back by Spark."""
+        stats = footer_stats(batch)
+        if stats is not None:
+            return stats
+        log.info("%s: the Parquet footers do not give the batch's marks; counting its rows", batch)
+        return read_stats(spark, batch)
+
+
+def read_stats(spark: Any, batch: str) -> dict[str, Any]:
+    """Batch statistics from the rows of a batch folder (four of its columns, one aggregate per partition)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.read.parquet(batch)
+        .groupBy("topic", "partition")
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.count("record_id").alias("with_id"),
+            F.max("offset").alias("offset"),
+            F.max("timestamp_ms").alias("timestamp_ms"),
+        )
+        .collect()
+    )
+    newest: dict[str, dict[str, int]] = {}
+    last: dict[str, dict[str, int]] = {}
+    for row in rows:
+        newest.setdefault(row["topic"], {})[str(row["partition"])] = int(row["timestamp_ms"])
+        last.setdefault(row["topic"], {})[str(row["partition"])] = int(row["offset"])
+    return {
+        "records": sum(int(row["records"]) for row in rows),
+        "without_id": sum(int(row["records"]) - int(row["with_id"]) for row in rows),
+        "max_timestamp_ms": newest,
+        "max_offset": last,
+    }
 
 
 def footer_stats(batch: str) -> dict[str, Any] | None:
@@ -158,7 +216,7 @@ def footer_stats(batch: str) -> dict[str, Any] | None:
     newest: dict[str, dict[str, int]] = {}
     last: dict[str, dict[str, int]] = {}
     for file in parquet_files(batch):
-        metadata = _parquet(file).metadata
+        metadata = _footer(file)
         schema = metadata.schema.to_arrow_schema()
         columns = {
             name: schema.get_field_index(name)

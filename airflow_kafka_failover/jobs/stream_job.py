@@ -7,6 +7,9 @@ Run by spark-submit with one argument, the settings file the operator wrote::
 It reads the pair's topics with :class:`~airflow_kafka_failover.jobs.api.FailoverStream`, adds the record
 id, and writes each micro-batch with :class:`~airflow_kafka_failover.jobs.sink.ParquetBatchSink` (one
 directory per epoch and batch, complete once its ``_SUCCESS`` is written; a replayed batch writes nothing).
+The batch's statistics for its progress entry (records, the newest offset and timestamp per partition,
+records without an id) come from the footers of the Parquet files the sink wrote, so the source is read
+without the per-record observation a job of a user's has.
 Status, stop requests, the fence, progress entries and bookkeeping-group commits are the API's (see
 :mod:`airflow_kafka_failover.jobs.job_run`), as for any job of a user's.
 
@@ -41,10 +44,12 @@ def sink_columns(kafka: Any, record_id: Any, cluster: str, epoch: int) -> Any:
 def main(argv: list[str] | None = None) -> None:
     """Run the packaged job; ends the process with its exit code."""
     with FailoverStream.from_args(argv) as stream:
-        records = sink_columns(stream.read_kafka(), stream.record_id(), stream.cluster, stream.epoch)
+        # The sink returns each batch's statistics from its files' footers: no observation of the source.
+        kafka = stream.read_kafka(observe=False)
+        records = sink_columns(kafka, stream.record_id(), stream.cluster, stream.epoch)
         sink = ParquetBatchSink(stream.settings.sink_root, stream.epoch)
         # One write per batch: the batch is read once without a cache.
-        stream.foreach_batch(stream.with_record_id_count(records), sink.write_batch, cache_batch=False)
+        stream.foreach_batch(records, sink.write_batch, cache_batch=False)
 
 
 if __name__ == "__main__":

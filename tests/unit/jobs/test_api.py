@@ -84,3 +84,15 @@ def test_a_merge_window_in_days_hours_or_weeks_is_taken():
             app_id="x",
         )
         assert sink.merge_window == ("d", interval)
+
+
+@pytest.mark.parametrize("write", ["write_stream", "write_delta"])
+def test_writers_that_need_the_observation_refuse_a_source_read_without_it(write):
+    from types import SimpleNamespace
+
+    stream = object.__new__(FailoverStream)  # past from_args: a run whose source was read unobserved
+    stream._run = SimpleNamespace(source_observed=False)
+    with pytest.raises(
+        ConfigError, match=rf"{write} needs the Kafka source observed .* read_kafka\(observe=False\)"
+    ):
+        getattr(stream, write)(*(["writer"] if write == "write_stream" else ["df", "/lake/orders"]))

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, JobRun, RunStopping
@@ -169,6 +170,31 @@ def test_a_replayed_batch_keeps_the_statistics_its_writer_returns(run):
     run.record_batch(4, {SOURCE_METRICS: {"records": 0}})
     [line] = progress_lines(run)
     assert (line["records"], line["max_offset"]) == (2, {"orders": {"0": 11}})
+
+
+def test_a_batch_whose_writer_returns_its_statistics_is_recorded_from_them_and_names_missing_ids(
+    run, job_log
+):
+    run.source_observed = False  # read_kafka(observe=False): the packaged job's sink reads its footers
+    stats = {
+        "records": 5,
+        "without_id": 2,
+        "max_timestamp_ms": {"orders": {"0": 9}},
+        "max_offset": {"orders": {"0": 4}},
+    }
+    run.guarded(lambda df, batch_id: stats, cache=False)(None, 0)
+    committed_batch(run, 0, {"orders": {"0": 5}})
+    run.record_batch(0, {})
+    [line] = progress_lines(run)
+    assert (line["records"], line["without_id"], line["max_offset"]) == (5, 2, {"orders": {"0": 4}})
+    assert "2 records of batch 0 have no record id (field 'id'); they cannot be deduplicated" in job_log
+
+
+def test_an_unobserved_source_refuses_a_batch_that_comes_back_without_statistics(run):
+    run.source_observed = False
+    with pytest.raises(ConfigError, match=r"batch 3: the batch function returned None instead of the batch"):
+        run.guarded(lambda df, batch_id: None, cache=False)("batch-df", 3)
+    assert run.written_stats == {} and run.last_batch is None
 
 
 def test_a_batch_is_recorded_once_and_only_when_spark_committed_it(run, calls):

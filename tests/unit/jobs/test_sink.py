@@ -246,3 +246,56 @@ def test_batch_statistics_need_one_kafka_partition_per_file(tmp_path):
 
     write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row("b", 6, partition=1)])
     assert _footer_stats(batch_dir(str(tmp_path), 1, 0)) is None
+
+
+class _FolderStore:
+    """A remote store (``mem://bucket``) over a local folder, counting the bytes it hands out."""
+
+    def __init__(self, folder: Path, ranged: bool) -> None:
+        self.folder = folder
+        self.bytes_read = 0
+        if ranged:
+            self.read_tail = self._read_tail
+
+    def _local(self, location: str) -> Path:
+        return self.folder / location.removeprefix("mem://bucket/")
+
+    def read(self, location: str) -> bytes:
+        data = self._local(location).read_bytes()
+        self.bytes_read += len(data)
+        return data
+
+    def _read_tail(self, location: str, size: int) -> bytes:
+        data = self._local(location).read_bytes()[-size:]
+        self.bytes_read += len(data)
+        return data
+
+    def exists(self, location: str) -> bool:
+        return self._local(location).exists()
+
+    def names(self, folder: str) -> list[str]:
+        local = self._local(folder)
+        return sorted(p.name for p in local.iterdir()) if local.is_dir() else []
+
+
+def test_batch_statistics_of_a_remote_batch_read_only_the_footers_where_the_store_can(tmp_path):
+    from airflow_kafka_failover.core.storage import store
+    from airflow_kafka_failover.jobs.sink import footer_stats as _footer_stats
+
+    rows = [row(f"r{n}", n, partition=n % 2) for n in range(20_000)]
+    write_batch(tmp_path, 1, 0, [r for r in rows if r["partition"] == 0], name="part-0.parquet")
+    write_batch(tmp_path, 1, 0, [r for r in rows if r["partition"] == 1], name="part-1.parquet")
+    sizes = [p.stat().st_size for p in tmp_path.rglob("*.parquet")]
+    local = _footer_stats(batch_dir(str(tmp_path), 1, 0))
+    assert local is not None and local["records"] == 20_000
+    for ranged in (True, False):
+        store.forget_all()
+        remote = _FolderStore(tmp_path, ranged)
+        store.register("mem://bucket", lambda root, remote=remote: remote)
+        try:
+            assert _footer_stats(batch_dir("mem://bucket", 1, 0)) == local
+        finally:
+            store.forget_all()
+        # A ranged read takes each file's last 64 KB; without one, every byte of every file.
+        assert remote.bytes_read == sum(min(size, 64 * 1024) if ranged else size for size in sizes)
+    assert min(sizes) > 64 * 1024  # so that the ranged reads read less
