@@ -23,9 +23,10 @@ hook finds first on the PATH it gives the job), ``--master local[2]``, the same 
 batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the job sets them, and a
 processing-time trigger of the same interval. The plain query writes the Kafka columns (key, value, topic,
 partition, offset, timestamp) with Spark's Parquet file sink; the job (on the job-side API) writes its own
-sink (record id, epoch, batch; a batch folder complete once its ``_SUCCESS`` is written), observes its
-Kafka source for the progress entry's statistics, and after each batch writes ``progress/<batch>`` and
-commits the bookkeeping group (from a query listener); the difference is the job's cost.
+sink (record id, epoch, batch; a batch folder complete once its ``_SUCCESS`` is written), reads the
+progress entry's statistics from the footers of the files it wrote, and after each batch writes
+``progress/<batch>`` and commits the bookkeeping group (from a query listener); the difference is the job's
+cost.
 
 How throughput is measured, identically for both, from the Spark checkpoint each query writes: Spark
 writes ``offsets/<b>`` when batch ``b`` starts (after planning its offset range) and ``commits/<b>`` when

@@ -202,11 +202,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "job_parts",
         "bench_job_parts.py",
         (
-            Figure("plain_over_job_query", "plain query / the job's query without its run protocol", ""),
+            Figure(
+                "plain_over_job_query", "plain query / the packaged job's query without its run protocol", ""
+            ),
             Figure("job_columns_adds_s_per_million", "the sink's columns add, per million records", "s"),
             Figure("record_id_adds_s_per_million", "the record id (record-id jar) adds", "s"),
             Figure("one_observation_adds_s_per_million", "one observation of the source adds", "s"),
-            Figure("job_query_adds_s_per_million", "the job's observations instead add", "s"),
+            Figure("observed_query_adds_s_per_million", "a user's job's observations instead add", "s"),
+            Figure("plain_over_observed_query", "plain query / the same query observed as a user's job", ""),
         ),
         quick_args=("--records", "200000", "--rounds", "1"),
         timeout_s=1800,

@@ -406,7 +406,7 @@ class JobRun:
         total = (durations or {}).get("triggerExecution", 0) / 1000 or (write or 0.0)
         log.info(
             "batch %s: %s records in %.2f s (write %.2f s, progress %.2f s, group commit %.2f s, "
-            "fence check %.3f s), end offsets %s",
+            "fence check %.3f s; Spark's phases %s), end offsets %s",
             batch_id,
             stats["records"],
             max(total, write or 0.0),
@@ -414,6 +414,7 @@ class JobRun:
             progress_seconds,
             commit_seconds,
             fence_check,
+            _phases(durations),
             _short(end_offsets),
         )
 
@@ -670,6 +671,15 @@ def _nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
     for tp in sorted(offsets):
         nested.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
     return nested
+
+
+def _phases(durations: dict[str, int] | None) -> str:
+    """Spark's ``durationMs`` of a batch in seconds, the phases that took any time, longest first."""
+    phases = sorted(
+        ((name, ms) for name, ms in (durations or {}).items() if name != "triggerExecution" and ms),
+        key=lambda item: -item[1],
+    )
+    return ", ".join(f"{name} {ms / 1000:.2f} s" for name, ms in phases) or "not reported"
 
 
 def _short(offsets: dict[Any, int], limit: int = 6) -> str:
