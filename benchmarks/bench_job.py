@@ -112,7 +112,7 @@ LATENCY_RECORDS = 1000
 LOADED_SHARE = 0.2  # other work's share of the cores above which a measurement is flagged as under load
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # "batch 3: 250000 records in 1.52 s (write 1.47 s, progress 0.00 s, group commit 0.02 s,
-#  fence check 0.004 s), ..."
+#  fence check 0.004 s; Spark's phases addBatch 1.47 s, ...), ..."
 JOB_BATCH_LINE = re.compile(
     r"\[akf-job\] batch (\d+): (\d+) records in ([0-9.]+) s(?: \(write ([0-9.]+) s)?"
     r"(?:, progress [0-9.]+ s, group commit [0-9.]+ s, fence check (?P<fence>[0-9.]+) s)?"
