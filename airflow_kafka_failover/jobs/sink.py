@@ -151,7 +151,7 @@ class ParquetBatchSink:
         final = batch_dir(self.sink_root, self.epoch, batch_id)
         if is_complete(final):
             log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
-            return self._stats(batch_df.sparkSession, final)
+            return batch_stats(final)
         if not self._committer_chosen:
             from airflow_kafka_failover.jobs.committers import use_s3a_committer
 
@@ -165,45 +165,41 @@ class ParquetBatchSink:
         batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").option(
             "parquet.enable.dictionary#record_id", "false"
         ).parquet(final)
-        return self._stats(batch_df.sparkSession, final)
-
-    @staticmethod
-    def _stats(spark: Any, batch: str) -> dict[str, Any]:
-        """The statistics of a complete batch folder: from its footers, or when they cannot tell (a file
-        that holds several partitions, statistics left out) from its rows, read back by Spark."""
-        stats = footer_stats(batch)
-        if stats is not None:
-            return stats
-        log.info("%s: the Parquet footers do not give the batch's marks; counting its rows", batch)
-        return read_stats(spark, batch)
+        return batch_stats(final)
 
 
-def read_stats(spark: Any, batch: str) -> dict[str, Any]:
-    """Batch statistics from the rows of a batch folder (four of its columns, one aggregate per partition)."""
-    from pyspark.sql import functions as F
+def batch_stats(batch: str) -> dict[str, Any]:
+    """The statistics of a complete batch folder for its progress entry: from its files' footers, or when
+    they cannot tell (a file that holds several partitions) from four columns of its rows."""
+    stats = footer_stats(batch)
+    if stats is not None:
+        return stats
+    log.info("%s: the Parquet footers do not give the batch's marks; reading them from its rows", batch)
+    return row_stats(batch)
 
-    rows = (
-        spark.read.parquet(batch)
-        .groupBy("topic", "partition")
-        .agg(
-            F.count(F.lit(1)).alias("records"),
-            F.count("record_id").alias("with_id"),
-            F.max("offset").alias("offset"),
-            F.max("timestamp_ms").alias("timestamp_ms"),
-        )
-        .collect()
-    )
+
+def row_stats(batch: str) -> dict[str, Any]:
+    """Batch statistics from the rows of a batch folder: its ``topic``, ``partition``, ``offset``,
+    ``timestamp_ms`` and ``record_id`` columns, grouped per partition by pyarrow."""
+    import pyarrow.parquet as pq
+
+    records = without_id = 0
     newest: dict[str, dict[str, int]] = {}
     last: dict[str, dict[str, int]] = {}
-    for row in rows:
-        newest.setdefault(row["topic"], {})[str(row["partition"])] = int(row["timestamp_ms"])
-        last.setdefault(row["topic"], {})[str(row["partition"])] = int(row["offset"])
-    return {
-        "records": sum(int(row["records"]) for row in rows),
-        "without_id": sum(int(row["records"]) - int(row["with_id"]) for row in rows),
-        "max_timestamp_ms": newest,
-        "max_offset": last,
-    }
+    for file in parquet_files(batch):
+        source = file if not locations.is_remote(file) else io.BytesIO(open_store(file).read(file))
+        table = pq.read_table(source, columns=["topic", "partition", "offset", "timestamp_ms", "record_id"])
+        grouped = table.group_by(["topic", "partition"]).aggregate(
+            [("offset", "max"), ("timestamp_ms", "max"), ("offset", "count"), ("record_id", "count")]
+        )
+        for group in grouped.to_pylist():
+            key = str(group["partition"])
+            for into, column in ((newest, "timestamp_ms_max"), (last, "offset_max")):
+                partitions = into.setdefault(group["topic"], {})
+                partitions[key] = max(group[column], partitions.get(key, group[column]))
+            records += group["offset_count"]
+            without_id += group["offset_count"] - group["record_id_count"]
+    return {"records": records, "without_id": without_id, "max_timestamp_ms": newest, "max_offset": last}
 
 
 def footer_stats(batch: str) -> dict[str, Any] | None:

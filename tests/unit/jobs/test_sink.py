@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_kafka_failover.jobs.sink import (
     COLUMNS,
@@ -246,6 +247,54 @@ def test_batch_statistics_need_one_kafka_partition_per_file(tmp_path):
 
     write_batch(tmp_path, 1, 0, [row("a", 5, partition=0), row("b", 6, partition=1)])
     assert _footer_stats(batch_dir(str(tmp_path), 1, 0)) is None
+
+
+def test_a_batch_whose_footers_cannot_tell_gets_its_statistics_from_its_rows(tmp_path):
+    from airflow_kafka_failover.jobs.sink import batch_stats, footer_stats, row_stats
+
+    # Partitions mixed in one file (the footers keep one min and max per column), and a file of its own.
+    write_batch(
+        tmp_path,
+        1,
+        0,
+        [
+            row("a", 5, partition=0),
+            row(None, 8, partition=1),
+            row("c", 7, partition=0),
+            row("d", 2, partition=1),
+        ],
+        name="part-0.parquet",
+    )
+    write_batch(
+        tmp_path,
+        1,
+        0,
+        [row("e", 9, partition=0), row("f", 1, topic="B.orders", partition=1)],
+        name="part-1.parquet",
+    )
+    batch = batch_dir(str(tmp_path), 1, 0)
+    assert footer_stats(batch) is None
+    base = 1_700_000_000_000
+    assert (
+        batch_stats(batch)
+        == row_stats(batch)
+        == {
+            "records": 6,
+            "without_id": 1,
+            "max_timestamp_ms": {"orders": {"0": base + 9, "1": base + 8}, "B.orders": {"1": base + 1}},
+            "max_offset": {"orders": {"0": 9, "1": 8}, "B.orders": {"1": 1}},
+        }
+    )
+
+
+def test_batch_statistics_prefer_the_footers(tmp_path, monkeypatch):
+    from airflow_kafka_failover.jobs import sink
+
+    write_batch(tmp_path, 1, 0, [row("a", 5, partition=0)])
+    monkeypatch.setattr(
+        sink, "row_stats", lambda batch: pytest.fail("read the rows although the footers tell")
+    )
+    assert sink.batch_stats(batch_dir(str(tmp_path), 1, 0))["records"] == 1
 
 
 class _FolderStore:
