@@ -137,6 +137,11 @@ class SteadyProducer:
         with self._lock:
             return set(self.acked)
 
+    def acked_on(self, cluster: str) -> set[str]:
+        """The ids acknowledged by ``cluster`` (by where each was written, whenever its callback ran)."""
+        with self._lock:
+            return {record_id for record_id, delivery in self.acked.items() if delivery.cluster == cluster}
+
     def where(self, record_ids: set[str]) -> str:
         """Where the acknowledged ``record_ids`` were written: one line per cluster and partition with
         their offset and time ranges (what a "lost" assertion names, to find the records again)."""
