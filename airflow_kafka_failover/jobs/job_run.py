@@ -216,8 +216,10 @@ class JobRun:
         """A ``foreachBatch`` function that checks the stop request and the fence before ``write``.
 
         :param write: the sink's batch function ``(batch DataFrame, batch id)``. It may return the batch's
-            statistics (``records``, ``max_timestamp_ms``, ``max_offset``, ``without_id``) when it wrote
-            nothing (a replayed batch): the source's observation then saw no record.
+            statistics (``records``, ``max_timestamp_ms``, ``max_offset``, ``without_id``), which the
+            progress entry then takes instead of the source's observation (which saw no record for a
+            replayed batch that wrote nothing); with an unobserved source (:meth:`source` with
+            ``observe=False``) it must, or the batch fails with a ConfigError.
         :param cache: cache the batch while ``write`` runs. Spark adds up a batch's observation over every
             action run on it, so a ``write`` that runs more than one (a MERGE, a count then a write) would
             count its records twice; from the cache the source is read, and observed, once. A ``write`` known
