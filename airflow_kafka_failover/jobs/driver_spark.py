@@ -1,11 +1,11 @@
 """The driver's Spark is one the job side supports.
 
 The job side is tested on the Spark lines of :data:`SUPPORTED_SPARK_LINES` (docs/limits.md, "Versions":
-Spark 4.0 in the whole suite, Spark 3.5 with Delta 3.3 in the compatibility lane, Spark 4.2 with Delta
-4.4 in the newest-Spark lane; Spark 4.1 with Delta 4.1 was run through the same story by hand). A driver on
-another line would otherwise start and fail later in a way that names neither version (a Spark API that
-moved, a Delta or Kafka-source jar built for another Scala). The run checks first, before Spark starts,
-and refuses naming the driver's pyspark and the lines it may use.
+Spark 4.0 in most of the suite, Spark 4.2 with Delta 4.4 in its end-to-end switch story, Spark 3.5 with
+Delta 3.3 in the compatibility lane; Spark 4.1 with Delta 4.1 was run through the same story by hand). A
+driver on another line would otherwise start and fail later in a way that names neither version (a Spark
+API that moved, a Delta or Kafka-source jar built for another Scala). The run checks first, before Spark
+starts, and refuses naming the driver's pyspark and the lines it may use.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What the two lanes of tests/compat/ share: running a command outside this pytest run, and the switch
-story of ``tests/integration/test_switch_dags.py`` on a Spark driver of another virtualenv."""
+"""What the compatibility lane runs outside this pytest run: a command with another interpreter, and the
+switch story of ``tests/integration/test_switch_dags.py`` on a Spark driver of another virtualenv."""
 
 from __future__ import annotations
 

@@ -8,6 +8,12 @@ failback; a dry run; a forced failover; wipe A -> failback refused. After each s
 may be missing from the table, and none may be there twice: the MERGE makes the table exactly once
 without a dedup step (checked again at the end by reading the table with Spark).
 
+The jobs run on the newest Spark line the job side supports, as a deployment would choose it (``SPARK_HOME``,
+``PYSPARK_PYTHON`` and the ``job_jars`` option of the DAG runs): ``.venv-newest-driver`` (Spark 4.2, Delta
+4.4, no Airflow; made by ``scripts/setup.sh --compat``), while the rest of the suite runs its jobs on the
+test run's own pyspark. When ``SPARK_HOME`` is set already, the story takes that Spark: the compatibility lane
+(``tests/compat/test_airflow_floor.py``) runs the first steps here on its oldest stack.
+
 Each test stands alone: it first runs, in order, the steps of the chain before its own that have not run
 yet (``-k hang`` runs start, crash and restart, then hang). A step runs once per module and holds its
 own assertions, so in file order every test runs only its own step, and a test whose step already ran
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,6 +37,7 @@ from akf_devtools.demo.user_sinks import read_delta_orders
 
 from airflow_kafka_failover.cluster_managers.registry import job_alive
 from tests.integration.switch_story import new_pair_story, run_chain, timed
+from tests.packaging import JobSpark, newest_job_spark
 
 pytestmark = pytest.mark.spark
 
@@ -37,7 +45,14 @@ EXAMPLE_JOB = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "order
 
 
 @pytest.fixture(scope="module")
-def story(own_sandbox, airflow_home, tmp_path_factory):
+def job_spark() -> JobSpark | None:
+    """The Spark of the story's jobs: None when ``SPARK_HOME`` names one already (the compatibility lane's
+    inner run), else the newest line the job side supports."""
+    return None if os.environ.get("SPARK_HOME") else newest_job_spark()
+
+
+@pytest.fixture(scope="module")
+def story(own_sandbox, airflow_home, tmp_path_factory, job_spark):
     with new_pair_story(
         own_sandbox,
         airflow_home,
@@ -45,6 +60,7 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
         "e2e",
         job_options={"application": str(EXAMPLE_JOB)},
         sink_reader=read_delta_orders,
+        run_env=job_spark.run_env() if job_spark else {},
     ) as story:
         yield story
     print("figures:", story.figures)
@@ -162,14 +178,17 @@ open(sys.argv[2], "w").write(json.dumps(ids))
 
 
 def step_the_table_read_with_spark_holds_each_acknowledged_id_once(story) -> None:
-    from akf_devtools.sandbox.jars import delta_jars
+    from akf_devtools.sandbox.jars import JOB_JARS_ENV, delta_jars
 
     acked = set(story.producer.acked_ids)
     counts = story.check_no_loss()
     out = story.root / "table_ids.json"
-    jars = ",".join(str(jar) for jar in delta_jars())
+    # The reader is a driver of the Spark and Delta that wrote the table.
+    env = {**os.environ, **story.run_env}
+    python = env.get("PYSPARK_PYTHON", sys.executable)
+    jars = env.get(JOB_JARS_ENV) or ",".join(str(jar) for jar in delta_jars())
     subprocess.run(
-        [sys.executable, "-c", SPARK_READ, str(story.root / "sink"), str(out), jars], check=True, timeout=300
+        [python, "-c", SPARK_READ, str(story.root / "sink"), str(out), jars], check=True, timeout=300, env=env
     )
     ids = json.loads(out.read_text())
     produced = story.producer.prefix + "-"
@@ -271,3 +290,14 @@ def test_the_table_read_with_spark_holds_each_acknowledged_id_once(story, steps_
 @chain_timeout(step_failback_to_a_wiped_primary_is_refused)
 def test_failback_to_a_wiped_primary_is_refused(story, steps_run):
     run_through(story, steps_run, step_failback_to_a_wiped_primary_is_refused)
+
+
+@chain_timeout(step_start_runs_the_job_on_the_primary)
+def test_the_jobs_ran_on_the_newest_spark_and_delta(story, steps_run, job_spark):
+    """The drivers' own words: the Spark version each job log names, and the Delta jar on its class path."""
+    if job_spark is None:
+        pytest.skip("SPARK_HOME chose the jobs' Spark (the compatibility lane checks its own)")
+    run_through(story, steps_run, step_start_runs_the_job_on_the_primary)
+    logs = "".join(log.read_text(errors="replace") for log in story.root.rglob("job.log"))
+    assert set(re.findall(r"Running Spark version (\S+)", logs)) == {job_spark.spark_version}
+    assert f"delta-spark_2.13-{job_spark.delta_version}.jar" in logs
