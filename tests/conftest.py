@@ -20,27 +20,26 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("AKF_FORK_DAG_RUNS", "1")
 
 # The longest files, longest first (seconds of test time in a quiet run of `make test` on the 2-core
-# machine, 2026-11-28, from --durations=0, both workers busy). `make test` gives whole files to two workers
+# machine, 2026-11-29, from --durations=0, both workers busy). `make test` gives whole files to two workers
 # in collection order, so starting these first keeps one worker from running a long chain alone at the end.
 # Refresh when a file's time changes much.
 LONGEST_FIRST = (
-    "test_airflow_floor.py",  # ~640 s (the compatibility lane: unit tests on Airflow 3.1, the oldest stack)
-    "test_switch_dags.py",  # ~560 s (its jobs on Spark 4.2, whose drivers have no class-sharing archive)
-    "test_fault_matrix.py",  # ~520 s
-    "test_keeper.py",  # ~430 s
+    "test_airflow_floor.py",  # ~545 s (the compatibility lane: unit tests on Airflow 3.1, the oldest stack)
+    "test_switch_dags.py",  # ~520 s (its jobs on Spark 4.2, whose drivers have no class-sharing archive)
+    "test_keeper.py",  # ~435 s
+    "test_fault_matrix.py",  # ~425 s
     "test_state_on_s3.py",  # ~420 s
-    "test_three_brokers.py",  # ~380 s
-    "test_streaming_job.py",  # ~260 s
-    "test_getting_started_walk.py",  # ~240 s
-    "test_cluster_managers.py",  # ~225 s
-    "test_airflow_ui.py",  # ~220 s
-    "test_switch_reads_current_record.py",  # ~215 s
-    "test_delta_sink.py",  # ~215 s
-    "test_security.py",  # ~180 s
-    "test_health_watch.py",  # ~165 s
-    "test_translation_edges.py",  # ~155 s
-    "test_switch_wake_event.py",  # ~130 s
-    "test_translation.py",  # ~130 s
+    "test_three_brokers.py",  # ~345 s
+    "test_streaming_job.py",  # ~245 s
+    "test_getting_started_walk.py",  # ~205 s
+    "test_airflow_ui.py",  # ~205 s
+    "test_cluster_managers.py",  # ~200 s
+    "test_switch_reads_current_record.py",  # ~175 s
+    "test_health_watch.py",  # ~170 s
+    "test_translation_edges.py",  # ~145 s
+    "test_security.py",  # ~140 s
+    "test_translation.py",  # ~115 s
+    "test_delta_sink.py",  # ~90 s
 )
 
 AIRFLOW_SIDE = (
