@@ -4,11 +4,11 @@ switch story of ``tests/integration/test_switch_dags.py`` on a Spark driver of a
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.integration.switch_story import job_logs, spark_versions
 from tests.packaging import lane_driver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,11 +47,11 @@ class StoryRun:
         return self.done.stdout[-8000:] + self.done.stderr[-3000:]
 
     def spark_versions(self) -> set[str]:
-        """The Spark versions the story's drivers logged (``Running Spark version ...``)."""
-        return set(re.findall(r"Running Spark version (\S+)", self.job_logs()))
+        """The Spark versions the story's drivers logged."""
+        return spark_versions(self.job_logs())
 
     def job_logs(self) -> str:
-        return "".join(log.read_text(errors="replace") for log in self.basetemp.rglob("job.log"))
+        return job_logs(self.basetemp)
 
 
 def run_switch_story(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -29,8 +30,10 @@ __all__ = [
     "RunningDag",
     "Story",
     "assert_one_job",
+    "job_logs",
     "new_pair_story",
     "run_chain",
+    "spark_versions",
     "timed",
 ]
 
@@ -126,6 +129,16 @@ def new_pair_story(
         if story.producer is not None:
             story.producer.stop()
         story.stop_job()
+
+
+def job_logs(root: Path) -> str:
+    """The text of every job log (``job.log``) under ``root``, the drivers' own words."""
+    return "".join(log.read_text(errors="replace") for log in sorted(root.rglob("job.log")))
+
+
+def spark_versions(logs: str) -> set[str]:
+    """The Spark versions drivers logged in ``logs`` (``Running Spark version ...``)."""
+    return set(re.findall(r"Running Spark version (\S+)", logs))
 
 
 def run_chain(

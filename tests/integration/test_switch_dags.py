@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 from akf_devtools.demo.user_sinks import read_delta_orders
 
 from airflow_kafka_failover.cluster_managers.registry import job_alive
-from tests.integration.switch_story import new_pair_story, run_chain, timed
+from tests.integration.switch_story import job_logs, new_pair_story, run_chain, spark_versions, timed
 from tests.packaging import JobSpark, newest_job_spark
 
 pytestmark = pytest.mark.spark
@@ -298,6 +297,6 @@ def test_the_jobs_ran_on_the_newest_spark_and_delta(story, steps_run, job_spark)
     if job_spark is None:
         pytest.skip("SPARK_HOME chose the jobs' Spark (the compatibility lane checks its own)")
     run_through(story, steps_run, step_start_runs_the_job_on_the_primary)
-    logs = "".join(log.read_text(errors="replace") for log in story.root.rglob("job.log"))
-    assert set(re.findall(r"Running Spark version (\S+)", logs)) == {job_spark.spark_version}
+    logs = job_logs(story.root)
+    assert spark_versions(logs) == {job_spark.spark_version}
     assert f"delta-spark_2.13-{job_spark.delta_version}.jar" in logs
