@@ -37,6 +37,7 @@ from airflow_kafka_failover.core.storage.store import (
 
 OWNER_FILE = "_owner.json"
 PROCESS_NAME = "job"
+SETTINGS_FILE = "settings.json"
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class RunLayout:
 
     @property
     def settings_file(self) -> str:
-        return locations.join(self.run_dir, "settings.json")
+        return locations.join(self.run_dir, SETTINGS_FILE)
 
 
 def status_file(run_dir: str) -> str:

@@ -13,18 +13,25 @@ import json
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.schema import JobSeconds, Text, problem_of
 from airflow_kafka_failover.jobs.options import RECORD_ID_FROM_KEY, StreamOptions
 
-__all__ = ["RECORD_ID_FROM_KEY", "SETTINGS_SCHEMA_VERSION", "JobSettings", "check_starting_offsets"]
+__all__ = [
+    "RECORD_ID_FROM_KEY",
+    "SETTINGS_SCHEMA_VERSION",
+    "JobSettings",
+    "SwitchPlan",
+    "check_starting_offsets",
+]
 
-SETTINGS_SCHEMA_VERSION = "3.0"
+SETTINGS_SCHEMA_VERSION = "3.1"
 """The settings file's schema, ``MAJOR.MINOR``: a new minor only adds optional settings (an older job
 ignores them); a new major changes their meaning, and a job refuses a file of another major. 3.0: the fence
-is a folder of epoch markers, progress entries are one file per batch, and every path may be a store URI."""
+is a folder of epoch markers, progress entries are one file per batch, and every path may be a store URI.
+3.1: ``switch_plan``, the plan of the switch that started the run."""
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 _PARTITION = re.compile(r"[0-9]+")
@@ -66,6 +73,20 @@ def _topics(value: Any) -> tuple[str, ...]:
 def _starting_offsets(value: Any) -> Any:
     check_starting_offsets(value)
     return value
+
+
+class SwitchPlan(BaseModel):
+    """What the switch that started a run planned, kept with the run so that whoever commits the run records
+    the plan it started from (another switch run that adopted it, a retry, the keeper finishing the switch).
+
+    :param summary: the plan's summary, the switch history entry's ``plan`` (with ``max_duplicates``).
+    :param gap_records: offsets possibly missing on the target when the plan was made.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: dict[str, Any]
+    gap_records: Annotated[int, Field(ge=0)]
 
 
 class JobSettings(StreamOptions):
@@ -114,6 +135,13 @@ class JobSettings(StreamOptions):
     )
     poll_interval_seconds: JobSeconds = Field(
         1.0, description="How often the driver checks the stop request and the fencing marker (seconds)."
+    )
+    switch_plan: SwitchPlan | None = Field(
+        None,
+        description="The plan of the switch that submitted this run: `summary` (the history entry's "
+        "`plan`, with `max_duplicates`) and `gap_records`. The job does not read it; whoever commits the run "
+        "(another switch run that adopted it, a retry, the keeper) records this plan. Null for a run the "
+        "start DAG or an operator submitted; kept when a later submit resumes the run's checkpoint.",
     )
 
     def __init__(self, **values: Any) -> None:

@@ -110,7 +110,7 @@ def finish_interrupted_switch(pair: PairConfig, record: ActiveRecord, fence: Fen
         stopped = steps.stop_old_job(pair, kind, old, fence.epoch)
         log.info("the old job: %s", stopped)
         plan = steps.make_plan(pair, kind, record, False, old)
-        handle = steps.submit(pair, fence.cluster, fence.epoch, plan["starting_offsets"])
+        handle = steps.submit(pair, fence.cluster, fence.epoch, plan["starting_offsets"], plan)
         wait_first_batch(pair, handle)
         reason = (
             f"finished by the keeper: the {kind} that fenced epoch {fence.epoch} at {fence.written_at} was "

@@ -22,11 +22,27 @@ from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.hooks.storage import use_job_storage
 from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE, JOB_APPLICATION
 from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
-from airflow_kafka_failover.jobs.layout import RunLayout, claim_checkpoint
+from airflow_kafka_failover.jobs.layout import SETTINGS_FILE, RunLayout, claim_checkpoint
 from airflow_kafka_failover.jobs.options import STORE_PATH_OPTIONS, DeployMode, JobOptions
-from airflow_kafka_failover.jobs.settings import JobSettings, missing_partitions, parse_starting_offsets
+from airflow_kafka_failover.jobs.settings import (
+    JobSettings,
+    SwitchPlan,
+    missing_partitions,
+    parse_starting_offsets,
+)
 
 log = logging.getLogger(__name__)
+
+
+def started_plan(run_dir: str) -> SwitchPlan | None:
+    """The plan of the switch that started the run of ``run_dir``, from its settings file; None when a
+    switch did not start it, or when the file cannot be read (logged)."""
+    where = locations.join(run_dir, SETTINGS_FILE)
+    try:
+        return JobSettings.load(where).switch_plan
+    except ConfigError as exc:
+        log.warning("cannot read the plan the run was started with: %s", exc)
+        return None
 
 
 def parse_epoch(value: Any) -> int:
@@ -53,6 +69,8 @@ class JobRequest:
     :param topic_pattern: a regex of topics instead of ``topics``.
     :param starting_offsets: ``earliest``, ``latest`` or a start map (dict or JSON).
     :param bookkeeping_group: consumer group the job commits its position to ('' for the pair's default).
+    :param switch_plan: the plan of the switch that submits the run (kept in its settings, see
+        :class:`~airflow_kafka_failover.jobs.settings.SwitchPlan`); None for the start and the operator.
     """
 
     pair: str
@@ -64,9 +82,17 @@ class JobRequest:
     topic_pattern: str | None = None
     starting_offsets: Any = "earliest"
     bookkeeping_group: str = ""
+    switch_plan: SwitchPlan | None = None
 
     @classmethod
-    def for_pair(cls, pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) -> JobRequest:
+    def for_pair(
+        cls,
+        pair: PairConfig,
+        cluster: str,
+        epoch: int,
+        starting_offsets: Any,
+        switch_plan: SwitchPlan | None = None,
+    ) -> JobRequest:
         """The run of ``pair``'s job on ``cluster`` at ``epoch``, as the switches, the start and the keeper
         submit it.
 
@@ -74,6 +100,7 @@ class JobRequest:
         :param cluster: the cluster the run reads.
         :param epoch: its epoch.
         :param starting_offsets: where a new checkpoint starts (``earliest``, ``latest`` or a start map).
+        :param switch_plan: the plan of the switch that submits it (None: not a switch).
         """
         return cls(
             pair=pair.name,
@@ -84,6 +111,7 @@ class JobRequest:
             topics=tuple(pair.topics_on(cluster)),
             starting_offsets=starting_offsets,
             bookkeeping_group=pair.bookkeeping_group or "",
+            switch_plan=switch_plan,
         )
 
     def starting_handle(self) -> JobHandle:
@@ -177,6 +205,7 @@ class JobRequest:
             kafka_options=options,
             max_offsets_per_trigger=self.options.max_offsets_per_trigger,
             trigger_interval_seconds=self.options.trigger_interval_seconds,
+            switch_plan=self.switch_plan,
         )
         if self.topics:
             self._check_start_map(kafka, starting)
@@ -231,6 +260,7 @@ class JobRequest:
                 "checkpoint %s holds batches of this run: Spark resumes from it, ignoring the start offsets",
                 settings.checkpoint,
             )
+            settings = settings.model_copy(update={"switch_plan": started_plan(self.layout.run_dir)})
         if new_marker is not None:
             log.info(
                 "no epoch marker in the fencing folder %s yet; creating epoch %s for cluster %s",

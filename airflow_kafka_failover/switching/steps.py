@@ -41,8 +41,9 @@ from airflow_kafka_failover.io.planner import build_plan, load_position
 from airflow_kafka_failover.io.record_store import commit_record, fencing_marker, load_record, same_run
 from airflow_kafka_failover.jobs.fencing import FencedError
 from airflow_kafka_failover.jobs.progress import uncommitted_output_records
+from airflow_kafka_failover.jobs.settings import SwitchPlan
 from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets
-from airflow_kafka_failover.switching.job_request import JobRequest
+from airflow_kafka_failover.switching.job_request import JobRequest, started_plan
 from airflow_kafka_failover.switching.old_run import OldRun, old_run
 
 log = logging.getLogger(__name__)
@@ -470,10 +471,43 @@ def commit_after_first_batch(
         )
 
 
-def submit(pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any) -> dict[str, Any]:
-    """Submit the job on ``cluster`` at ``epoch``; return its handle."""
-    request = JobRequest.for_pair(pair, cluster, epoch, starting_offsets)
+def submit(
+    pair: PairConfig, cluster: str, epoch: int, starting_offsets: Any, plan: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Submit the job on ``cluster`` at ``epoch``; return its handle.
+
+    :param starting_offsets: where a new checkpoint starts.
+    :param plan: the switch's plan payload, kept in the run's settings so that the commit of whichever
+        switch run adopts the run records it (None: not a switch).
+    """
+    switch_plan = (
+        None if plan is None else SwitchPlan(summary=plan["summary"], gap_records=plan["gap_records"])
+    )
+    request = JobRequest.for_pair(pair, cluster, epoch, starting_offsets, switch_plan)
     return request.submit(StreamingJobHook.for_options(pair.job)).to_dict()
+
+
+def plan_of_started_run(handle: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan to record for the run of ``handle``: the one it was started with (its settings'
+    ``switch_plan``), not ``plan``, when another switch run started it from its own plan (two runs racing to
+    the same epoch: the second adopts the first's job) or an earlier try of this one did. The run re-reads
+    what its start offsets say, so only that plan's duplicate bound and gap describe it."""
+    started = started_plan(handle["run_dir"])
+    if started is None or started.summary == plan["summary"]:
+        return plan
+    log.warning(
+        "the job of epoch %s was started from another plan (made at %s: duplicates <= %s, gap %s) than this "
+        "run's (made at %s: duplicates <= %s, gap %s), by a switch run racing this one or an earlier try; "
+        "recording the plan it started from",
+        handle.get("epoch"),
+        started.summary.get("created_at"),
+        started.summary.get("max_duplicates"),
+        started.gap_records,
+        plan["summary"].get("created_at"),
+        plan["summary"].get("max_duplicates"),
+        plan["gap_records"],
+    )
+    return {**plan, "summary": started.summary, "gap_records": started.gap_records}
 
 
 def _default_reason(kind: str, forced: bool, triggered_by: str) -> str:
@@ -506,6 +540,7 @@ def commit(
     """
 
     source, target = direction(pair, kind)
+    plan = plan_of_started_run(handle, plan)
     entry = {
         "kind": kind,
         "reason": params.reason or _default_reason(kind, params.force, triggered_by),

@@ -168,7 +168,7 @@ def _switch_tasks(config_path: str, pair: PairConfig, kind: str, gate: Any, wait
         )
         _source, target = steps.direction(pair_now, kind)
         with steps.switch_lease(pair_now, kind, fenced["epoch"]):
-            return steps.submit(pair_now, target, fenced["epoch"], planned["starting_offsets"])
+            return steps.submit(pair_now, target, fenced["epoch"], planned["starting_offsets"], planned)
 
     progress = SwitchProgressSensor(
         task_id="wait_first_batch",

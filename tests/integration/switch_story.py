@@ -19,8 +19,10 @@ from akf_devtools.demo.story import Story as _Story
 from akf_devtools.sandbox.kafka_io import end_offsets
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
+from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME, SETTINGS_FILE
+from airflow_kafka_failover.jobs.settings import JobSettings
 
 TEST_HEALTH = QUICK_HEALTH
 
@@ -219,3 +221,12 @@ def assert_one_job(story: Story, cluster: str, epoch: int, within: float = 60) -
         time.sleep(1)
     assert story.census.alive() == [(cluster, epoch)]
     assert story.census.violations == []
+
+
+def assert_history_holds_the_plan_the_job_started_from(story: Story) -> None:
+    """The last switch's history entry holds the plan of the switch run that submitted the recorded job
+    (kept in its settings), whichever run or keeper committed it: its bound is the job's."""
+    record = story.record()
+    started = JobSettings.load(locations.join(record["job"]["run_dir"], SETTINGS_FILE)).switch_plan
+    assert started is not None, f"the job of epoch {record['epoch']} was started without its switch's plan"
+    assert record["history"][-1]["plan"] == started.summary, (record["history"][-1], started)

@@ -59,7 +59,13 @@ from tests.integration.state_on_store import (
     refused_submit,
     story_fields,
 )
-from tests.integration.switch_story import JobCensus, Story, assert_one_job, new_pair_story
+from tests.integration.switch_story import (
+    JobCensus,
+    Story,
+    assert_history_holds_the_plan_the_job_started_from,
+    assert_one_job,
+    new_pair_story,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -164,6 +170,7 @@ def test_3_a_run_killed_after_submit_converges_when_run_again(story):
     assert "adopting it instead of starting another" in output, output[-4000:]
     assert_one_job(story, "A", 2)
     assert len(story.record()["history"]) == 2
+    assert_history_holds_the_plan_the_job_started_from(story)
     story.counts["killed mid-switch"] = story.check_no_loss()
 
 
@@ -190,6 +197,7 @@ def test_4_racing_failovers_commit_one_switch(story):
             "adopting it instead of starting another",
         )
     ), outputs[-6000:]
+    assert_history_holds_the_plan_the_job_started_from(story)
     story.counts["racing"] = story.check_no_loss()
 
 

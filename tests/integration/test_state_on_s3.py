@@ -49,7 +49,14 @@ from tests.integration.state_on_store import (
 from tests.integration.state_on_store import (
     a_frozen_store_fails_what_needs_it_and_the_pair_converges as frozen_store_step,
 )
-from tests.integration.switch_story import JobCensus, Story, assert_one_job, new_pair_story, run_chain
+from tests.integration.switch_story import (
+    JobCensus,
+    Story,
+    assert_history_holds_the_plan_the_job_started_from,
+    assert_one_job,
+    new_pair_story,
+    run_chain,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -178,6 +185,7 @@ def racing_failovers_fence_an_unreachable_old_job(story: Story) -> None:
     history = story.record()["history"]
     assert len(history) == 1 and history[0]["epoch"] == 1, history
     assert_one_job(story, "B", 1, within=ONE_JOB_WITHIN_S)
+    assert_history_holds_the_plan_the_job_started_from(story)
     # the stop could not reach the old job: the fence on S3 stopped it
     assert not old_job.process.is_running()
     assert read_status(old_job.run_dir)["state"] == "fenced", read_status(old_job.run_dir)

@@ -127,7 +127,7 @@ def _commit(monkeypatch, already_committed: bool) -> list[tuple]:
         pair,
         steps.FAILOVER,
         ActiveRecord.initial("orders", "A"),
-        {"cluster": "B", "epoch": 1, "checkpoint": "/ckpt"},
+        {"cluster": "B", "epoch": 1, "checkpoint": "/ckpt", "run_dir": "/no/run"},
         plan,
         steps.SwitchParams(force=True, reason="maintenance"),
         "manual",

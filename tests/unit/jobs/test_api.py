@@ -47,7 +47,7 @@ def refusal(path: Path) -> str:
 def test_a_settings_file_of_a_newer_major_is_refused_naming_both_versions(tmp_path):
     FencingMarker(str(tmp_path / "fence"), "orders").advance(None, 2, "A")
     reason = refusal(settings_file(tmp_path, schema_version="4.0"))
-    assert "'4.0'" in reason and "a newer provider release" in reason and "3.0" in reason
+    assert "'4.0'" in reason and "a newer provider release" in reason and "3.1" in reason
     assert not (tmp_path / "ckpt").exists(), "the refused run claimed the checkpoint"
 
 

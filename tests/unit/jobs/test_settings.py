@@ -12,6 +12,7 @@ from airflow_kafka_failover.jobs.options import JobOptions, StreamOptions
 from airflow_kafka_failover.jobs.settings import (
     SETTINGS_SCHEMA_VERSION,
     JobSettings,
+    SwitchPlan,
     check_starting_offsets,
     missing_partitions,
     parse_starting_offsets,
@@ -191,7 +192,7 @@ def test_starting_offsets_option():
 
 def test_the_file_carries_its_schema_version_and_lists_topics(tmp_path):
     data = json.loads(Path(full().write(str(tmp_path / "settings.json"))).read_text())
-    assert data["schema_version"] == SETTINGS_SCHEMA_VERSION == "3.0"
+    assert data["schema_version"] == SETTINGS_SCHEMA_VERSION == "3.1"
     assert data["topics"] == ["orders", "A.orders"]
     assert set(data) == set(JobSettings.model_fields)
 
@@ -246,7 +247,7 @@ def test_a_newer_major_schema_version_is_refused_naming_the_file_and_both_versio
     with pytest.raises(ConfigError) as err:
         JobSettings.load(path)
     assert str(err.value) == (
-        f"{path}: schema_version '4.0' comes from a newer provider release; this job reads 3.0 (major 3): "
+        f"{path}: schema_version '4.0' comes from a newer provider release; this job reads 3.1 (major 3): "
         "run the job from the same provider release as the operator that wrote the file"
     )
 
@@ -259,13 +260,34 @@ def test_an_integer_major_is_a_version_too(version):
 
 @pytest.mark.parametrize("version", [1, "1.0", "2.0"])
 def test_an_older_major_is_refused_too(version):
-    with pytest.raises(ConfigError, match="comes from an older provider release; this job reads 3.0"):
+    with pytest.raises(ConfigError, match="comes from an older provider release; this job reads 3.1"):
         JobSettings.parse(file_data(schema_version=version), "x.json")
 
 
-@pytest.mark.parametrize("version", ["3", 3, "3.0"])
+@pytest.mark.parametrize("version", ["3", 3, "3.0", "3.1"])
 def test_the_same_major_is_read(version):
     assert JobSettings.parse(file_data(schema_version=version)) == make()
+
+
+def test_the_plan_of_the_switch_that_started_the_run_round_trips(tmp_path):
+    plan = {"summary": {"max_duplicates": 209, "created_at": "2026-11-29T06:03:30+00:00"}, "gap_records": 0}
+    path = make(switch_plan=plan).write(str(tmp_path / "settings.json"))
+    loaded = JobSettings.load(path)
+    assert loaded.switch_plan == SwitchPlan(**plan) and make().switch_plan is None
+
+
+@pytest.mark.parametrize(
+    "plan, problem",
+    [
+        ({"summary": {}}, "switch_plan.gap_records"),
+        ({"summary": {}, "gap_records": -1}, "switch_plan.gap_records"),
+        ({"summary": [], "gap_records": 0}, "switch_plan.summary"),
+        ({"summary": {}, "gap_records": 0, "bound": 3}, "switch_plan.bound"),
+    ],
+)
+def test_a_malformed_switch_plan_is_refused_naming_it(plan, problem):
+    with pytest.raises(ConfigError, match=rf"x\.json: .*{re.escape(problem)}"):
+        JobSettings.parse(file_data(switch_plan=plan), "x.json")
 
 
 def test_a_newer_minor_is_read_and_its_added_settings_ignored():

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.exceptions import CheckpointError
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import parse_pair
@@ -23,6 +24,8 @@ from airflow_kafka_failover.domain.switch_gate import FAILOVER, NotApplicable, S
 from airflow_kafka_failover.domain.translation.plan import TranslationPlan
 from airflow_kafka_failover.io import record_store
 from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.jobs.layout import SETTINGS_FILE
+from airflow_kafka_failover.jobs.settings import JobSettings, SwitchPlan
 from airflow_kafka_failover.switching import steps
 from airflow_kafka_failover.switching.job_request import JobRequest
 from airflow_kafka_failover.switching.old_run import old_run
@@ -276,6 +279,121 @@ def test_a_batch_in_flight_when_the_fence_moved_counts_in_the_duplicate_bound(pa
     fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
     summary = steps.plan_after_fence(pair, FAILOVER, fenced)["summary"]
     assert (summary["in_flight_offsets"], summary["max_duplicates"]) == (7, 7)
+
+
+def started_with(pair, handle: dict[str, Any], plan: dict[str, Any] | None) -> None:
+    """Write the run's settings as the submit that launched it did, with ``plan`` as its switch plan."""
+    switch_plan = None if plan is None else {"summary": plan["summary"], "gap_records": plan["gap_records"]}
+    JobSettings(
+        pair=pair.name,
+        cluster=handle["cluster"],
+        epoch=handle["epoch"],
+        bootstrap_servers="localhost:9092",
+        checkpoint=handle["checkpoint"],
+        sink_root=handle["sink_root"],
+        bookkeeping_group="g",
+        fencing_marker=pair.job.fencing_marker,
+        run_dir=handle["run_dir"],
+        topics=("orders",),
+        switch_plan=switch_plan,
+    ).write(str(Path(handle["run_dir"]) / SETTINGS_FILE))
+
+
+def test_a_run_that_adopted_the_job_of_a_racing_run_records_the_plan_that_job_started_from(
+    pair, world, caplog
+):
+    """Two switch runs fence the same epoch; the first submits the job from its plan, the second plans
+    later (after the old job's batch in flight committed: a smaller bound), adopts that job and commits
+    first. The history must hold the plan the job started from: it re-reads what that plan says."""
+    job = job_of(pair, "A", 0, committed_offset=5)
+    (Path(job["checkpoint"]) / "offsets" / "1").write_text('v1\n{}\n{"orders": {"0": 12}}')
+    start_commits(pair, job)
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    first = steps.plan_after_fence(pair, FAILOVER, fenced)  # the batch of 7 offsets in flight counts
+    (Path(job["checkpoint"]) / "commits" / "1").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    second = steps.plan_after_fence(pair, FAILOVER, fenced)  # it committed: nothing in flight any more
+    assert (first["summary"]["max_duplicates"], second["summary"]["max_duplicates"]) == (7, 0)
+    new_job = job_of(pair, "B", 1)
+    started_with(pair, new_job, first)
+    committed = commit_of(pair, fenced, second, new_job)
+    assert committed.history[-1].plan == first["summary"]
+    assert "started from another plan" in caplog.text and "duplicates <= 7" in caplog.text
+
+
+@pytest.mark.parametrize("started", ["own plan", "no switch plan", "no settings"])
+def test_commit_records_its_own_plan_when_the_job_was_not_started_from_another(pair, world, started, caplog):
+    job = job_of(pair, "A", 0)
+    start_commits(pair, job)
+    fenced = steps.fence_and_stop(pair, FAILOVER, GATE_VIEW)
+    payload = steps.plan_after_fence(pair, FAILOVER, fenced)
+    new_job = job_of(pair, "B", 1)
+    if started != "no settings":
+        started_with(pair, new_job, payload if started == "own plan" else None)
+    committed = commit_of(pair, fenced, payload, new_job)
+    assert committed.history[-1].plan == payload["summary"]
+    assert "started from another plan" not in caplog.text
+    assert ("cannot read the plan the run was started with" in caplog.text) == (started == "no settings")
+
+
+class Launcher:
+    """A job hook whose submit records the settings it would launch the run with."""
+
+    def __init__(self) -> None:
+        self.launched: list[JobSettings] = []
+
+    def submit(self, settings, layout, application, startup_timeout):
+        self.launched.append(settings)
+        return JobHandle.from_dict({**job_of_layout(settings), "deploy_mode": "local", "master": "local[2]"})
+
+
+def job_of_layout(settings: JobSettings) -> dict[str, Any]:
+    return {
+        "pair": settings.pair,
+        "cluster": settings.cluster,
+        "epoch": settings.epoch,
+        "run_dir": settings.run_dir,
+        "checkpoint": settings.checkpoint,
+        "sink_root": settings.sink_root,
+    }
+
+
+def test_the_switch_plan_goes_with_the_run_and_stays_when_a_later_submit_resumes_it(pair, monkeypatch):
+    """The submit of a switch writes its plan into the run's settings; a later submit of the same run
+    (the keeper restarting it, a rerun) resumes its checkpoint from the first start's offsets, so the plan
+    of that start is kept, not replaced by the later one's."""
+    from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
+
+    launcher = Launcher()
+    monkeypatch.setattr(StreamingJobHook, "for_options", classmethod(lambda cls, options: launcher))
+
+    def settings_of(request):  # the request's own checks, minus the Kafka cluster
+        layout = request.layout
+        return JobSettings(
+            pair=request.pair,
+            cluster=request.cluster,
+            epoch=request.epoch,
+            bootstrap_servers="localhost:9092",
+            checkpoint=str(layout.checkpoint),
+            sink_root=request.sink_root,
+            bookkeeping_group="g",
+            fencing_marker=request.fencing_marker,
+            run_dir=str(layout.run_dir),
+            topics=request.topics,
+            switch_plan=request.switch_plan,
+        )
+
+    monkeypatch.setattr(JobRequest, "settings", settings_of)
+    first = {"summary": {"max_duplicates": 209}, "gap_records": 0, "starting_offsets": "{}"}
+    later = {"summary": {"max_duplicates": 7}, "gap_records": 1, "starting_offsets": "{}"}
+    handle = steps.submit(pair, "B", 1, "earliest", first)
+    assert launcher.launched[-1].switch_plan == SwitchPlan(summary={"max_duplicates": 209}, gap_records=0)
+    launcher.launched[-1].write(str(Path(handle["run_dir"]) / SETTINGS_FILE))  # what the hook's launch does
+    steps.submit(pair, "B", 1, "earliest", later)  # no batch yet: the later plan is what the run starts from
+    assert launcher.launched[-1].switch_plan.summary == {"max_duplicates": 7}
+    (Path(handle["checkpoint"]) / "offsets").mkdir(parents=True)
+    (Path(handle["checkpoint"]) / "offsets" / "0").write_text('v1\n{}\n{"orders": {"0": 3}}')
+    steps.submit(pair, "B", 1, "earliest", later)
+    assert launcher.launched[-1].switch_plan.summary == {"max_duplicates": 209}
 
 
 def test_commit_refuses_a_record_whose_job_is_not_the_one_planned_from(pair, world):
