@@ -34,6 +34,7 @@ from airflow.providers.common.compat.sdk import (
     Variable,
     conf,
 )
+from airflow.sdk import get_parsing_context
 from packaging.version import Version
 
 AIRFLOW_VERSION = Version(Version(_airflow_version).base_version)
@@ -56,6 +57,7 @@ __all__ = [
     "Variable",
     "airflow_cli_context",
     "conf",
+    "get_parsing_context",
     "metastore_variable",
 ]
 

@@ -43,6 +43,8 @@ from airflow_kafka_failover.sensors.switch_verdict import (
 from airflow_kafka_failover.workflows.shared_watch import SharedWatch, share_watches
 
 CONFIG_ENV = "AKF_PAIRS_CONFIG"
+DAG_KINDS = ("start", "failover", "failback", "keeper")
+"""The DAGs of each pair, by the last part of their ids."""
 START_DATE = datetime(2024, 1, 1)
 RUN_FIRST = {"weight_rule": "upstream"}
 """Default arguments of the start and switch DAGs: a task's priority is the sum of its upstream tasks', so a
@@ -269,7 +271,7 @@ def build_switch_dag(
     elif pair.switch.automatic:
         schedule = "@continuous"
     with DAG(
-        dag_id=f"kafka_failover_{pair.name}_{kind}",
+        dag_id=dag_id_of(pair.name, kind),
         description=f"{kind} of pair {pair.name}: move the streaming job from {source} to {target}",
         schedule=schedule,
         start_date=START_DATE,
@@ -373,7 +375,7 @@ def build_start_dag(config_path: str, pair: PairConfig) -> DAG:
     name = pair.name
 
     with DAG(
-        dag_id=f"kafka_failover_{name}_start",
+        dag_id=dag_id_of(name, "start"),
         description=f"start the streaming job of pair {name}",
         schedule=None,
         start_date=START_DATE,
@@ -425,7 +427,7 @@ def build_keeper_dag(config_path: str, pair: PairConfig) -> DAG:
 
     name = pair.name
     with DAG(
-        dag_id=f"kafka_failover_{name}_keeper",
+        dag_id=dag_id_of(name, "keeper"),
         description=f"keep the streaming job of pair {name} running: restart it in place, finish an "
         "interrupted switch, alert on a stall or lag",
         schedule="@continuous" if pair.keeper.automatic else None,
@@ -461,8 +463,32 @@ def _executors_across_hosts() -> list[str]:
     return [name for name in names if name.rsplit(":", 1)[-1].rsplit(".", 1)[-1] not in SINGLE_HOST_EXECUTORS]
 
 
+def dag_id_of(pair_name: str, kind: str) -> str:
+    """The id of the ``kind`` DAG (one of :data:`DAG_KINDS`) of pair ``pair_name``."""
+    return f"kafka_failover_{pair_name}_{kind}"
+
+
+def pairs_to_build(pairs: dict[str, PairConfig]) -> list[PairConfig]:
+    """Every pair, or only the pair of the DAG whose task Airflow parses the file for.
+
+    A task process parses the DAG file to find its own task, with Airflow's parsing context naming its DAG
+    (``airflow dags test`` does the same); it needs that DAG alone, and building the four DAGs of every pair
+    of a fleet for each task would cost each of its task starts about 0.1 s per pair. The dag-processor parses
+    without that context and gets every DAG.
+    """
+    from airflow_kafka_failover.version_compat import get_parsing_context
+
+    wanted = get_parsing_context().dag_id
+    if wanted:
+        for pair in pairs.values():
+            if wanted in {dag_id_of(pair.name, kind) for kind in DAG_KINDS}:
+                return [pair]
+    return list(pairs.values())
+
+
 def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, DAG]:
-    """Every DAG of every pair in the config file, by dag id.
+    """Every DAG of every pair in the config file, by dag id; in a task process only the DAGs of the pair
+    the task belongs to (:func:`pairs_to_build`).
 
     The pairs' remote stores are registered here (nothing is opened while the file is parsed): the tasks run
     in a process that parsed this file, and reach the stores through the pairs' storage connections.
@@ -494,7 +520,7 @@ def build_dags(config_path: str | os.PathLike[str] | None = None) -> dict[str, D
         for (name, kind), wait in sensors.items()
         if woken_by_events(pairs[name])
     )
-    for pair in pairs.values():
+    for pair in pairs_to_build(pairs):
         for dag in (
             build_start_dag(path, pair),
             *(

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from airflow.triggers.base import BaseEventTrigger
 
-from airflow_kafka_failover.workflows.factory import build_dags
+from airflow_kafka_failover.workflows.factory import DAG_KINDS, build_dags
 from airflow_kafka_failover.workflows.shared_watch import share_watches
 
 QUICK = {"probe_interval_seconds": 1, "failure_threshold": 3, "stability_window_seconds": 6}
@@ -158,3 +158,28 @@ def test_airflow_stores_one_trigger_per_cluster_and_kind_for_a_fleet(tmp_path):
     ] * 2
     assert sorted(count for _name, count in watched) == [5, 5]
     assert all(name.startswith("kafka_failover.cluster.unit_a.") for name, _count in watched)
+
+
+def test_a_task_process_builds_only_the_dags_of_its_pair_and_they_are_the_ones_the_processor_stores(tmp_path):
+    """Airflow parses the DAG file for each task with its parsing context naming the task's DAG: the file
+    then builds that pair's four DAGs alone, each serialized exactly as the full parse (the dag-processor's)
+    serializes it, shared watch included. A DAG id of no pair gets every DAG."""
+    from airflow.sdk.definitions._internal.dag_parsing_context import _airflow_parsing_context_manager
+
+    try:
+        from airflow.serialization.serialized_objects import DagSerialization
+    except ImportError:  # Airflow before 3.3 names it SerializedDAG
+        from airflow.serialization.serialized_objects import SerializedDAG as DagSerialization
+
+    config = fleet_config(tmp_path, {f"p{i}": {} for i in range(3)})
+    everything = build_dags(config)
+    assert len(everything) == 12
+    for dag_id in ("kafka_failover_p1_failover", "kafka_failover_p2_keeper"):
+        with _airflow_parsing_context_manager(dag_id=dag_id):
+            built = build_dags(config)
+        pair = dag_id.split("_")[2]
+        assert sorted(built) == sorted(f"kafka_failover_{pair}_{kind}" for kind in DAG_KINDS)
+        for built_id, dag in built.items():
+            assert DagSerialization.to_dict(dag) == DagSerialization.to_dict(everything[built_id]), built_id
+    with _airflow_parsing_context_manager(dag_id="someone_elses_dag"):
+        assert sorted(build_dags(config)) == sorted(everything)
