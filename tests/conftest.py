@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,22 @@ AIRFLOW_SIDE = (
     "workflows",
 )
 """The packages of the provider's Airflow side: their unit tests are marked ``airflow``."""
+
+
+PARSING_CONTEXT_VARIABLES = ("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "_AIRFLOW_PARSING_CONTEXT_TASK_ID")
+"""Where Airflow keeps its DAG parsing context (the DAG a task process parses the DAG file for)."""
+
+
+@pytest.fixture(autouse=True)
+def no_parsing_context() -> Any:
+    """Each test starts and ends without a DAG parsing context in the environment. Airflow 3.1's context
+    manager sets it and never removes a value that was not there before (``dag.test()`` uses it), so a test
+    that ran a DAG would make every later DAG file parse of the same process build one pair's DAGs only."""
+    for name in PARSING_CONTEXT_VARIABLES:
+        os.environ.pop(name, None)
+    yield
+    for name in PARSING_CONTEXT_VARIABLES:
+        os.environ.pop(name, None)
 
 
 @pytest.fixture(scope="session", autouse=True)
