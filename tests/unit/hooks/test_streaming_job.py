@@ -320,6 +320,7 @@ def checked_without_kafka(monkeypatch, tmp_path):
             fencing_marker=request.fencing_marker,
             run_dir=str(layout.run_dir),
             topics=request.topics,
+            switch_plan=request.switch_plan,
         )
 
     monkeypatch.setattr(JobRequest, "settings", settings)

@@ -29,6 +29,7 @@ from airflow_kafka_failover.jobs.settings import JobSettings, SwitchPlan
 from airflow_kafka_failover.switching import steps
 from airflow_kafka_failover.switching.job_request import JobRequest
 from airflow_kafka_failover.switching.old_run import old_run
+from tests.unit.hooks.test_streaming_job import checked_without_kafka  # noqa: F401 - a fixture
 
 
 class Variables:
@@ -357,7 +358,11 @@ def job_of_layout(settings: JobSettings) -> dict[str, Any]:
     }
 
 
-def test_the_switch_plan_goes_with_the_run_and_stays_when_a_later_submit_resumes_it(pair, monkeypatch):
+def test_the_switch_plan_goes_with_the_run_and_stays_when_a_later_submit_resumes_it(
+    pair,
+    monkeypatch,
+    checked_without_kafka,  # noqa: F811 - the fixture imported above
+):
     """The submit of a switch writes its plan into the run's settings; a later submit of the same run
     (the keeper restarting it, a rerun) resumes its checkpoint from the first start's offsets, so the plan
     of that start is kept, not replaced by the later one's."""
@@ -366,23 +371,6 @@ def test_the_switch_plan_goes_with_the_run_and_stays_when_a_later_submit_resumes
     launcher = Launcher()
     monkeypatch.setattr(StreamingJobHook, "for_options", classmethod(lambda cls, options: launcher))
 
-    def settings_of(request):  # the request's own checks, minus the Kafka cluster
-        layout = request.layout
-        return JobSettings(
-            pair=request.pair,
-            cluster=request.cluster,
-            epoch=request.epoch,
-            bootstrap_servers="localhost:9092",
-            checkpoint=str(layout.checkpoint),
-            sink_root=request.sink_root,
-            bookkeeping_group="g",
-            fencing_marker=request.fencing_marker,
-            run_dir=str(layout.run_dir),
-            topics=request.topics,
-            switch_plan=request.switch_plan,
-        )
-
-    monkeypatch.setattr(JobRequest, "settings", settings_of)
     first = {"summary": {"max_duplicates": 209}, "gap_records": 0, "starting_offsets": "{}"}
     later = {"summary": {"max_duplicates": 7}, "gap_records": 1, "starting_offsets": "{}"}
     handle = steps.submit(pair, "B", 1, "earliest", first)
