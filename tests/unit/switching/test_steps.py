@@ -344,18 +344,16 @@ class Launcher:
 
     def submit(self, settings, layout, application, startup_timeout):
         self.launched.append(settings)
-        return JobHandle.from_dict({**job_of_layout(settings), "deploy_mode": "local", "master": "local[2]"})
-
-
-def job_of_layout(settings: JobSettings) -> dict[str, Any]:
-    return {
-        "pair": settings.pair,
-        "cluster": settings.cluster,
-        "epoch": settings.epoch,
-        "run_dir": settings.run_dir,
-        "checkpoint": settings.checkpoint,
-        "sink_root": settings.sink_root,
-    }
+        return JobHandle(
+            pair=settings.pair,
+            cluster=settings.cluster,
+            epoch=settings.epoch,
+            deploy_mode="local",
+            master="local[2]",
+            run_dir=settings.run_dir,
+            checkpoint=settings.checkpoint,
+            sink_root=settings.sink_root,
+        )
 
 
 def test_the_switch_plan_goes_with_the_run_and_stays_when_a_later_submit_resumes_it(
