@@ -3,7 +3,9 @@ that need Kafka or Airflow."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +23,26 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("AKF_FORK_DAG_RUNS", "1")
 
 # The longest files, longest first (seconds of test time in a quiet run of `make test` on the 2-core
-# machine, 2026-11-29, from --durations=0, both workers busy). `make test` gives whole files to two workers
-# in collection order, so starting these first keeps one worker from running a long chain alone at the end.
-# Refresh when a file's time changes much.
+# machine, 2026-11-29, from --durations=0, both workers busy), as paths under tests/. `make test` gives whole
+# files to two workers in collection order (see pytest_configure), so starting these first keeps one worker
+# from running a long chain alone at the end. Refresh when a file's time changes much.
 LONGEST_FIRST = (
-    "test_airflow_floor.py",  # ~545 s (the compatibility lane: unit tests on Airflow 3.1, the oldest stack)
-    "test_switch_dags.py",  # ~520 s (its jobs on Spark 4.2, whose drivers have no class-sharing archive)
-    "test_keeper.py",  # ~435 s
-    "test_fault_matrix.py",  # ~425 s
-    "test_state_on_s3.py",  # ~420 s
-    "test_three_brokers.py",  # ~345 s
-    "test_streaming_job.py",  # ~245 s
-    "test_getting_started_walk.py",  # ~205 s
-    "test_airflow_ui.py",  # ~205 s
-    "test_cluster_managers.py",  # ~200 s
-    "test_switch_reads_current_record.py",  # ~175 s
-    "test_health_watch.py",  # ~170 s
-    "test_translation_edges.py",  # ~145 s
-    "test_security.py",  # ~140 s
-    "test_translation.py",  # ~115 s
-    "test_delta_sink.py",  # ~90 s
+    "compat/test_airflow_floor.py",  # ~545 s (compatibility lane: 3.1's unit run, oldest stack)
+    "integration/test_switch_dags.py",  # ~520 s (jobs on Spark 4.2: drivers without a class-sharing archive)
+    "integration/test_keeper.py",  # ~435 s
+    "integration/test_fault_matrix.py",  # ~425 s
+    "integration/test_state_on_s3.py",  # ~420 s
+    "integration/test_three_brokers.py",  # ~345 s
+    "integration/test_streaming_job.py",  # ~245 s
+    "integration/test_getting_started_walk.py",  # ~205 s
+    "integration/test_airflow_ui.py",  # ~205 s
+    "integration/test_cluster_managers.py",  # ~200 s
+    "integration/test_switch_reads_current_record.py",  # ~175 s
+    "integration/test_health_watch.py",  # ~170 s
+    "integration/test_translation_edges.py",  # ~145 s
+    "integration/test_security.py",  # ~140 s
+    "integration/test_translation.py",  # ~115 s
+    "integration/test_delta_sink.py",  # ~90 s
 )
 
 AIRFLOW_SIDE = (
@@ -80,6 +82,33 @@ def spark_local_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.setdefault("SPARK_LOCAL_DIRS", str(tmp_path_factory.mktemp("spark-local")))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the collection order of whole files under pytest-xdist's ``--dist loadfile``: since 3.7 it hands
+    out the files with the most tests first (``--loadscope-reorder``, on by default), which sent the long
+    chains of one or a few tests (the compatibility lane, the getting-started walk) to the end of the run and
+    left :data:`LONGEST_FIRST` without effect."""
+    if getattr(config.option, "loadscopereorder", False):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """With ``AKF_TEST_TIMELINE=<file>``, append one JSON line per test (worker, test, start and end, wall
+    clock) to the file: ``scripts/suite_timeline.py`` tells from it when each worker was busy and with what."""
+    began = time.time()
+    yield
+    timeline = os.environ.get("AKF_TEST_TIMELINE")
+    if timeline:
+        line = {
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "test": item.nodeid,
+            "began": round(began, 3),
+            "ended": round(time.time(), 3),
+        }
+        with open(timeline, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark everything under tests/integration as needing the sandbox, so `-m "not sandbox"` skips it, and the
     unit tests of the Airflow side's packages ``airflow`` (``-m "not airflow"`` keeps the pure and driver-side
@@ -91,7 +120,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.airflow)
 
     def rank(item: pytest.Item) -> int:
-        name = item.path.name
+        name = item.path.relative_to(REPO / "tests").as_posix()
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)

@@ -1,0 +1,57 @@
+"""The suite's order under ``make test`` and the timeline that measures it (tests/conftest.py,
+scripts/suite_timeline.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests import conftest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _timeline_script():
+    spec = importlib.util.spec_from_file_location("timeline_script", REPO / "scripts" / "suite_timeline.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_longest_first_entry_names_a_test_file():
+    missing = [name for name in conftest.LONGEST_FIRST if not (REPO / "tests" / name).is_file()]
+    assert not missing, f"LONGEST_FIRST names files that are not under tests/: {missing}"
+
+
+def test_xdist_keeps_the_collection_order_of_files():
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
+    conftest.pytest_configure(config)  # type: ignore[arg-type]
+    assert config.option.loadscopereorder is False
+
+
+def test_the_timeline_shows_each_workers_busy_time_and_idle_tail(tmp_path, capsys):
+    timeline = tmp_path / "timeline.jsonl"
+    entries = [
+        {"worker": "gw0", "test": "tests/a.py::one", "began": 100.0, "ended": 160.0},
+        {"worker": "gw1", "test": "tests/b.py::one", "began": 100.0, "ended": 130.0},
+        {"worker": "gw1", "test": "tests/b.py::two", "began": 130.0, "ended": 140.0},
+    ]
+    timeline.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    assert _timeline_script().main([str(timeline)]) == 0
+    out = capsys.readouterr().out
+    assert "3 tests, 60 s from the first start to the last end" in out
+    assert "gw0: 1 tests, from +0 s to +60 s, busy 60 s, idle at the end 0 s" in out
+    assert "gw1: 2 tests, from +0 s to +40 s, busy 40 s, idle at the end 20 s, last file tests/b.py" in out
+    assert out.index("tests/a.py") < out.rindex("tests/b.py")
+
+
+def test_a_timeline_line_that_is_not_an_entry_is_refused_by_its_number(tmp_path):
+    timeline = tmp_path / "timeline.jsonl"
+    timeline.write_text('{"worker": "gw0", "test": "t", "began": 1, "ended": 2}\n{"worker": "gw0"}\n')
+    with pytest.raises(SystemExit, match=r"timeline.jsonl:2 is not a timeline entry"):
+        _timeline_script().main([str(timeline)])
