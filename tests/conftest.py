@@ -94,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     """With ``AKF_TEST_TIMELINE=<file>``, append one JSON line per test (worker, test, start and end, wall
-    clock) to the file: ``scripts/suite_timeline.py`` tells from it when each worker was busy and with what."""
+    clock) to the file: ``scripts/suite_timeline.py`` tells from it when each worker was busy, with what."""
     began = time.time()
     yield
     timeline = os.environ.get("AKF_TEST_TIMELINE")

@@ -1,17 +1,22 @@
 """A fleet on one Airflow: five pairs on the same A and B fail over together, one damaged checkpoint holds
 back no one, and the four fail back.
 
-Five pairs with topics of their own each run the packaged job through spark-submit on A while a producer
-writes to each topic. The five failover DAGs are started and watch A (their verdict sensors defer); A is
-crashed (kill -9) and the producers move to B. Just after the crash the newest committed batch of the
-fifth pair's checkpoint is overwritten with garbage: its failover fails in ``plan`` with an error naming
-the file, its record still says A, and the four others fail over, each losing nothing, with at most the
-duplicates their plans bound. A is restarted with MirrorMaker 2 (as an operator does after an outage) and
-the four failback DAGs move the jobs back, again losing nothing.
+Five pairs with topics of their own each run a job through spark-submit on A while a producer writes to
+each topic: two pairs the packaged PySpark job, three ``benchmarks/fleet_job.py``, the light job of the same
+contract that ``bench_fleet.py`` runs (Spark's checkpoint files, the sink layout, progress entries, stop
+request and fence; no Spark session, so spark-submit's JVM is only the launcher). Five Spark drivers and
+their batches held the 2-core machine for 5 to 9 minutes of every ``make test``. The five failover DAGs
+are started and watch A (their verdict sensors defer); A is crashed (kill -9) and the producers move to
+B. Just after the crash the newest committed batch of the fifth pair's checkpoint is overwritten with
+garbage: its failover fails in ``plan`` with an error naming the file, its record still says A, and the
+four others fail over, each losing nothing, with at most the duplicates their plans bound. A is restarted
+with MirrorMaker 2 (as an operator does after an outage) and the four failback DAGs move the jobs back,
+again losing nothing.
 
-Marked ``fleet``: ``make test`` runs it alone after the other tests. Beside them, its five drivers
-starting at once on two cores made timing-sensitive tests of the other worker fail (a Spark batch not yet
-committed, MirrorMaker 2's second copy not yet seen, a warm standby's first batch not yet written).
+Marked ``fleet``: ``make test`` runs it alone after the other tests. Beside them, its jobs starting at
+once on two cores (then five Spark drivers) made timing-sensitive tests of the other worker fail (a Spark
+batch not yet committed, MirrorMaker 2's second copy not yet seen, a warm standby's first batch not yet
+written).
 
 It prints the crash-to-first-batch time of each pair on B (the fleet's slowest is the figure that
 matters) and the failback times.
@@ -33,6 +38,9 @@ from tests.integration.switch_story import Story, new_pair_story
 pytestmark = [pytest.mark.spark, pytest.mark.fleet]
 
 PAIRS = 5
+SPARK_PAIRS = 2
+"""The first pairs run the packaged PySpark job; the others (the damaged one among them) the light job."""
+LIGHT_JOB = Path(__file__).resolve().parents[2] / "benchmarks" / "fleet_job.py"
 RATE = 10.0
 """Records per second per pair: five jobs and their producers share the 2-core machine."""
 
@@ -123,7 +131,14 @@ def fleet(own_sandbox, airflow_home, tmp_path_factory) -> Any:
     with ExitStack() as stack:
         stories = [
             stack.enter_context(
-                new_pair_story(own_sandbox, airflow_home, tmp_path_factory.mktemp(f"fleet{i}"), "fleet", RATE)
+                new_pair_story(
+                    own_sandbox,
+                    airflow_home,
+                    tmp_path_factory.mktemp(f"fleet{i}"),
+                    "fleet",
+                    RATE,
+                    job_options={} if i < SPARK_PAIRS else {"application": str(LIGHT_JOB)},
+                )
             )
             for i in range(PAIRS)
         ]
@@ -136,6 +151,7 @@ def fleet(own_sandbox, airflow_home, tmp_path_factory) -> Any:
 
 def test_a_fleet_fails_over_together_and_a_damaged_checkpoint_holds_back_no_one(fleet, own_sandbox):
     sandbox = own_sandbox
+    print(f"fleet: {SPARK_PAIRS} pairs run the packaged PySpark job, {PAIRS - SPARK_PAIRS} {LIGHT_JOB.name}")
     for story, (state, output) in zip(fleet, _wait_all(_start_in_turn(fleet, "start")), strict=True):
         assert state == "success", f"{story.pair}: {output[-4000:]}"
     for story in fleet:
