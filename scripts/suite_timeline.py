@@ -31,7 +31,19 @@ def load(path: Path) -> list[dict]:
     return entries
 
 
+def outermost(entries: list[dict]) -> list[dict]:
+    """The entries not run inside another entry of the same worker (a test that runs pytest in a process of
+    its own, whose tests inherited the timeline before the lanes stopped passing it on)."""
+    kept: list[dict] = []
+    for entry in sorted(entries, key=lambda entry: (entry["worker"], entry["began"], -entry["ended"])):
+        inside = kept and kept[-1]["worker"] == entry["worker"] and entry["ended"] <= kept[-1]["ended"]
+        if not inside:
+            kept.append(entry)
+    return kept
+
+
 def summary(entries: list[dict], top: int) -> str:
+    nested = len(entries) - len(entries := outermost(entries))
     start = min(entry["began"] for entry in entries)
     end = max(entry["ended"] for entry in entries)
     workers: dict[str, list[dict]] = defaultdict(list)
@@ -40,6 +52,8 @@ def summary(entries: list[dict], top: int) -> str:
         workers[entry["worker"]].append(entry)
         files[entry["test"].split("::")[0]] += entry["ended"] - entry["began"]
     lines = [f"{len(entries)} tests, {end - start:.0f} s from the first start to the last end"]
+    if nested:
+        lines[0] += f" ({nested} tests run inside another test left out)"
     for worker, own in sorted(workers.items()):
         first = min(entry["began"] for entry in own)
         last = max(entry["ended"] for entry in own)

@@ -13,11 +13,12 @@ from tests.packaging import lane_driver
 
 REPO = Path(__file__).resolve().parents[2]
 
-OUTER_RUN_ONLY = ("VIRTUAL_ENV", "AIRFLOW__KAFKA_FAILOVER__JOB_JARS")
+OUTER_RUN_ONLY = ("VIRTUAL_ENV", "AIRFLOW__KAFKA_FAILOVER__JOB_JARS", "AKF_TEST_TIMELINE")
 """Variables of this pytest run that a lane's own runs must not inherit: the job jars the integration tests
 set for the suite's stack (Scala 2.13 jars on a Spark 3.5 driver fail with ``NoClassDefFoundError:
 scala/collection/SeqOps``; Spark 4.0's Kafka source on a Spark 4.2 driver is the wrong release); a lane's
-story fills its own from its jars folder."""
+story fills its own from its jars folder. The suite's timeline (tests/conftest.py) holds the lane's test,
+not the tests of the pytest run inside it."""
 
 STORY_STEPS = "start_runs_the_job or crash_of_a_fails_over or restart_of_a_fails_back"
 """The steps of the switch story a lane runs: the start DAG, a crash of A and the failover DAG, A's restart

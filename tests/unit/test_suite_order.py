@@ -55,3 +55,17 @@ def test_a_timeline_line_that_is_not_an_entry_is_refused_by_its_number(tmp_path)
     timeline.write_text('{"worker": "gw0", "test": "t", "began": 1, "ended": 2}\n{"worker": "gw0"}\n')
     with pytest.raises(SystemExit, match=r"timeline.jsonl:2 is not a timeline entry"):
         _timeline_script().main([str(timeline)])
+
+
+def test_tests_run_inside_another_test_are_left_out(tmp_path, capsys):
+    timeline = tmp_path / "timeline.jsonl"
+    entries = [
+        {"worker": "gw0", "test": "tests/compat/lane.py::unit_run", "began": 0.0, "ended": 100.0},
+        {"worker": "gw0", "test": "tests/unit/a.py::inner", "began": 10.0, "ended": 20.0},
+        {"worker": "gw1", "test": "tests/unit/a.py::outer", "began": 10.0, "ended": 20.0},
+    ]
+    timeline.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    _timeline_script().main([str(timeline)])
+    out = capsys.readouterr().out
+    assert "2 tests, 100 s from the first start to the last end (1 tests run inside another" in out
+    assert "gw0: 1 tests, from +0 s to +100 s, busy 100 s" in out
