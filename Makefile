@@ -13,8 +13,9 @@ demo: setup
 	.venv/bin/python -m akf_devtools.demo
 
 # The gates first (lint, format, types, import layers), then two workers, each taking whole test files (a
-# file's tests share its sandbox and run in order), then the fleet tests alone: five Spark drivers starting
-# at once on two cores starve the timing of the tests beside them.
+# file's tests share its sandbox and run in order; the longest files first, tests/conftest.py), then the
+# fleet tests alone: five pairs' jobs starting at once on two cores starve the timing of the tests beside
+# them.
 test:
 	@scripts/setup.sh --browser --all-jars --compat
 	@$(MAKE) --no-print-directory lint
