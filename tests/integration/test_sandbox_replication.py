@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from akf_devtools.sandbox.kafka_io import create_topic, end_offsets, produce, read_all
@@ -10,7 +11,10 @@ from confluent_kafka import Consumer, TopicPartition
 from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from tests.integration.waiting import wait_for
 
-BASE_TS = 1_700_000_000_000
+BASE_TS = (int(time.time()) - 3600) * 1000
+"""The records' timestamps: an hour ago, well within the brokers' retention (7 days). Records stamped in 2023
+were deleted by the broker's retention check, due every 5 minutes, when it came between producing and
+reading them (CI once read an empty partition 0)."""
 
 
 def test_records_appear_on_b_with_same_partition_and_timestamp(sandbox, unique_topic):
