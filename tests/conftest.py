@@ -22,27 +22,30 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # The stories' DAG runs fork from a warm process that imported Airflow once (sandbox/forked_runs.py).
 os.environ.setdefault("AKF_FORK_DAG_RUNS", "1")
 
-# The longest files, longest first (seconds of test time in a quiet run of `make test` on the 2-core
-# machine, 2026-11-29, from --durations=0, both workers busy), as paths under tests/. `make test` gives whole
-# files to two workers in collection order (see pytest_configure), so starting these first keeps one worker
-# from running a long chain alone at the end. Refresh when a file's time changes much.
+# The longest files, longest first, as paths under tests/ (seconds of test time in two fresh-clone runs of
+# `make test` on the quiet 2-core machine, 2026-11-29: `AKF_TEST_TIMELINE=... make test`, then
+# scripts/suite_timeline.py). `make test` gives whole files to two workers in collection order (see
+# pytest_configure), so starting these first keeps one worker from running a long chain alone at the end.
+# Refresh when a file's time changes much.
 LONGEST_FIRST = (
-    "compat/test_airflow_floor.py",  # ~545 s (compatibility lane: 3.1's unit run, oldest stack)
-    "integration/test_switch_dags.py",  # ~520 s (jobs on Spark 4.2: drivers without a class-sharing archive)
-    "integration/test_keeper.py",  # ~435 s
-    "integration/test_fault_matrix.py",  # ~425 s
-    "integration/test_state_on_s3.py",  # ~420 s
-    "integration/test_three_brokers.py",  # ~345 s
-    "integration/test_streaming_job.py",  # ~245 s
-    "integration/test_getting_started_walk.py",  # ~205 s
-    "integration/test_airflow_ui.py",  # ~205 s
-    "integration/test_cluster_managers.py",  # ~200 s
-    "integration/test_switch_reads_current_record.py",  # ~175 s
-    "integration/test_health_watch.py",  # ~170 s
-    "integration/test_translation_edges.py",  # ~145 s
-    "integration/test_security.py",  # ~140 s
-    "integration/test_translation.py",  # ~115 s
-    "integration/test_delta_sink.py",  # ~90 s
+    "integration/test_switch_dags.py",  # 505, 511 (its jobs on Spark 4.2: no class-sharing archive)
+    "compat/test_airflow_floor.py",  # 470, 489 (compatibility lane: 3.1's unit run, the oldest stack)
+    "integration/test_state_on_s3.py",  # 317, 527
+    "integration/test_fault_matrix.py",  # 440, 421
+    "integration/test_keeper.py",  # 388, 419
+    "integration/test_three_brokers.py",  # 309, 368
+    "integration/test_cluster_managers.py",  # 232, 249
+    "integration/test_streaming_job.py",  # 216, 213
+    "integration/test_switch_reads_current_record.py",  # 187, 155
+    "integration/test_getting_started_walk.py",  # 180, 159
+    "integration/test_translation_edges.py",  # 159, 151
+    "integration/test_health_watch.py",  # 153, 155
+    "integration/test_security.py",  # 138, 144
+    "integration/test_airflow_ui.py",  # 142, 99
+    "integration/test_translation.py",  # 87, 94
+    "integration/test_switch_wake_event.py",  # 92, 76
+    "integration/test_stores.py",  # 76
+    "integration/test_delta_sink.py",  # 69
 )
 
 AIRFLOW_SIDE = (
@@ -91,22 +94,24 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     """With ``AKF_TEST_TIMELINE=<file>``, append one JSON line per test (worker, test, start and end, wall
     clock) to the file: ``scripts/suite_timeline.py`` tells from it when each worker was busy, with what."""
     began = time.time()
-    yield
-    timeline = os.environ.get("AKF_TEST_TIMELINE")
-    if timeline:
-        line = {
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-            "test": item.nodeid,
-            "began": round(began, 3),
-            "ended": round(time.time(), 3),
-        }
-        with open(timeline, "a", encoding="utf-8") as out:
-            out.write(json.dumps(line) + "\n")
+    try:
+        return (yield)
+    finally:
+        timeline = os.environ.get("AKF_TEST_TIMELINE")
+        if timeline:
+            line = {
+                "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                "test": item.nodeid,
+                "began": round(began, 3),
+                "ended": round(time.time(), 3),
+            }
+            with open(timeline, "a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -120,7 +125,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.airflow)
 
     def rank(item: pytest.Item) -> int:
-        name = item.path.relative_to(REPO / "tests").as_posix()
+        tests = REPO / "tests"
+        name = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else item.path.name
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)
