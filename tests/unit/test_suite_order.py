@@ -23,6 +23,14 @@ def _timeline_script():
     return module
 
 
+def _summary_of(tmp_path, capsys, entries: list[dict]) -> str:
+    """What scripts/suite_timeline.py prints for a timeline of ``entries``."""
+    timeline = tmp_path / "timeline.jsonl"
+    timeline.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    assert _timeline_script().main([str(timeline)]) == 0
+    return capsys.readouterr().out
+
+
 def test_each_longest_first_entry_names_a_test_file():
     missing = [name for name in conftest.LONGEST_FIRST if not (REPO / "tests" / name).is_file()]
     assert not missing, f"LONGEST_FIRST names files that are not under tests/: {missing}"
@@ -35,15 +43,12 @@ def test_xdist_keeps_the_collection_order_of_files():
 
 
 def test_the_timeline_shows_each_workers_busy_time_and_idle_tail(tmp_path, capsys):
-    timeline = tmp_path / "timeline.jsonl"
     entries = [
         {"worker": "gw0", "test": "tests/a.py::one", "began": 100.0, "ended": 160.0},
         {"worker": "gw1", "test": "tests/b.py::one", "began": 100.0, "ended": 130.0},
         {"worker": "gw1", "test": "tests/b.py::two", "began": 130.0, "ended": 140.0},
     ]
-    timeline.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
-    assert _timeline_script().main([str(timeline)]) == 0
-    out = capsys.readouterr().out
+    out = _summary_of(tmp_path, capsys, entries)
     assert "3 tests, 60 s from the first start to the last end" in out
     assert "gw0: 1 tests, from +0 s to +60 s, busy 60 s, idle at the end 0 s" in out
     assert "gw1: 2 tests, from +0 s to +40 s, busy 40 s, idle at the end 20 s, last file tests/b.py" in out
@@ -58,14 +63,11 @@ def test_a_timeline_line_that_is_not_an_entry_is_refused_by_its_number(tmp_path)
 
 
 def test_tests_run_inside_another_test_are_left_out(tmp_path, capsys):
-    timeline = tmp_path / "timeline.jsonl"
     entries = [
         {"worker": "gw0", "test": "tests/compat/lane.py::unit_run", "began": 0.0, "ended": 100.0},
         {"worker": "gw0", "test": "tests/unit/a.py::inner", "began": 10.0, "ended": 20.0},
         {"worker": "gw1", "test": "tests/unit/a.py::outer", "began": 10.0, "ended": 20.0},
     ]
-    timeline.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
-    _timeline_script().main([str(timeline)])
-    out = capsys.readouterr().out
+    out = _summary_of(tmp_path, capsys, entries)
     assert "2 tests, 100 s from the first start to the last end (1 tests run inside another" in out
     assert "gw0: 1 tests, from +0 s to +100 s, busy 100 s" in out
