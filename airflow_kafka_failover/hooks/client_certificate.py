@@ -122,15 +122,23 @@ def _pem_key(data: bytes, password: Any, files: Mapping[str, Path], connection: 
             if secret is None
             else "is not encrypted, but ssl.key.password is set (remove it)"
         )
-    except ValueError as exc:
+    except ValueError:
+        # A wrong password is told by the PEM's own label, not by the error's wording: about one wrong
+        # password in 400 decrypts to bytes with valid padding, and the error then names the key data.
         problem = (
             "cannot be decrypted with ssl.key.password"
-            if secret is not None and "password" in str(exc).lower()
+            if secret is not None and _is_encrypted_pem(data)
             else "holds no readable PEM private key"
         )
     except Exception as exc:  # unsupported key types and encryptions surface as various errors
         problem = f"cannot be read as a private key ({type(exc).__name__})"
     raise ConfigError(f"{connection}: the private key in ssl.key.location {path} {problem}")
+
+
+def _is_encrypted_pem(data: bytes) -> bool:
+    """Whether the PEM holds an encrypted key: PKCS#8 (``ENCRYPTED PRIVATE KEY``) or OpenSSL's traditional
+    form (``Proc-Type: 4,ENCRYPTED``)."""
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in data or b"Proc-Type: 4,ENCRYPTED" in data
 
 
 def _pkcs12(data: bytes, config: Mapping[str, Any], files: Mapping[str, Path], connection: str):

@@ -477,7 +477,9 @@ def translate_from_earliest(
       records between the position and the oldest sync's upstream offset ``u0`` were copied below
       ``d0`` at best, so beyond ``d0`` of them are not on the target: a gap (:func:`gap_before_oldest_sync`:
       in records when the source's records were counted, else an upper bound in offsets).
-      Without any sync, the bound and the gap are unknown (None and 0, with a warning).
+      Without any sync, the bound and the gap are unknown (None and 0, with a warning). A partition MM2
+      copied more than once is named from its syncs' backwards steps, or, when the syncs of the earlier
+      copies are gone, from ``d0 > u0`` (more records below the oldest sync than the source has offsets).
     - reverse (the target is the origin): each processed downstream record is a copy of at most one
       original, so at most ``position`` originals are read again; the origin lacks nothing.
 
@@ -550,6 +552,15 @@ def translate_from_earliest(
             f"the offset syncs of {source} show restarts of MirrorMaker 2 after the oldest sync: up to "
             f"{hidden} more record(s) of {target} may repeat processed ones, which the re-delivery bound "
             "includes"
+        )
+    elif d0 > u0:
+        # The syncs of the earlier copies are gone (MM2 overwrites a sync it has not sent yet), but the
+        # counts tell: the source has at most u0 offsets below the oldest sync, the replica d0 records.
+        warnings.append(
+            f"MirrorMaker 2 copied at least {d0 - u0} record(s) of {source} more than once into {target}: "
+            f"{target} holds {d0} records below the oldest offset sync and {source} at most {u0} offsets "
+            "below it (MirrorMaker 2 restarted from an older offset before that sync); the start at offset "
+            f"0 reads every copy, and the re-delivery bound counts all {d0} records below that sync"
         )
     upper_bound = bool(gap) and records_before_oldest_sync is None
     if gap:

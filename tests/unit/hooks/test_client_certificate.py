@@ -113,6 +113,25 @@ def test_encrypted_key_needs_the_right_password(pem_client, tmp_path):
         check_tls_files(config, CONN)
 
 
+def test_a_wrong_password_is_named_whatever_the_error_says(pem_client, tmp_path, monkeypatch):
+    """About one wrong password in 400 decrypts to bytes with valid padding, and cryptography then says the
+    key data does not deserialize (seen in CI): the PEM's label still shows the key is encrypted."""
+    key = _key()
+    (tmp_path / "c.pem").write_text(certificate_pem(issue_certificate("client", key, None)))
+    path = _write_key(tmp_path / "enc.key", key, b"right")
+    config = {**pem_client, "ssl.certificate.location": str(tmp_path / "c.pem"), "ssl.key.location": path}
+
+    def garbled(data, password):
+        raise ValueError("Could not deserialize key data. The data may be in an incorrect format")
+
+    monkeypatch.setattr(serialization, "load_pem_private_key", garbled)
+    with pytest.raises(ConfigError, match="cannot be decrypted with ssl.key.password"):
+        check_tls_files({**config, "ssl.key.password": "wrong"}, CONN)
+    plain = _write_key(tmp_path / "plain.key", key)
+    with pytest.raises(ConfigError, match="holds no readable PEM private key"):
+        check_tls_files({**config, "ssl.key.location": plain, "ssl.key.password": "wrong"}, CONN)
+
+
 def test_a_certificate_without_its_key_is_refused(pem_client):
     config = {k: v for k, v in pem_client.items() if k != "ssl.key.location"}
     with pytest.raises(ConfigError, match="ssl.certificate.location is set but ssl.key.location is not"):

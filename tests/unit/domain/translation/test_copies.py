@@ -290,3 +290,22 @@ def test_earliest_names_a_partition_mm2_copied_twice():
         SRC, 20, DST, Watermarks(0, 60), OffsetSyncHistory.from_syncs([(50, 0)]), False
     )
     assert not any("more than once" in w for w in single.warnings), single.warnings
+
+
+def test_earliest_names_a_double_copy_whose_earlier_syncs_are_gone():
+    """Seen on a loaded CI machine: MM2 sent no sync of either copy of the first 136 offsets (it overwrote
+    the pending ones), so the oldest sync is 136 -> 194, the first record after the second copy. The replica
+    holds 194 records below it, the source at most 136 offsets: the start at 0 says MM2 copied twice."""
+    history = OffsetSyncHistory.from_syncs([(136, 194), (150, 208)])
+    assert len(history.copies) == 1
+    result = translate_from_earliest(SRC, 129, DST, Watermarks(0, 250), history, reverse=False)
+    assert (result.target_offset, result.method, result.redelivery_bound) == (0, "earliest", 194)
+    copied = [w for w in result.warnings if "more than once" in w]
+    assert copied and "at least 58 record(s)" in copied[0] and "194 records below" in copied[0], (
+        result.warnings
+    )
+    # As many records below the oldest sync as the source has offsets there: nothing proves a second copy.
+    once = translate_from_earliest(
+        SRC, 129, DST, Watermarks(0, 250), OffsetSyncHistory.from_syncs([(136, 136)]), False
+    )
+    assert not any("more than once" in w for w in once.warnings), once.warnings
