@@ -28,7 +28,10 @@ __all__ = ["RUN_ROOT", "register_connections", "run_dag_test", "start_sandbox", 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The jobs the tests submit get the default job jars (the provider's ``job_jars`` option), resolved with
     Maven first when ``make test``'s setup has not resolved them yet; only when a selected test runs Kafka or
-    Spark, so ``make test-fast`` (which collects this folder and deselects all of it) resolves nothing."""
+    Spark, so ``make test-fast`` (which collects this folder and deselects all of it) resolves nothing.
+
+    It also notes which files come before the last one that uses the shared sandbox (:data:`_idle`)."""
+    _note_pool_files(session.items)
     if not any(
         item.get_closest_marker("sandbox") or item.get_closest_marker("spark") for item in session.items
     ):
@@ -79,12 +82,29 @@ def stop_sandbox(sandbox: Sandbox) -> None:
 _idle: list[Sandbox] = []
 """At most one sandbox that a module handed back whole, waiting for the next module of this process."""
 
+_pool_needed_after: set[str] = set()
+"""The test files after which a later file of the collection still uses the shared sandbox."""
+
+
+def _note_pool_files(items: list[pytest.Item]) -> None:
+    """Note the files after which a later file still checks out the shared sandbox.
+
+    ``make test`` hands whole files to its workers in collection order (tests/conftest.py), so a worker that
+    finished a file gets only files that come after it: once no later file uses the shared sandbox, the one it
+    holds would idle to the end of the run (seven CPU seconds a minute) and is stopped instead.
+    """
+    files = list(dict.fromkeys(item.path for item in items))
+    users = {item.path for item in items if "own_sandbox" in getattr(item, "fixturenames", ())}
+    last = max((files.index(path) for path in users), default=-1)
+    _pool_needed_after.clear()
+    _pool_needed_after.update(str(path) for path in files[:last])
+
 
 def _check_out() -> Sandbox:
     return _idle.pop() if _idle else start_sandbox(f"sandbox-{uuid.uuid4().hex[:6]}")
 
 
-def _hand_back(sandbox: Sandbox, faults_before: int, spoiled: bool) -> None:
+def _hand_back(sandbox: Sandbox, faults_before: int, spoiled: bool, module: Path) -> None:
     """Keep ``sandbox`` for the next module when it is whole again; stop it otherwise.
 
     A module's faults end with the clusters running again, but a flow whose target was down can stay
@@ -94,7 +114,9 @@ def _hand_back(sandbox: Sandbox, faults_before: int, spoiled: bool) -> None:
     """
     faults = sandbox.faults_injected[faults_before:]
     try:
-        if not spoiled and not any(kind == "wipe" for kind, _cluster in faults):
+        if str(module) not in _pool_needed_after:
+            print(f"conftest: no later test file uses the sandbox in {sandbox.run_dir}: stopping it")
+        elif not spoiled and not any(kind == "wipe" for kind, _cluster in faults):
             if faults or not sandbox.mirrormaker.process.is_running():
                 sandbox.stop_mirrormaker()
             sandbox.start_mirrormaker(timeout=60)
@@ -117,7 +139,8 @@ def own_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     own = _check_out()
     faults_before = len(own.faults_injected)
     yield own
-    _hand_back(own, faults_before, spoiled=request.node.get_closest_marker("spoils_sandbox") is not None)
+    spoiled = request.node.get_closest_marker("spoils_sandbox") is not None
+    _hand_back(own, faults_before, spoiled, request.node.path)
 
 
 @pytest.fixture(scope="module")

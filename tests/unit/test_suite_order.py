@@ -71,3 +71,26 @@ def test_tests_run_inside_another_test_are_left_out(tmp_path, capsys):
     out = _summary_of(tmp_path, capsys, entries)
     assert "2 tests, 100 s from the first start to the last end (1 tests run inside another" in out
     assert "gw0: 1 tests, from +0 s to +100 s, busy 100 s" in out
+
+
+def test_the_shared_sandbox_stops_after_the_last_file_that_uses_it(monkeypatch):
+    """A worker gets files in collection order, so after the last file that checks out the shared sandbox
+    nothing would use the one it holds: that file's hand-back stops it, every earlier file keeps it."""
+    from tests.integration import conftest as integration
+
+    monkeypatch.setattr(integration, "_pool_needed_after", set())  # this run's own is left as it was
+
+    def item(name: str, *fixtures: str) -> SimpleNamespace:
+        return SimpleNamespace(path=Path(name), fixturenames=list(fixtures))
+
+    items = [
+        item("a.py", "own_sandbox"),
+        item("b.py", "tmp_path"),
+        item("c.py", "sandbox", "own_sandbox"),
+        item("c.py", "tmp_path"),
+        item("d.py"),
+    ]
+    integration._note_pool_files(items)
+    assert integration._pool_needed_after == {"a.py", "b.py"}
+    integration._note_pool_files([item("d.py")])
+    assert integration._pool_needed_after == set()

@@ -120,7 +120,7 @@ def translate_by_offset_sync(
     number, copy, index = found
     upstream, downstream = copy.upstream[index], copy.downstream[index]
     hidden = _hidden_copies_after(copies, number, index)
-    warnings = _copy_warnings(source, target, copies, number, position, hidden)
+    warnings = _copy_warnings(source, target, copies, number, position, hidden, index)
     if position == upstream:
         return PartitionTranslation.of(
             source, position, target, downstream, method, redelivery_bound=hidden, warnings=warnings
@@ -168,16 +168,18 @@ def _copy_warnings(
     number: int,
     position: int,
     hidden: int,
+    index: int,
 ) -> list[str]:
     """Say which of several MM2 copies of ``source`` a forward start reads, and what the bound counts."""
     if len(copies) == 1:
-        if not hidden:
-            return []
-        return [
-            f"the offset syncs of {source} show up to {hidden} record(s) of {target} after the start copied "
-            "again by a MirrorMaker 2 restart that left no backwards step in the syncs; any of them may be a "
-            "processed record, so the re-delivery bound includes them"
-        ]
+        warnings = _repeats_before_start(source, target, copies[0], index)
+        if hidden:
+            warnings.append(
+                f"the offset syncs of {source} show up to {hidden} record(s) of {target} after the start "
+                "copied again by a MirrorMaker 2 restart that left no backwards step in the syncs; any of "
+                "them may be a processed record, so the re-delivery bound includes them"
+            )
+        return warnings
     chosen = copies[number - 1]
     text = (
         f"MirrorMaker 2 copied {source} more than once into {target} ({len(copies)} copies: it restarted "
@@ -202,6 +204,34 @@ def _copy_warnings(
         )
         return [text]
     return [text + "; the re-delivery bound counts records of this copy"]
+
+
+def _repeats_before_start(
+    source: TopicPartition, target: TopicPartition, copy: OffsetSyncHistory, index: int
+) -> list[str]:
+    """Name a copy of ``source`` that lies below a forward start taken from sync ``index`` of the only copy
+    the syncs show: more records below the first sync than upstream offsets, or a step longer downstream
+    than upstream at or before the start. The start skips those records; the warning says why the
+    replica holds records twice."""
+    u0, d0 = copy.upstream[0], copy.downstream[0]
+    if copy.records_below_first_sync():
+        why = (
+            f"{target} holds {d0} records below the oldest offset sync ({u0} -> {d0}) and {source} at most "
+            f"{u0} offsets below it"
+        )
+    elif steps := [j for j, _ in copy.excess() if j <= index]:
+        j = steps[-1]
+        why = (
+            f"the syncs' step to {copy.upstream[j]} -> {copy.downstream[j]} is longer on {target} than on "
+            f"{source}"
+        )
+    else:
+        return []
+    return [
+        f"MirrorMaker 2 copied records of {source} more than once into {target} before the start ({why}: it "
+        "restarted from an older offset, and the syncs of where it began were lost); the earlier copies lie "
+        "below the start and are skipped"
+    ]
 
 
 def translate_by_offset_sync_reverse(
@@ -256,6 +286,16 @@ def translate_by_offset_sync_reverse(
         # Without an excess at the next sync, the records in [d, position) are copies of [u, u2).
         bound = min(bound, copy.upstream[ceiling] - upstream)
     warnings: list[str] = []
+    unsynced = copies[0].records_below_first_sync() if not number else 0
+    if unsynced:
+        bound += unsynced
+        warnings.append(
+            f"{source} holds {unsynced} records below the oldest offset sync into it "
+            f"({copy.upstream[0]} -> {unsynced}), more than {target} has offsets there: MirrorMaker 2 "
+            f"copied {target} more than once into it before that sync (the syncs of where it began were "
+            "lost); the job read them all and any may be an original at or after the start, so the "
+            "re-delivery bound includes them"
+        )
     hidden = _hidden_first_copies(copy, index)
     if hidden:
         bound += hidden
@@ -275,6 +315,9 @@ def translate_by_offset_sync_reverse(
             # A step below the floor with an excess holds a restart whose first sync was lost: its records
             # may be copies of any offset, those at or after u included.
             below = [_step(older, j) for j, _ in older.excess() if floor is not None and j <= floor]
+            if floor is not None and not older_number:
+                # Below the oldest sync: a copy whose syncs were all lost, when it holds too many records.
+                below.append(older.records_below_first_sync())
             earlier += end - begin + sum(below)
         bound += earlier
         warnings.append(
@@ -553,7 +596,7 @@ def translate_from_earliest(
             f"{hidden} more record(s) of {target} may repeat processed ones, which the re-delivery bound "
             "includes"
         )
-    elif d0 > u0:
+    elif oldest.records_below_first_sync():
         # The syncs of the earlier copies are gone (MM2 overwrites a sync it has not sent yet), but the
         # counts tell: the source has at most u0 offsets below the oldest sync, the replica d0 records.
         warnings.append(

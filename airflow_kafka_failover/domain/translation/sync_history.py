@@ -152,6 +152,19 @@ class OffsetSyncHistory:
                 self._excess = [(i, n) for i, n in enumerate(steps, start=1) if n > 0]
         return self._excess
 
+    def records_below_first_sync(self) -> int:
+        """``d0`` when the downstream log holds more offsets below the first sync ``(u0, d0)`` than the
+        upstream log has (``d0 > u0``), else 0.
+
+        Copied once, the records below ``d0`` are copies of at most ``u0`` upstream offsets. More show that
+        MM2 copied records more than once before the first sync it kept (a run whose every sync was lost:
+        MM2 replaces a pending sync, and a run that stops loses the one it had not sent), or wrote
+        transaction markers there; any of the ``d0`` records may then be a copy of any upstream offset.
+        """
+        if not self.upstream or self.downstream[0] <= self.upstream[0]:
+            return 0
+        return self.downstream[0]
+
     def floor_by_upstream(self, offset: int) -> int | None:
         """Index of the sync with the greatest upstream offset <= ``offset``, or None.
 

@@ -41,8 +41,19 @@ class CopiedPartition:
     downstream_end: int = 0
     # Index into syncs where each restart's first visible sync landed.
     restarts: list[int] = field(default_factory=list)
-    # Runs that copied records but stopped before any of their syncs was sent.
-    runs_without_syncs: int = 0
+    # Runs that copied records but stopped before any of their syncs was sent: (first, last) downstream.
+    runs_without_syncs: list[tuple[int, int]] = field(default_factory=list)
+
+    def run_without_a_trace(self) -> bool:
+        """A run none of whose syncs was sent, that nothing else shows: after the first visible sync, or
+        below it while the records below that sync do not outnumber the upstream offsets (``d0 <= u0``).
+        Below a first sync with ``d0 > u0`` the planner counts every record, so such a run is checked."""
+        if not self.runs_without_syncs:
+            return False
+        if not self.syncs:
+            return True
+        u0, d0 = self.syncs[0]
+        return any(last >= d0 for _first, last in self.runs_without_syncs) or d0 <= u0
 
     def restart_without_trace(self) -> bool:
         """A restart the syncs around it show neither as a backwards step nor as an excess: its repeats fill
@@ -116,7 +127,7 @@ def copied_partitions(draw) -> CopiedPartition:
             previous = upstream
             downstream += 1
         if stop > next_index and len(truth.syncs) == first_sync_at:
-            truth.runs_without_syncs += 1
+            truth.runs_without_syncs.append((truth.copies[-(stop - next_index)][1], truth.copies[-1][1]))
         next_index = stop
     truth.downstream_end = downstream
     return truth
@@ -152,7 +163,7 @@ def test_reverse_start_loses_nothing_and_the_bound_holds_across_copies(truth, da
         return
     assert truth.lost_reverse(result.target_offset, position) == []
     assert result.redelivery_bound is not None
-    if truth.restart_without_trace() or truth.runs_without_syncs:
+    if truth.restart_without_trace() or truth.run_without_a_trace():
         event("a restart or a run without a trace in the syncs: the bound is not checked")
     else:
         assert truth.redelivered_reverse(result.target_offset, position) <= result.redelivery_bound
@@ -188,7 +199,7 @@ def test_earliest_is_safe_and_its_bound_holds_when_no_sync_is_old_enough(truth, 
     assert reverse.target_offset is not None
     assert truth.lost_reverse(reverse.target_offset, reverse_position) == []
     assert reverse.redelivery_bound is not None
-    if not (truth.restart_without_trace() or truth.runs_without_syncs):
+    if not (truth.restart_without_trace() or truth.run_without_a_trace()):
         assert truth.redelivered_reverse(reverse.target_offset, reverse_position) <= reverse.redelivery_bound
 
 
@@ -309,3 +320,42 @@ def test_earliest_names_a_double_copy_whose_earlier_syncs_are_gone():
         SRC, 129, DST, Watermarks(0, 250), OffsetSyncHistory.from_syncs([(136, 136)]), False
     )
     assert not any("more than once" in w for w in once.warnings), once.warnings
+
+
+# Seen in CI on partition 2 of a topic MM2 copied twice: no sync of the first copy (downstream 0..99) was
+# sent, so the syncs begin inside the second copy, which began at downstream 100.
+SECOND_COPY_ONLY = [(58, 140), (100, 171), (136, 200)]
+
+
+def test_forward_start_after_a_copy_without_syncs_says_so():
+    history = OffsetSyncHistory.from_syncs(SECOND_COPY_ONLY)
+    assert len(history.copies) == 1 and history.records_below_first_sync() == 140
+    result = translate_by_offset_sync(SRC, 63, DST, history)
+    assert (result.target_offset, result.redelivery_bound) == (141, 4)  # the start and bound are unchanged
+    assert any(
+        "more than once" in w and "140 records below the oldest offset sync" in w for w in result.warnings
+    )
+    # The same copy shown by a step instead: a sync of the first copy, then the second copy's first visible.
+    stepped = translate_by_offset_sync(
+        SRC, 63, DST, OffsetSyncHistory.from_syncs([(0, 0), *SECOND_COPY_ONLY])
+    )
+    assert stepped.target_offset == 141
+    assert any("more than once" in w and "step to 58 -> 140" in w for w in stepped.warnings), stepped.warnings
+    # Copied once: nothing to say.
+    once = translate_by_offset_sync(SRC, 63, DST, OffsetSyncHistory.from_syncs([(0, 0), (58, 40), (100, 71)]))
+    assert once.warnings == []
+
+
+def test_failback_after_a_copy_without_syncs_counts_every_record_below_the_first_sync():
+    """The job on B read downstream 0..174, the first copy (0..99) included, whose originals run past the
+    start; the bound given in CI was 29 and 54 records were read again."""
+    history = OffsetSyncHistory.from_syncs(SECOND_COPY_ONLY)
+    result = translate_by_offset_sync_reverse(DST, 175, SRC, history)
+    assert result.target_offset == 100
+    assert result.redelivery_bound is not None and result.redelivery_bound >= 140
+    assert any("more than once" in w and "140 records below" in w for w in result.warnings), result.warnings
+    # In a later copy, the oldest copy's records below its first sync count too: 371..379 of the position's
+    # copy, 171..299 of the oldest copy from its sync at the start's offset, and its 140 records below 140.
+    later = OffsetSyncHistory.from_syncs([*SECOND_COPY_ONLY, (0, 300), (100, 371)])
+    again = translate_by_offset_sync_reverse(DST, 380, SRC, later)
+    assert (again.target_offset, again.redelivery_bound) == (100, 9 + (300 - 171) + 140)
