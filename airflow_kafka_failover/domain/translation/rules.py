@@ -215,10 +215,7 @@ def _repeats_before_start(
     replica holds records twice."""
     u0, d0 = copy.upstream[0], copy.downstream[0]
     if copy.records_below_first_sync():
-        why = (
-            f"{target} holds {d0} records below the oldest offset sync ({u0} -> {d0}) and {source} at most "
-            f"{u0} offsets below it"
-        )
+        why = _more_records_than_offsets(target, source, u0, d0)
     elif steps := [j for j, _ in copy.excess() if j <= index]:
         j = steps[-1]
         why = (
@@ -232,6 +229,14 @@ def _repeats_before_start(
         "restarted from an older offset, and the syncs of where it began were lost); the earlier copies lie "
         "below the start and are skipped"
     ]
+
+
+def _more_records_than_offsets(replica: TopicPartition, origin: TopicPartition, u0: int, d0: int) -> str:
+    """The evidence of :meth:`OffsetSyncHistory.records_below_first_sync`, for a warning."""
+    return (
+        f"{replica} holds {d0} records below the oldest offset sync ({u0} -> {d0}) and {origin} at most {u0} "
+        "offsets below it, unless MirrorMaker 2 wrote transaction markers there"
+    )
 
 
 def translate_by_offset_sync_reverse(
@@ -290,11 +295,10 @@ def translate_by_offset_sync_reverse(
     if unsynced:
         bound += unsynced
         warnings.append(
-            f"{source} holds {unsynced} records below the oldest offset sync into it "
-            f"({copy.upstream[0]} -> {unsynced}), more than {target} has offsets there: MirrorMaker 2 "
-            f"copied {target} more than once into it before that sync (the syncs of where it began were "
-            "lost); the job read them all and any may be an original at or after the start, so the "
-            "re-delivery bound includes them"
+            f"MirrorMaker 2 copied {target} more than once into {source} before its oldest offset sync "
+            f"({_more_records_than_offsets(source, target, copy.upstream[0], unsynced)}; the syncs of where "
+            "it began were lost); the job read them all and any may be an original at or after the start, so "
+            "the re-delivery bound includes them"
         )
     hidden = _hidden_first_copies(copy, index)
     if hidden:
@@ -600,10 +604,10 @@ def translate_from_earliest(
         # The syncs of the earlier copies are gone (MM2 overwrites a sync it has not sent yet), but the
         # counts tell: the source has at most u0 offsets below the oldest sync, the replica d0 records.
         warnings.append(
-            f"MirrorMaker 2 copied at least {d0 - u0} record(s) of {source} more than once into {target}: "
-            f"{target} holds {d0} records below the oldest offset sync and {source} at most {u0} offsets "
-            "below it (MirrorMaker 2 restarted from an older offset before that sync); the start at offset "
-            f"0 reads every copy, and the re-delivery bound counts all {d0} records below that sync"
+            f"MirrorMaker 2 copied at least {d0 - u0} record(s) of {source} more than once into {target} "
+            f"({_more_records_than_offsets(target, source, u0, d0)}: it restarted from an older offset "
+            "before that sync); the start at offset 0 reads every copy, and the re-delivery bound counts all "
+            f"{d0} records below that sync"
         )
     upper_bound = bool(gap) and records_before_oldest_sync is None
     if gap:
