@@ -146,8 +146,6 @@ class ParquetBatchSink:
             an observation (``read_kafka(observe=False)``), so that no record pays for aggregates whose
             figures the footers hold anyway.
         """
-        from pyspark.sql import functions as F
-
         final = batch_dir(self.sink_root, self.epoch, batch_id)
         if is_complete(final):
             log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
@@ -162,10 +160,28 @@ class ParquetBatchSink:
         # "overwrite" replaces what a crashed attempt left without its _SUCCESS. Record ids are unique, so a
         # dictionary never pays off: without the option Parquet starts one in each column chunk and drops it
         # once it outgrows its page.
-        batch_df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode("overwrite").option(
+        batch_df.withColumn("batch_id", batch_id_column(batch_id)).write.mode("overwrite").option(
             "parquet.enable.dictionary#record_id", "false"
         ).parquet(final)
         return batch_stats(final)
+
+
+def batch_id_column(batch_id: int) -> Any:
+    """The ``batch_id`` column (a long) of batch ``batch_id``, in code that is the same for every batch.
+
+    Spark writes a numeric constant into the Java code it generates for a query (``F.lit(7)`` becomes
+    ``7L`` in the source), so with a plain literal every batch's code is new: Spark compiles two classes
+    again for each batch (its codegen metrics), and the JVM runs them interpreted until its JIT has
+    compiled them once more. An array constant is kept out of the code (Spark hands it to the generated
+    class as an object), and an index the optimizer cannot fold (``spark_partition_id() * 0``, known
+    only when the task runs, always 0) keeps it from turning the element back into a numeric constant.
+    Measured 2026-11-29 in one warm local SparkSession writing batches of 500,000 rows: 0 compilations
+    per batch instead of 2, 0.363 s and 0.375 s per batch against 0.402 s and 0.414 s (median of the
+    10th to 30th batch, two runs each).
+    """
+    from pyspark.sql import functions as F
+
+    return F.lit([batch_id]).cast("array<long>")[F.spark_partition_id() * 0]
 
 
 def batch_stats(batch: str) -> dict[str, Any]:

@@ -132,23 +132,6 @@ def generated(count: int, seed: int) -> list[str]:
     return values
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pyspark_sql = pytest.importorskip("pyspark.sql")
-    from akf_devtools.sandbox.jars import record_id_jar
-
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[1]")
-        .appName("akf-record-id-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.jars", str(record_id_jar()))
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
-
-
 @pytest.mark.spark
 def test_the_reader_agrees_with_get_json_object_on_every_value(spark):
     from pyspark.sql import functions as F
