@@ -3,7 +3,8 @@
 The equivalence test runs a real local SparkSession with the jar ``make setup`` compiles (``spark``
 marker): a few thousand values, hand-written edge cases and generated documents, valid and broken, are
 read both ways. It also checks that both paths are taken (the reader answers most valid records itself
-and leaves the rest), so it cannot pass by one side never answering.
+and leaves the rest), so it cannot pass by one side never answering. The same session checks the sink's
+other computed column, ``batch_id`` (one Spark session for the job's columns: each costs a JVM start).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from airflow_kafka_failover.jobs import record_id
 from airflow_kafka_failover.jobs.settings import RECORD_ID_FROM_KEY
+from airflow_kafka_failover.jobs.sink import batch_id_column
 
 EDGE_CASES = [
     '{"id": "r-1"}',
@@ -205,3 +207,26 @@ def test_a_missing_jar_falls_back_to_get_json_object_and_says_so(caplog):
     ok = SimpleNamespace(udf=FakeUdfs())
     assert record_id.register_reader(ok, "id")
     assert ok.udf.registered == [(record_id.FUNCTION, record_id.UDF_CLASS)]
+
+
+@pytest.mark.spark
+def test_every_batch_runs_the_same_generated_code(spark):
+    """The batch id column holds the batch's id, and the Java code Spark generates for a batch is the same
+    for every batch id: a numeric constant would be compiled into it, and every batch would run new code
+    that Spark compiles again and the JVM interprets until its JIT has caught up."""
+    from pyspark.sql import functions as F
+
+    rows = spark.range(3).select(F.col("id"), F.lit(0).alias("epoch"), F.lit("A").alias("source_cluster"))
+
+    def generated(batch_id: int) -> tuple[list[str], list[int]]:
+        batch = rows.withColumn("batch_id", batch_id_column(batch_id))
+        plan = batch._jdf.queryExecution().executedPlan()
+        subtrees = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenStringSeq(plan)
+        code = [subtrees.apply(index)._2() for index in range(subtrees.size())]
+        return code, [written.batch_id for written in batch.collect()]
+
+    code_7, ids_7 = generated(7)
+    code_8, ids_8 = generated(8)
+    assert (ids_7, ids_8) == ([7, 7, 7], [8, 8, 8])
+    assert code_7, "no generated code to compare"
+    assert code_7 == code_8

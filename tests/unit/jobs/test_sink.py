@@ -12,7 +12,6 @@ from airflow_kafka_failover.jobs.sink import (
     SinkReader,
     batch_dir,
     batch_dirs,
-    batch_id_column,
     read_sink,
     rows_written_after,
 )
@@ -349,26 +348,3 @@ def test_batch_statistics_of_a_remote_batch_read_only_the_footers_where_the_stor
         # A ranged read takes each file's last 64 KB; without one, every byte of every file.
         assert remote.bytes_read == sum(min(size, 64 * 1024) if ranged else size for size in sizes)
     assert min(sizes) > 64 * 1024  # so that the ranged reads read less
-
-
-@pytest.mark.spark
-def test_every_batch_runs_the_same_generated_code(spark):
-    """The batch id column holds the batch's id, and the Java code Spark generates for a batch is the same
-    for every batch id: a numeric constant would be compiled into it, and every batch would run new code
-    that Spark compiles again and the JVM interprets until its JIT has caught up."""
-    from pyspark.sql import functions as F
-
-    rows = spark.range(3).select(F.col("id"), F.lit(0).alias("epoch"), F.lit("A").alias("source_cluster"))
-
-    def generated(batch_id: int) -> tuple[list[str], list[int]]:
-        batch = rows.withColumn("batch_id", batch_id_column(batch_id))
-        plan = batch._jdf.queryExecution().executedPlan()
-        subtrees = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenStringSeq(plan)
-        code = [subtrees.apply(index)._2() for index in range(subtrees.size())]
-        return code, [written.batch_id for written in batch.collect()]
-
-    code_7, ids_7 = generated(7)
-    code_8, ids_8 = generated(8)
-    assert (ids_7, ids_8) == ([7, 7, 7], [8, 8, 8])
-    assert code_7, "no generated code to compare"
-    assert code_7 == code_8
