@@ -25,7 +25,11 @@ From row 3 on, the queries are built with the job's own pieces (``stream_job.sin
 ``job_run.source_metrics``, ``job_run.record_id_counts``) and written by the job's sink
 (``ParquetBatchSink.write_batch``, which adds ``batch_id``); row 3 has a null record id.
 ``record_id_get_json`` (not in the chain) is row 4 with Spark's ``get_json_object`` alone, as without the jar;
-its figure is against row 3.
+its figure is against row 3. ``batch_id_literal`` (not in the chain either) is row 4 with the sink's batch id
+written as a numeric literal, as before 2026-11-29 (``sink.batch_id_column`` says why not), with ids that
+do not repeat from one round to the next, as a running job's do not; its figure is against row 4. Each
+row also gives the classes Spark's code generator compiled for the query (its ``CodegenMetrics``): a query
+whose code is the same for every batch compiles only in the warm-up round.
 
     .venv/bin/python benchmarks/bench_job_parts.py [--records 2000000] [--partitions 4] [--rounds 5]
 
@@ -54,6 +58,7 @@ from akf_devtools.sandbox.jars import job_jars  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 
 from airflow_kafka_failover.core.types import TopicPartition  # noqa: E402
+from airflow_kafka_failover.jobs import sink as sink_module  # noqa: E402
 from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, record_id_counts, source_metrics  # noqa: E402
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader  # noqa: E402
 from airflow_kafka_failover.jobs.sink import ParquetBatchSink  # noqa: E402
@@ -63,6 +68,7 @@ from benchmarks.json_output import json_line_output  # noqa: E402
 
 TOPIC = "bench-parts"
 CHAIN = ("plain", "foreach_batch", "job_columns", "record_id", "one_observation", "observed_query")
+AGAINST = {"record_id_get_json": "job_columns", "batch_id_literal": "record_id"}  # the rows off the chain
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 
@@ -114,7 +120,7 @@ class Queries:
             return self.source().select(*KAFKA_COLUMNS)
         if name == "job_columns":
             return sink_columns(self.source(), no_id, "A", 0)
-        if name == "record_id":
+        if name in ("record_id", "batch_id_literal"):
             return sink_columns(self.source(), jar_id, "A", 0)
         if name == "record_id_get_json":
             return sink_columns(self.source(), record_id_column("id", False), "A", 0)
@@ -130,6 +136,8 @@ class Queries:
         output = str(folder / "out")
         if name == "plain":
             writer = df.writeStream.format("parquet").option("path", output)
+        elif name == "batch_id_literal":
+            writer = df.writeStream.foreachBatch(LiteralBatchIdSink(output, 0).write_batch)
         elif name == "foreach_batch":
 
             def write(batch: Any, batch_id: int) -> None:
@@ -147,6 +155,44 @@ class Queries:
         query.awaitTermination()
 
 
+class LiteralBatchIdSink(ParquetBatchSink):
+    """The job's sink with the batch id as a numeric literal (``F.lit(batch_id)``), as before 2026-11-29.
+
+    Every query here starts at batch 0, so its literals would repeat those of the rounds before, whose code
+    Spark keeps compiled; a running job's batch ids only grow. The literal is therefore the batch id plus
+    ``BATCHES_PER_RUN`` times the number of this sink's queries before it: new code in every batch, as in a
+    job that has run for a while (the column's value is not read).
+    """
+
+    runs = 0
+    BATCHES_PER_RUN = 1000
+
+    def __init__(self, sink_root: str, epoch: int) -> None:
+        super().__init__(sink_root, epoch)
+        self.shift = LiteralBatchIdSink.runs * self.BATCHES_PER_RUN
+        LiteralBatchIdSink.runs += 1
+
+    def write_batch(self, batch_df: Any, batch_id: int) -> dict[str, Any] | None:
+        from pyspark.sql import functions as F
+
+        def literal(number: int) -> Any:
+            return F.lit(number + self.shift).cast("long")
+
+        original = sink_module.batch_id_column
+        sink_module.batch_id_column = literal
+        try:
+            return super().write_batch(batch_df, batch_id)
+        finally:
+            sink_module.batch_id_column = original
+
+
+def compilations(spark: Any) -> int:
+    """Classes Spark's code generator has compiled in this JVM so far."""
+    return int(
+        spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
+    )
+
+
 def jvm_cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
@@ -160,18 +206,20 @@ def timed(run: Callable[[], None], pid: int) -> tuple[float, float]:
     return time.perf_counter() - started, jvm_cpu_seconds(pid) - cpu
 
 
-def report(args: argparse.Namespace, results: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+def report(args: argparse.Namespace, results: dict[str, list[tuple[float, float, int]]]) -> dict[str, Any]:
     medians = {
-        name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        name: (statistics.median(w for w, _, _ in runs), statistics.median(c for _, c, _ in runs))
         for name, runs in results.items()
     }
+    compiled = {name: statistics.median(n for _, _, n in runs) for name, runs in results.items()}
     per_million = 1_000_000 / args.records
     say(f"median of {args.rounds} rounds, {args.records} records in {args.partitions} partitions")
-    say(f"  {'query':<20} {'wall s':>7} {'CPU s':>7} {'adds wall s/M':>14} {'adds CPU s/M':>13}")
+    header = f"{'query':<20} {'wall s':>7} {'CPU s':>7} {'adds wall s/M':>14} {'adds CPU s/M':>13}"
+    say(f"  {header} {'compiled':>8}")
     previous = None
-    for name in (*CHAIN, "record_id_get_json"):
+    for name in (*CHAIN, *AGAINST):
         wall, cpu = medians[name]
-        against = "job_columns" if name == "record_id_get_json" else previous
+        against = AGAINST.get(name, previous)
         if against is None:
             adds = f"{'':>14} {'':>13}"
         else:
@@ -179,7 +227,7 @@ def report(args: argparse.Namespace, results: dict[str, list[tuple[float, float]
                 f"{(wall - medians[against][0]) * per_million:14.2f} "
                 f"{(cpu - medians[against][1]) * per_million:13.2f}"
             )
-        say(f"  {name:<20} {wall:7.2f} {cpu:7.2f} {adds}")
+        say(f"  {name:<20} {wall:7.2f} {cpu:7.2f} {adds} {compiled[name]:8.0f}")
         if name in CHAIN:
             previous = name
     plain, job, observed = medians["plain"], medians["record_id"], medians["observed_query"]
@@ -197,6 +245,7 @@ def report(args: argparse.Namespace, results: dict[str, list[tuple[float, float]
         "rounds": args.rounds,
         "median_s": {name: round(wall, 3) for name, (wall, _) in medians.items()},
         "median_cpu_s": {name: round(cpu, 3) for name, (_, cpu) in medians.items()},
+        "median_compilations": compiled,
         "plain_over_job_query": round(plain[0] / job[0], 3),
         "plain_over_observed_query": round(plain[0] / observed[0], 3),
         "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
@@ -224,16 +273,18 @@ def main() -> int:
         spark.sparkContext.setLogLevel("WARN")
         pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
         queries = Queries(spark, sandbox.bootstrap("A"), args.records, args.partitions)
-        results: dict[str, list[tuple[float, float]]] = {name: [] for name in (*CHAIN, "record_id_get_json")}
+        results: dict[str, list[tuple[float, float, int]]] = {name: [] for name in (*CHAIN, *AGAINST)}
         for round_no in range(args.rounds + 1):
             for name in results:
                 folder = root / f"{name}-{round_no}"
+                compiled = compilations(spark)
                 wall, cpu = timed(lambda name=name, folder=folder: queries.run(name, folder), pid)
+                compiled = compilations(spark) - compiled
                 shutil.rmtree(folder, ignore_errors=True)
                 counted = "warm-up" if round_no == 0 else f"round {round_no}"
-                say(f"{counted}: {name} {wall:.2f} s, CPU {cpu:.2f} s")
+                say(f"{counted}: {name} {wall:.2f} s, CPU {cpu:.2f} s, {compiled} classes compiled")
                 if round_no:
-                    results[name].append((wall, cpu))
+                    results[name].append((wall, cpu, compiled))
         figures = report(args, results)
     finally:
         if spark is not None:

@@ -218,15 +218,15 @@ def test_every_batch_runs_the_same_generated_code(spark):
 
     rows = spark.range(3).select(F.col("id"), F.lit(0).alias("epoch"), F.lit("A").alias("source_cluster"))
 
-    def generated(batch_id: int) -> tuple[list[str], list[int]]:
+    def code_and_ids(batch_id: int) -> tuple[list[str], list[int]]:
         batch = rows.withColumn("batch_id", batch_id_column(batch_id))
         plan = batch._jdf.queryExecution().executedPlan()
         subtrees = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenStringSeq(plan)
         code = [subtrees.apply(index)._2() for index in range(subtrees.size())]
         return code, [written.batch_id for written in batch.collect()]
 
-    code_7, ids_7 = generated(7)
-    code_8, ids_8 = generated(8)
+    code_7, ids_7 = code_and_ids(7)
+    code_8, ids_8 = code_and_ids(8)
     assert (ids_7, ids_8) == ([7, 7, 7], [8, 8, 8])
     assert code_7, "no generated code to compare"
     assert code_7 == code_8
