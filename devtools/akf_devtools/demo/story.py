@@ -341,14 +341,24 @@ class Story:
             time.sleep(0.5)
         return slot
 
-    def first_batch_time(self, cluster: str, epoch: int) -> float:
-        """Epoch seconds of the first batch the run of (cluster, epoch) committed."""
+    def first_batch_time(self, cluster: str, epoch: int, timeout: float = 60.0) -> float:
+        """Epoch seconds of the first batch the run of (cluster, epoch) committed.
+
+        The job's listener writes a batch's progress entry after Spark's commit, beside the next batch, so a
+        switch that saw the commit can end before the entry is there (seen on a loaded machine after a
+        failover through the warm standby): wait for it up to ``timeout`` seconds.
+        """
         from airflow_kafka_failover.core.storage import locations
         from airflow_kafka_failover.core.storage.store import open_store, read_json
 
         folder = locations.join(self.state("checkpoints"), self.pair, cluster, f"epoch-{epoch}", "progress")
-        first = min(int(name) for name in open_store(folder).names(folder) if name.isdigit())
-        return float(read_json(locations.join(folder, str(first)))["written_at"])
+        store = open_store(folder)
+        deadline = time.monotonic() + timeout
+        while not (batches := [int(name) for name in store.names(folder) if name.isdigit()]):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no progress entry in {folder} {timeout:.0f} s after the switch ended")
+            time.sleep(0.2)
+        return float(read_json(locations.join(folder, str(min(batches))))["written_at"])
 
     def caught_up_time(self, cluster: str, epoch: int, within_s: float) -> float | None:
         """Epoch seconds of the first batch of the run of (cluster, epoch) that was caught up (see
