@@ -12,22 +12,26 @@ it per million records:
 
 1. ``plain``: Kafka's columns with Spark's Parquet file sink (``bench_job.py``'s baseline);
 2. ``foreach_batch``: the same columns written by a ``foreachBatch`` function, a folder per batch;
-3. ``job_columns``: the sink's columns (``source_cluster``, ``timestamp_ms``, ``epoch``, ``batch_id``),
-   written by the packaged job's sink, which reads each batch's statistics from its files' footers;
-4. ``record_id``: the record id through the record-id jar's reader (``jobs/record_id.py``): the packaged
+3. ``query_columns``: the sink's columns that the query computes (``stream_job.sink_columns``: a null
+   ``record_id``, ``source_cluster``, ``timestamp_ms``, ``epoch``), written by row 2's function;
+4. ``batch_id``: the batch's ``batch_id`` column added in the function (``sink.batch_id_column``), as the
+   job's sink adds it, still written by row 2's function;
+5. ``job_columns``: the same columns written by the packaged job's sink (``ParquetBatchSink.write_batch``:
+   no dictionary for ``record_id``, each batch's statistics read from its files' footers);
+6. ``record_id``: the record id through the record-id jar's reader (``jobs/record_id.py``): the packaged
    job's query without its run protocol;
-5. ``one_observation``: a count observed on the source (one ``observe``, Spark's CollectMetrics node);
-6. ``observed_query``: the two observations of a job of a user's instead (the source's count and
+7. ``one_observation``: a count observed on the source (one ``observe``, Spark's CollectMetrics node);
+8. ``observed_query``: the two observations of a job of a user's instead (the source's count and
    per-partition marks, the output's record-id count), which the packaged job leaves out
    (``read_kafka(observe=False)``).
 
 From row 3 on, the queries are built with the job's own pieces (``stream_job.sink_columns``,
-``job_run.source_metrics``, ``job_run.record_id_counts``) and written by the job's sink
-(``ParquetBatchSink.write_batch``, which adds ``batch_id``); row 3 has a null record id.
-``record_id_get_json`` (not in the chain) is row 4 with Spark's ``get_json_object`` alone, as without the jar;
-its figure is against row 3. ``batch_id_literal`` (not in the chain either) is row 4 with the sink's batch id
+``job_run.source_metrics``, ``job_run.record_id_counts``), and from row 5 on written by the job's sink
+(``ParquetBatchSink.write_batch``, which adds ``batch_id``); rows 3 to 5 have a null record id.
+``record_id_get_json`` (not in the chain) is row 6 with Spark's ``get_json_object`` alone, as without the jar;
+its figure is against row 5. ``batch_id_literal`` (not in the chain either) is row 6 with the sink's batch id
 written as a numeric literal, as before 2026-11-29 (``sink.batch_id_column`` says why not), with ids that
-do not repeat from one round to the next, as a running job's do not; its figure is against row 4. Each
+do not repeat from one round to the next, as a running job's do not; its figure is against row 6. Each
 row also gives the classes Spark's code generator compiled for the query (its ``CodegenMetrics``): a query
 whose code is the same for every batch compiles only in the warm-up round.
 
@@ -61,13 +65,22 @@ from airflow_kafka_failover.core.types import TopicPartition  # noqa: E402
 from airflow_kafka_failover.jobs import sink as sink_module  # noqa: E402
 from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, record_id_counts, source_metrics  # noqa: E402
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader  # noqa: E402
-from airflow_kafka_failover.jobs.sink import ParquetBatchSink  # noqa: E402
+from airflow_kafka_failover.jobs.sink import ParquetBatchSink, batch_id_column  # noqa: E402
 from airflow_kafka_failover.jobs.stream_job import sink_columns  # noqa: E402
 from benchmarks.bench_job import SPARK_CONF, load_topic, say  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 
 TOPIC = "bench-parts"
-CHAIN = ("plain", "foreach_batch", "job_columns", "record_id", "one_observation", "observed_query")
+CHAIN = (
+    "plain",
+    "foreach_batch",
+    "query_columns",
+    "batch_id",
+    "job_columns",
+    "record_id",
+    "one_observation",
+    "observed_query",
+)
 AGAINST = {"record_id_get_json": "job_columns", "batch_id_literal": "record_id"}  # the rows off the chain
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
@@ -118,7 +131,7 @@ class Queries:
         jar_id, no_id = record_id_column("id", True), F.lit(None).cast("string")
         if name in ("plain", "foreach_batch"):
             return self.source().select(*KAFKA_COLUMNS)
-        if name == "job_columns":
+        if name in ("query_columns", "batch_id", "job_columns"):
             return sink_columns(self.source(), no_id, "A", 0)
         if name in ("record_id", "batch_id_literal"):
             return sink_columns(self.source(), jar_id, "A", 0)
@@ -138,9 +151,11 @@ class Queries:
             writer = df.writeStream.format("parquet").option("path", output)
         elif name == "batch_id_literal":
             writer = df.writeStream.foreachBatch(LiteralBatchIdSink(output, 0).write_batch)
-        elif name == "foreach_batch":
+        elif name in ("foreach_batch", "query_columns", "batch_id"):
 
-            def write(batch: Any, batch_id: int) -> None:
+            def write(batch: Any, batch_id: int, add_batch_id: bool = name == "batch_id") -> None:
+                if add_batch_id:
+                    batch = batch.withColumn("batch_id", batch_id_column(batch_id))
                 batch.write.mode("overwrite").parquet(f"{output}/batch={batch_id}")
 
             writer = df.writeStream.foreachBatch(write)
