@@ -33,6 +33,7 @@ from akf_devtools.sandbox.class_sharing import driver_java_options
 from akf_devtools.sandbox.dag_test import main_block
 from akf_devtools.sandbox.forked_runs import FORKED_ENV, ForkedRun, forker_for
 from akf_devtools.sandbox.kafka_io import create_topic
+from akf_devtools.sandbox.loopback import wait_until
 from akf_devtools.sandbox.producer import SteadyProducer
 
 # Quick verdicts on loopback: down after 3 failed probes 1 s apart (>= 3 s), recovered after 6 stable
@@ -352,13 +353,13 @@ class Story:
         from airflow_kafka_failover.core.storage.store import open_store, read_json
 
         folder = locations.join(self.state("checkpoints"), self.pair, cluster, f"epoch-{epoch}", "progress")
-        store = open_store(folder)
-        deadline = time.monotonic() + timeout
-        while not (batches := [int(name) for name in store.names(folder) if name.isdigit()]):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no progress entry in {folder} {timeout:.0f} s after the switch ended")
-            time.sleep(0.2)
-        return float(read_json(locations.join(folder, str(min(batches))))["written_at"])
+
+        def batches() -> list[int]:
+            return [int(name) for name in open_store(folder).names(folder) if name.isdigit()]
+
+        if not wait_until(batches, timeout):
+            raise AssertionError(f"no progress entry in {folder} {timeout:.0f} s after the switch ended")
+        return float(read_json(locations.join(folder, str(min(batches()))))["written_at"])
 
     def caught_up_time(self, cluster: str, epoch: int, within_s: float) -> float | None:
         """Epoch seconds of the first batch of the run of (cluster, epoch) that was caught up (see
