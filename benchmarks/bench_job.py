@@ -23,8 +23,8 @@ hook finds first on the PATH it gives the job), ``--master local[2]``, the same 
 batches), ``failOnDataLoss=true`` and ``kafka.isolation.level=read_committed`` as the job sets them, and a
 processing-time trigger of the same interval. The plain query writes the Kafka columns (key, value, topic,
 partition, offset, timestamp) with Spark's Parquet file sink; the job (on the job-side API) writes its own
-sink (record id, epoch, batch; a batch folder complete once its ``_SUCCESS`` is written), reads the
-progress entry's statistics from the footers of the files it wrote, and after each batch writes
+sink (the record id beside them; a folder per epoch and batch, complete once its ``_SUCCESS`` is written),
+reads the progress entry's statistics from the footers of the files it wrote, and after each batch writes
 ``progress/<batch>`` and commits the bookkeeping group (from a query listener); the difference is the job's
 cost.
 

@@ -12,28 +12,36 @@ it per million records:
 
 1. ``plain``: Kafka's columns with Spark's Parquet file sink (``bench_job.py``'s baseline);
 2. ``foreach_batch``: the same columns written by a ``foreachBatch`` function, a folder per batch;
-3. ``query_columns``: the sink's columns that the query computes (``stream_job.sink_columns``: a null
-   ``record_id``, ``source_cluster``, ``timestamp_ms``, ``epoch``), written by row 2's function;
-4. ``batch_id``: the batch's ``batch_id`` column added in the function (``sink.batch_id_column``), as the
-   job's sink adds it, still written by row 2's function;
-5. ``job_columns``: the same columns written by the packaged job's sink (``ParquetBatchSink.write_batch``:
-   no dictionary for ``record_id``, each batch's statistics read from its files' footers);
-6. ``record_id``: the record id through the record-id jar's reader (``jobs/record_id.py``): the packaged
+3. ``query_columns``: the columns of the sink's files that the query computes (``stream_job.sink_columns``:
+   ``timestamp_ms`` and a null ``record_id``), written by row 2's function;
+4. ``job_columns``: the same columns written by the packaged job's sink (``ParquetBatchSink.write_batch``:
+   its Parquet writer options ``sink.WRITE_OPTIONS``, the epoch's ``_epoch.json``, each batch's statistics
+   read from its files' footers);
+5. ``record_id``: the record id through the record-id jar's reader (``jobs/record_id.py``): the packaged
    job's query without its run protocol;
-7. ``one_observation``: a count observed on the source (one ``observe``, Spark's CollectMetrics node);
-8. ``observed_query``: the two observations of a job of a user's instead (the source's count and
+6. ``one_observation``: a count observed on the source (one ``observe``, Spark's CollectMetrics node);
+7. ``observed_query``: the two observations of a job of a user's instead (the source's count and
    per-partition marks, the output's record-id count), which the packaged job leaves out
    (``read_kafka(observe=False)``).
 
 From row 3 on, the queries are built with the job's own pieces (``stream_job.sink_columns``,
-``job_run.source_metrics``, ``job_run.record_id_counts``), and from row 5 on written by the job's sink
-(``ParquetBatchSink.write_batch``, which adds ``batch_id``); rows 3 to 5 have a null record id.
-``record_id_get_json`` (not in the chain) is row 6 with Spark's ``get_json_object`` alone, as without the jar;
-its figure is against row 5. ``batch_id_literal`` (not in the chain either) is row 6 with the sink's batch id
-written as a numeric literal, as before 2026-11-29 (``sink.batch_id_column`` says why not), with ids that
-do not repeat from one round to the next, as a running job's do not; its figure is against row 6. Each
-row also gives the classes Spark's code generator compiled for the query (its ``CodegenMetrics``): a query
-whose code is the same for every batch compiles only in the warm-up round.
+``job_run.source_metrics``, ``job_run.record_id_counts``), and from row 4 on written by the job's sink;
+rows 3 and 4 have a null record id. Rows off the chain, each against the row it names:
+
+- ``record_id_get_json``: row 5 with Spark's ``get_json_object`` alone, as without the jar (against row 4);
+- ``default_writer``: row 5 written with Spark's default Parquet options (no dictionary for ``record_id``
+  only, as before 2026-12-01) instead of ``sink.WRITE_OPTIONS`` (against row 5);
+- ``row_constants``: row 5 with the three columns that are the same for a whole batch (``source_cluster``,
+  ``epoch``, ``batch_id`` from ``sink.batch_id_column``) written into every row, as the sink did before
+  2026-12-01, instead of keeping them in its folders (against row 5);
+- ``batch_id_literal``: ``row_constants`` with the batch id as a numeric literal, as before 2026-11-29
+  (``sink.batch_id_column`` says why not), with ids that do not repeat from one round to the next, as a
+  running job's do not (against ``row_constants``);
+- ``plain_writer_options``: row 1 with the sink's Parquet writer options where its columns have them
+  (``value``, ``offset``), so that what the options alone are worth to a plain query shows (against row 1).
+
+Each row also gives the classes Spark's code generator compiled for the query (its ``CodegenMetrics``): a
+query whose code is the same for every batch compiles only in the warm-up round.
 
     .venv/bin/python benchmarks/bench_job_parts.py [--records 2000000] [--partitions 4] [--rounds 5]
 
@@ -75,13 +83,18 @@ CHAIN = (
     "plain",
     "foreach_batch",
     "query_columns",
-    "batch_id",
     "job_columns",
     "record_id",
     "one_observation",
     "observed_query",
 )
-AGAINST = {"record_id_get_json": "job_columns", "batch_id_literal": "record_id"}  # the rows off the chain
+AGAINST = {  # the rows off the chain
+    "record_id_get_json": "job_columns",
+    "default_writer": "record_id",
+    "row_constants": "record_id",
+    "batch_id_literal": "row_constants",
+    "plain_writer_options": "plain",
+}
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 
@@ -129,38 +142,46 @@ class Queries:
         """The DataFrame of query ``name``."""
         F = self.F
         jar_id, no_id = record_id_column("id", True), F.lit(None).cast("string")
-        if name in ("plain", "foreach_batch"):
+        if name in ("plain", "foreach_batch", "plain_writer_options"):
             return self.source().select(*KAFKA_COLUMNS)
-        if name in ("query_columns", "batch_id", "job_columns"):
-            return sink_columns(self.source(), no_id, "A", 0)
-        if name in ("record_id", "batch_id_literal"):
-            return sink_columns(self.source(), jar_id, "A", 0)
+        if name in ("query_columns", "job_columns"):
+            return sink_columns(self.source(), no_id)
+        if name in ("record_id", "default_writer"):
+            return sink_columns(self.source(), jar_id)
+        if name in ("row_constants", "batch_id_literal"):
+            return sink_columns(self.source(), jar_id).select(
+                "*", F.lit("A").alias("source_cluster"), F.lit(0).alias("epoch")
+            )
         if name == "record_id_get_json":
-            return sink_columns(self.source(), record_id_column("id", False), "A", 0)
+            return sink_columns(self.source(), record_id_column("id", False))
         if name == "one_observation":
-            return sink_columns(self.observed_source(marks=False), jar_id, "A", 0)
+            return sink_columns(self.observed_source(marks=False), jar_id)
         if name == "observed_query":
-            return record_id_counts(sink_columns(self.observed_source(marks=True), jar_id, "A", 0))
+            return record_id_counts(sink_columns(self.observed_source(marks=True), jar_id))
         raise ValueError(name)
 
     def run(self, name: str, folder: Path) -> None:
         """Run query ``name`` over the whole topic into ``folder``; return when it has read everything."""
         df = self.build(name)
         output = str(folder / "out")
-        if name == "plain":
+        if name in ("plain", "plain_writer_options"):
             writer = df.writeStream.format("parquet").option("path", output)
+            if name == "plain_writer_options":
+                writer = writer.options(**PLAIN_WRITER_OPTIONS)
+        elif name == "default_writer":
+            writer = df.writeStream.foreachBatch(DefaultWriterSink(output, 0, "A").write_batch)
+        elif name == "row_constants":
+            writer = df.writeStream.foreachBatch(RowConstantsSink(output, 0, "A").write_batch)
         elif name == "batch_id_literal":
-            writer = df.writeStream.foreachBatch(LiteralBatchIdSink(output, 0).write_batch)
-        elif name in ("foreach_batch", "query_columns", "batch_id"):
+            writer = df.writeStream.foreachBatch(LiteralBatchIdSink(output, 0, "A").write_batch)
+        elif name in ("foreach_batch", "query_columns"):
 
-            def write(batch: Any, batch_id: int, add_batch_id: bool = name == "batch_id") -> None:
-                if add_batch_id:
-                    batch = batch.withColumn("batch_id", batch_id_column(batch_id))
+            def write(batch: Any, batch_id: int) -> None:
                 batch.write.mode("overwrite").parquet(f"{output}/batch={batch_id}")
 
             writer = df.writeStream.foreachBatch(write)
         else:
-            writer = df.writeStream.foreachBatch(ParquetBatchSink(output, 0).write_batch)
+            writer = df.writeStream.foreachBatch(ParquetBatchSink(output, 0, "A").write_batch)
         query = (
             writer.option("checkpointLocation", str(folder / "checkpoint"))
             .trigger(availableNow=True)
@@ -170,8 +191,35 @@ class Queries:
         query.awaitTermination()
 
 
-class LiteralBatchIdSink(ParquetBatchSink):
-    """The job's sink with the batch id as a numeric literal (``F.lit(batch_id)``), as before 2026-11-29.
+PLAIN_WRITER_OPTIONS = {
+    key: value
+    for key, value in sink_module.WRITE_OPTIONS.items()
+    if "#" not in key or key.split("#", 1)[1] in KAFKA_COLUMNS
+}
+"""The sink's Parquet writer options that apply to the plain query's columns."""
+
+
+class DefaultWriterSink(ParquetBatchSink):
+    """The job's sink with Spark's default Parquet options but for ``record_id``'s dictionary, as before
+    2026-12-01."""
+
+    write_options = {"parquet.enable.dictionary#record_id": "false"}
+
+
+class RowConstantsSink(DefaultWriterSink):
+    """The job's sink as before 2026-12-01: Spark's default Parquet options, and the batch id in every row
+    (the query adds ``source_cluster`` and ``epoch``)."""
+
+    def batch_id(self, batch_id: int) -> Any:
+        return batch_id_column(batch_id)
+
+    def write_batch(self, batch_df: Any, batch_id: int) -> dict[str, Any] | None:
+        return super().write_batch(batch_df.withColumn("batch_id", self.batch_id(batch_id)), batch_id)
+
+
+class LiteralBatchIdSink(RowConstantsSink):
+    """:class:`RowConstantsSink` with the batch id as a numeric literal (``F.lit(batch_id)``), as before
+    2026-11-29.
 
     Every query here starts at batch 0, so its literals would repeat those of the rounds before, whose code
     Spark keeps compiled; a running job's batch ids only grow. The literal is therefore the batch id plus
@@ -182,23 +230,15 @@ class LiteralBatchIdSink(ParquetBatchSink):
     runs = 0
     BATCHES_PER_RUN = 1000
 
-    def __init__(self, sink_root: str, epoch: int) -> None:
-        super().__init__(sink_root, epoch)
+    def __init__(self, sink_root: str, epoch: int, cluster: str) -> None:
+        super().__init__(sink_root, epoch, cluster)
         self.shift = LiteralBatchIdSink.runs * self.BATCHES_PER_RUN
         LiteralBatchIdSink.runs += 1
 
-    def write_batch(self, batch_df: Any, batch_id: int) -> dict[str, Any] | None:
+    def batch_id(self, batch_id: int) -> Any:
         from pyspark.sql import functions as F
 
-        def literal(number: int) -> Any:
-            return F.lit(number + self.shift).cast("long")
-
-        original = sink_module.batch_id_column
-        sink_module.batch_id_column = literal
-        try:
-            return super().write_batch(batch_df, batch_id)
-        finally:
-            sink_module.batch_id_column = original
+        return F.lit(batch_id + self.shift).cast("long")
 
 
 def compilations(spark: Any) -> int:

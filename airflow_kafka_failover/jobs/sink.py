@@ -2,6 +2,7 @@
 
 Layout under the sink root (a local folder or a store URI: ``hdfs://``, ``s3a://``)::
 
+    epoch=<e>/_epoch.json                 the epoch's source cluster, written before its first batch
     epoch=<e>/batch=<b>/part-*.parquet    one micro-batch
     epoch=<e>/batch=<b>/_SUCCESS          written by Spark's output committer once every file is in place
 
@@ -11,11 +12,17 @@ one step). A batch id that Spark replays after a crash finds its ``_SUCCESS`` an
 is idempotent per (epoch, batch). A folder without it (a crash during the write) is written again, and never
 read.
 
-Columns: ``record_id`` (from a JSON field of the value, or the key), ``key``, ``value``, ``source_cluster``,
-``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``epoch``, ``batch_id``.
+Columns of a record: ``record_id`` (from a JSON field of the value, or the key), ``key``, ``value``,
+``source_cluster``, ``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``epoch``, ``batch_id``. The
+files hold the ones that differ from record to record (:data:`FILE_COLUMNS`); the three that are the same
+for every record of a batch are not written into every row, where they cost more CPU than the record id
+(docs/concepts.md, "What the job's own work costs"): ``epoch`` and ``batch_id`` are the folder names
+(``epoch=<e>/batch=<b>``, which Spark's and pyarrow's partition discovery read back as columns ``epoch``
+and ``batch``), ``source_cluster`` is the epoch's (an epoch is one run on one cluster), in
+``epoch=<e>/_epoch.json``. Files written before 2026-12-01 carry all ten columns; the reader takes them too.
 
-:func:`read_sink` returns the records deduplicated by record id, which is how the end result of any number
-of switches is checked for exactly-once.
+:func:`read_sink` returns the records deduplicated by record id, with all ten columns, which is how the end
+result of any number of switches is checked for exactly-once.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
-from airflow_kafka_failover.core.storage.store import open_store
+from airflow_kafka_failover.core.storage.store import create_json, open_store, read_json
 
 log = logging.getLogger("airflow_kafka_failover.job")
 
@@ -47,6 +55,28 @@ COLUMNS = (
     "epoch",
     "batch_id",
 )
+"""The columns of a record as :func:`read_sink` gives them."""
+BATCH_COLUMNS = ("source_cluster", "epoch", "batch_id")
+"""The columns that are the same for every record of a batch: kept in the folders, not in the files."""
+FILE_COLUMNS = tuple(name for name in COLUMNS if name not in BATCH_COLUMNS)
+"""The columns of the Parquet files."""
+EPOCH_FILE = "_epoch.json"
+"""The file in an epoch's folder that names its source cluster: ``{"epoch": e, "source_cluster": c}``."""
+WRITE_OPTIONS = {
+    # Values, ids, offsets and timestamps are unique or nearly so: a dictionary never pays off for them.
+    # Parquet would start one in each column chunk, hash every value into it and drop it once it outgrows
+    # its page.
+    **{
+        f"parquet.enable.dictionary#{name}": "false"
+        for name in ("value", "record_id", "offset", "timestamp_ms")
+    },
+    # Nothing filters on a value's minimum and maximum; keeping them compares every value with both.
+    "parquet.column.statistics.enabled#value": "false",
+    # The per-page size histograms of Parquet 1.15 (for nested and variable-width columns) help no reader of
+    # this flat sink. Parquet before 1.15 (Spark 3.5) has neither option and ignores both.
+    "parquet.size.statistics.enabled": "false",
+}
+"""The Parquet writer's options of the sink (docs/concepts.md, "What the job's own work costs")."""
 _MAGIC = b"PAR1"
 _TAIL_GUESS = 64 * 1024  # a batch file's footer is a few KB: one read gets it
 _BATCH_DIR = re.compile(r"^batch=(\d+)$")
@@ -56,6 +86,30 @@ _EPOCH_DIR = re.compile(r"^epoch=(\d+)$")
 def batch_dir(sink_root: str, epoch: int, batch_id: int) -> str:
     """The folder of one micro-batch."""
     return locations.join(str(sink_root), f"epoch={epoch}", f"batch={batch_id}")
+
+
+def epoch_file(sink_root: str, epoch: int) -> str:
+    """The file that names the source cluster of ``epoch``."""
+    return locations.join(str(sink_root), f"epoch={epoch}", EPOCH_FILE)
+
+
+def epoch_cluster(sink_root: str, epoch: int) -> str | None:
+    """The source cluster of ``epoch`` from its ``_epoch.json``; None when there is none (a folder written
+    before 2026-12-01, whose files carry ``source_cluster`` in every row)."""
+    location = epoch_file(sink_root, epoch)
+    try:
+        recorded = read_json(location)
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise ConfigError(f"{location}: not the sink's epoch file ({exc}); it must be JSON") from None
+    cluster = recorded.get("source_cluster") if isinstance(recorded, dict) else None
+    if not isinstance(cluster, str) or not cluster:
+        raise ConfigError(
+            f"{location}: {recorded!r} names no source cluster; the sink writes "
+            '{"epoch": <e>, "source_cluster": "<cluster>"} there before the epoch\'s first batch'
+        )
+    return cluster
 
 
 def is_complete(batch: str) -> bool:
@@ -130,15 +184,21 @@ class ParquetBatchSink:
 
     :param sink_root: the sink's root (a local folder or a store URI every writer of the pair reaches).
     :param epoch: the run's epoch.
+    :param cluster: the cluster the run reads (the epoch's ``source_cluster``).
     """
 
-    def __init__(self, sink_root: str, epoch: int) -> None:
+    write_options: dict[str, str] = WRITE_OPTIONS
+    """The Parquet writer's options of every batch."""
+
+    def __init__(self, sink_root: str, epoch: int, cluster: str) -> None:
         self.sink_root = sink_root
         self.epoch = epoch
+        self.cluster = cluster
         self._committer_chosen = locations.scheme(sink_root) != "s3a"
+        self._epoch_recorded = False
 
     def write_batch(self, batch_df: Any, batch_id: int) -> dict[str, Any] | None:
-        """Write ``batch_df`` (plus a ``batch_id`` column) unless the batch's directory is already there.
+        """Write ``batch_df`` (:data:`FILE_COLUMNS`) unless the batch's directory is already there.
 
         :return: the batch's statistics for its progress entry (records, the newest offset and timestamp of
             each partition, records without an id), from the Parquet footers of the batch's files: those
@@ -150,6 +210,8 @@ class ParquetBatchSink:
         if is_complete(final):
             log.info("batch %s: output %s already exists (replayed batch); nothing written", batch_id, final)
             return batch_stats(final)
+        if not self._epoch_recorded:
+            self.record_epoch()
         if not self._committer_chosen:
             from airflow_kafka_failover.jobs.committers import use_s3a_committer
 
@@ -157,17 +219,31 @@ class ParquetBatchSink:
             how = "in place (S3A magic committer)" if in_place else "by copying"
             log.info("sink %s: batches committed %s", self.sink_root, how)
             self._committer_chosen = True
-        # "overwrite" replaces what a crashed attempt left without its _SUCCESS. Record ids are unique, so a
-        # dictionary never pays off: without the option Parquet starts one in each column chunk and drops it
-        # once it outgrows its page.
-        batch_df.withColumn("batch_id", batch_id_column(batch_id)).write.mode("overwrite").option(
-            "parquet.enable.dictionary#record_id", "false"
-        ).parquet(final)
+        # "overwrite" replaces what a crashed attempt left without its _SUCCESS.
+        batch_df.write.mode("overwrite").options(**self.write_options).parquet(final)
         return batch_stats(final)
+
+    def record_epoch(self) -> None:
+        """Write the epoch's ``_epoch.json`` unless it is there; refuse one that names another cluster.
+
+        :raises ConfigError: the epoch's folder belongs to a run on another cluster (two pairs, or a pair and
+            something else, writing into one sink root).
+        """
+        location = epoch_file(self.sink_root, self.epoch)
+        if not create_json(location, {"epoch": self.epoch, "source_cluster": self.cluster}):
+            recorded = epoch_cluster(self.sink_root, self.epoch)
+            if recorded != self.cluster:
+                raise ConfigError(
+                    f"{location} says epoch {self.epoch} read cluster {recorded!r}, but this run of epoch "
+                    f"{self.epoch} reads {self.cluster!r}: another job writes into sink root "
+                    f"{self.sink_root}; give each pair a sink root of its own (job.sink_root)"
+                )
+        self._epoch_recorded = True
 
 
 def batch_id_column(batch_id: int) -> Any:
-    """The ``batch_id`` column (a long) of batch ``batch_id``, in code that is the same for every batch.
+    """The ``batch_id`` column (a long) of batch ``batch_id``, in code that is the same for every batch: for
+    a job of your own that writes the batch id into its rows (the packaged sink keeps it in the folder name).
 
     Spark writes a numeric constant into the Java code it generates for a query (``F.lit(7)`` becomes
     ``7L`` in the source), so with a plain literal every batch's code is new: Spark compiles two classes
@@ -310,31 +386,37 @@ class SinkReader:
 
     def __init__(self, columns: tuple[str, ...] = COLUMNS) -> None:
         self.columns = columns
-        self._needed = list(
-            dict.fromkeys(("record_id", "source_cluster", "topic", "partition", "offset", *columns))
-        )
+        self._needed = [
+            name
+            for name in dict.fromkeys(("record_id", "topic", "partition", "offset", *columns))
+            if name in FILE_COLUMNS
+        ]
         self._rows: dict[str, list[dict[str, Any]]] = {}
+        self._clusters: dict[int, str | None] = {}
 
     def __call__(self, sink_root: str) -> SinkContents:
         """The sink's records as they are now, deduplicated by record id."""
         contents = SinkContents()
-        for epoch, _batch, path in batch_dirs(sink_root, known=self._rows):
+        for epoch, batch, path in batch_dirs(sink_root, known=self._rows):
             rows = self._rows.get(path)
             if rows is None:
-                rows = self._rows[path] = self._read_batch(path)
+                rows = self._rows[path] = self._read_batch(sink_root, epoch, batch, path)
             for row in rows:
                 _add(contents, row, self.columns, epoch)
         return contents
 
-    def _read_batch(self, path: str) -> list[dict[str, Any]]:
+    def _read_batch(self, sink_root: str, epoch: int, batch: int, path: str) -> list[dict[str, Any]]:
         import pyarrow.parquet as pq
 
+        if epoch not in self._clusters:
+            self._clusters[epoch] = epoch_cluster(sink_root, epoch)
+        cluster = self._clusters[epoch]
+        # A batch written before 2026-12-01 has no epoch file; its rows carry their cluster.
+        needed = self._needed if cluster is not None else [*self._needed, "source_cluster"]
         rows = [
-            row
+            {"source_cluster": cluster, **row, "epoch": epoch, "batch_id": batch}
             for file in parquet_files(path)
-            for row in pq.read_table(
-                io.BytesIO(open_store(file).read(file)), columns=self._needed
-            ).to_pylist()
+            for row in pq.read_table(io.BytesIO(open_store(file).read(file)), columns=needed).to_pylist()
         ]
         rows.sort(key=lambda row: (row["topic"], row["partition"], row["offset"]))
         return rows

@@ -3,8 +3,9 @@
 The equivalence test runs a real local SparkSession with the jar ``make setup`` compiles (``spark``
 marker): a few thousand values, hand-written edge cases and generated documents, valid and broken, are
 read both ways. It also checks that both paths are taken (the reader answers most valid records itself
-and leaves the rest), so it cannot pass by one side never answering. The same session checks the sink's
-other computed column, ``batch_id`` (one Spark session for the job's columns: each costs a JVM start).
+and leaves the rest), so it cannot pass by one side never answering. The same session checks the
+``batch_id`` column of a job of your own and the packaged sink's files and writer options (one Spark session
+for the job's columns: each costs a JVM start).
 """
 
 from __future__ import annotations
@@ -230,3 +231,55 @@ def test_every_batch_runs_the_same_generated_code(spark):
     assert (ids_7, ids_8) == ([7, 7, 7], [8, 8, 8])
     assert code_7, "no generated code to compare"
     assert code_7 == code_8
+
+
+@pytest.mark.spark
+def test_the_sink_writes_the_record_columns_with_its_writer_options(spark, tmp_path):
+    """The packaged sink's files hold the columns that differ between records, without a dictionary or a
+    minimum and maximum for the value; the epoch's cluster is its ``_epoch.json``; the reader gives every
+    record all ten columns back (the epoch and the batch from the folder names)."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from airflow_kafka_failover.jobs.sink import FILE_COLUMNS, ParquetBatchSink, batch_dir, read_sink
+    from airflow_kafka_failover.jobs.stream_job import sink_columns
+
+    kafka = spark.range(500).select(
+        F.concat(F.lit("k-"), F.col("id") % 3).cast("binary").alias("key"),
+        # Values (and with them ids) and timestamps that repeat, where a dictionary would pay off: Parquet
+        # drops one that does not, so only these can show that the sink turned it off.
+        F.concat(F.lit('{"id": "r-'), F.col("id") % 50, F.lit('"}')).cast("binary").alias("value"),
+        F.lit("orders").alias("topic"),
+        F.lit(0).alias("partition"),
+        F.col("id").alias("offset"),
+        F.timestamp_seconds(F.col("id") % 7 + 1_700_000_000).alias("timestamp"),
+    )
+    records = sink_columns(kafka, record_id.record_id_column("id", False)).coalesce(1)
+    stats = ParquetBatchSink(str(tmp_path), 4, "B").write_batch(records, 9)
+    assert stats is not None and (stats["records"], stats["max_offset"]) == (500, {"orders": {"0": 499}})
+    (file,) = [p for p in (tmp_path / "epoch=4" / "batch=9").iterdir() if p.suffix == ".parquet"]
+    assert batch_dir(str(tmp_path), 4, 9) == str(file.parent)
+    metadata = pq.read_metadata(file)
+    assert tuple(metadata.schema.to_arrow_schema().names) == FILE_COLUMNS
+    group = metadata.row_group(0)
+    chunks = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    for name in ("value", "record_id", "timestamp_ms"):
+        assert not any("DICTIONARY" in encoding for encoding in chunks[name].encodings), name
+    assert any("DICTIONARY" in encoding for encoding in chunks["key"].encodings)  # keys repeat: kept
+    if tuple(int(part) for part in spark.version.split(".")[:2]) >= (4, 0):  # Parquet 1.15's options
+        assert not chunks["value"].is_stats_set
+    assert chunks["offset"].statistics.max == 499  # the footer statistics the progress entries read
+    contents = read_sink(str(tmp_path))
+    assert (contents.rows_by_cluster, contents.duplicates) == ({"B": 500}, 450)
+    assert contents.records["r-7"] == {
+        "record_id": "r-7",
+        "key": b"k-1",
+        "value": b'{"id": "r-7"}',
+        "source_cluster": "B",
+        "topic": "orders",
+        "partition": 0,
+        "offset": 7,
+        "timestamp_ms": 1_700_000_000_000,  # offset 7: 7 % 7 seconds after the first
+        "epoch": 4,
+        "batch_id": 9,
+    }

@@ -6,16 +6,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_kafka_failover.core.exceptions import ConfigError
+from airflow_kafka_failover.core.storage.store import create_json
 from airflow_kafka_failover.jobs.sink import (
     COLUMNS,
     COMPLETE,
+    FILE_COLUMNS,
+    ParquetBatchSink,
     SinkReader,
     batch_dir,
     batch_dirs,
+    epoch_cluster,
+    epoch_file,
     read_sink,
     rows_written_after,
 )
 
+# The ten columns of a record, as files written before 2026-12-01 held them all.
 SCHEMA = pa.schema(
     [
         ("record_id", pa.string()),
@@ -30,6 +37,8 @@ SCHEMA = pa.schema(
         ("batch_id", pa.int64()),
     ]
 )
+# The columns of the files the sink writes now (the others are its folders).
+FILE_SCHEMA = pa.schema([column for column in SCHEMA if column.name in FILE_COLUMNS])
 
 
 def row(
@@ -54,11 +63,19 @@ def write_batch(
     rows: list[dict],
     name: str = "part-00000.parquet",
     complete: bool = True,
+    ten_columns: bool = False,
 ) -> Path:
+    """A batch folder as the sink writes it (the epoch's cluster in its ``_epoch.json``), or with
+    ``ten_columns`` as it wrote them before 2026-12-01 (every column in the files, no epoch file)."""
     directory = Path(batch_dir(str(root), epoch, batch))
     directory.mkdir(parents=True, exist_ok=True)
-    full = [{**r, "epoch": epoch, "batch_id": batch} for r in rows]
-    table = pa.Table.from_pylist(full, schema=SCHEMA)
+    if ten_columns:
+        table = pa.Table.from_pylist([{**r, "epoch": epoch, "batch_id": batch} for r in rows], schema=SCHEMA)
+    else:
+        for cluster in {r["source_cluster"] for r in rows}:
+            if not create_json(epoch_file(str(root), epoch), {"epoch": epoch, "source_cluster": cluster}):
+                assert epoch_cluster(str(root), epoch) == cluster, "one cluster per epoch"
+        table = pa.Table.from_pylist(rows, schema=FILE_SCHEMA)
     path = directory / name
     pq.write_table(table, path)
     if complete:
@@ -68,6 +85,51 @@ def write_batch(
 
 def test_schema_matches_the_sink_columns():
     assert tuple(SCHEMA.names) == COLUMNS
+    assert FILE_COLUMNS == ("record_id", "key", "value", "topic", "partition", "offset", "timestamp_ms")
+
+
+def test_the_epoch_file_names_the_epochs_cluster(tmp_path):
+    assert epoch_file("s3a://bucket/sink", 3) == "s3a://bucket/sink/epoch=3/_epoch.json"
+    assert epoch_cluster(str(tmp_path), 3) is None
+    sink = ParquetBatchSink(str(tmp_path), 3, "B")
+    sink.record_epoch()
+    assert epoch_cluster(str(tmp_path), 3) == "B"
+    ParquetBatchSink(str(tmp_path), 3, "B").record_epoch()  # a second run of the epoch: the same file
+    assert epoch_cluster(str(tmp_path), 3) == "B"
+
+
+def test_an_epoch_folder_of_another_cluster_is_refused_by_name(tmp_path):
+    ParquetBatchSink(str(tmp_path), 3, "A").record_epoch()
+    before = Path(epoch_file(str(tmp_path), 3)).read_bytes()
+    with pytest.raises(ConfigError) as refused:
+        ParquetBatchSink(str(tmp_path), 3, "B").record_epoch()
+    message = str(refused.value)
+    assert epoch_file(str(tmp_path), 3) in message
+    assert "'A'" in message and "'B'" in message and "job.sink_root" in message
+    assert Path(epoch_file(str(tmp_path), 3)).read_bytes() == before  # left as it was
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [("not json", "must be JSON"), ('{"epoch": 3}', "names no source cluster"), ("[1]", "names no")],
+)
+def test_a_broken_epoch_file_is_named(tmp_path, content, problem):
+    location = Path(epoch_file(str(tmp_path), 3))
+    location.parent.mkdir(parents=True)
+    location.write_text(content)
+    with pytest.raises(ConfigError, match=problem) as refused:
+        epoch_cluster(str(tmp_path), 3)
+    assert str(location) in str(refused.value)
+
+
+def test_batches_written_with_ten_columns_are_read_beside_the_new_ones(tmp_path):
+    write_batch(tmp_path, 0, 0, [row("r1", 0), row("r2", 1)], ten_columns=True)
+    write_batch(tmp_path, 1, 0, [row("r2", 1, cluster="B"), row("r3", 2, cluster="B")])
+    contents = read_sink(tmp_path)
+    assert contents.rows_by_cluster == {"A": 2, "B": 2}
+    assert (contents.duplicates, contents.duplicates_by_epoch) == (1, {1: 1})
+    assert contents.records["r1"]["source_cluster"] == "A"
+    assert (contents.records["r3"]["source_cluster"], contents.records["r3"]["batch_id"]) == ("B", 0)
 
 
 def test_paths():
