@@ -37,7 +37,7 @@ from typing import Any
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
-from airflow_kafka_failover.core.storage.store import create_json, open_store, read_json
+from airflow_kafka_failover.core.storage.store import open_store, read_json, replace_json
 
 log = logging.getLogger("airflow_kafka_failover.job")
 
@@ -226,18 +226,22 @@ class ParquetBatchSink:
     def record_epoch(self) -> None:
         """Write the epoch's ``_epoch.json`` unless it is there; refuse one that names another cluster.
 
+        The file's content is the same for every run of the epoch (an epoch is one cluster: the fence gives
+        it to one), so a plain write serves where a store offers no create-only write (S3 from the driver).
+
         :raises ConfigError: the epoch's folder belongs to a run on another cluster (two pairs, or a pair and
             something else, writing into one sink root).
         """
         location = epoch_file(self.sink_root, self.epoch)
-        if not create_json(location, {"epoch": self.epoch, "source_cluster": self.cluster}):
-            recorded = epoch_cluster(self.sink_root, self.epoch)
-            if recorded != self.cluster:
-                raise ConfigError(
-                    f"{location} says epoch {self.epoch} read cluster {recorded!r}, but this run of epoch "
-                    f"{self.epoch} reads {self.cluster!r}: another job writes into sink root "
-                    f"{self.sink_root}; give each pair a sink root of its own (job.sink_root)"
-                )
+        recorded = epoch_cluster(self.sink_root, self.epoch)
+        if recorded is None:
+            replace_json(location, {"epoch": self.epoch, "source_cluster": self.cluster})
+        elif recorded != self.cluster:
+            raise ConfigError(
+                f"{location} says epoch {self.epoch} read cluster {recorded!r}, but this run of epoch "
+                f"{self.epoch} reads {self.cluster!r}: another job writes into sink root "
+                f"{self.sink_root}; give each pair a sink root of its own (job.sink_root)"
+            )
         self._epoch_recorded = True
 
 
