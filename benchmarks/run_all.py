@@ -215,6 +215,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         timeout_s=1800,
     ),
     Benchmark(
+        "job_steady",
+        "bench_job_steady.py",
+        (
+            Figure("cpu_s_per_min", "the job's driver at {rate} records/s: CPU per minute", "s/min"),
+            Figure("cpu_s_per_batch", "the same, per batch", "s"),
+            Figure("python_cpu_s_per_min", "of which the driver's Python", "s/min"),
+            Figure("batches_per_min", "batches per minute", ""),
+        ),
+        quick_args=("--warmup", "20", "--seconds", "30"),
+        timeout_s=900,
+    ),
+    Benchmark(
         "delta",
         "bench_delta.py",
         (

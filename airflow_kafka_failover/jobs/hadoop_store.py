@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable, register
+from airflow_kafka_failover.jobs.java_classes import JavaClasses
 
 _NOT_FOUND = ("java.io.FileNotFoundException",)
 _EXISTS = ("org.apache.hadoop.fs.FileAlreadyExistsException",)
@@ -38,16 +39,19 @@ class HadoopStore:
 
     def __init__(self, spark: Any, root: str) -> None:
         self.root = root
-        self.jvm = spark.sparkContext._jvm
+        self.java = JavaClasses(spark)  # the fence check reads through it before every batch
         self.gateway = spark.sparkContext._gateway
         self.conf = spark.sparkContext._jsc.hadoopConfiguration()
         self.object_store = locations.scheme(root) in locations.OBJECT_STORE_SCHEMES
         self.fs = self._call(
-            root, lambda: self.jvm.org.apache.hadoop.fs.FileSystem.get(self.jvm.java.net.URI(root), self.conf)
+            root,
+            lambda: self.java("org.apache.hadoop.fs.FileSystem").get(
+                self.java("java.net.URI")(root), self.conf
+            ),
         )
 
     def _path(self, location: str) -> Any:
-        return self.jvm.org.apache.hadoop.fs.Path(location)
+        return self.java("org.apache.hadoop.fs.Path")(location)
 
     def _call(self, location: str, action: Any) -> Any:
         from py4j.protocol import Py4JJavaError
@@ -68,7 +72,7 @@ class HadoopStore:
         def read_all() -> bytes:
             stream = self.fs.open(self._path(location))
             try:
-                return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+                return bytes(self.java("org.apache.commons.io.IOUtils").toByteArray(stream))
             finally:
                 stream.close()
 
@@ -83,7 +87,9 @@ class HadoopStore:
             stream = self.fs.open(self._path(location))
             try:
                 stream.seek(max(0, length - size))
-                return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream, min(size, length)))
+                return bytes(
+                    self.java("org.apache.commons.io.IOUtils").toByteArray(stream, min(size, length))
+                )
             finally:
                 stream.close()
 
@@ -136,14 +142,16 @@ class HadoopStore:
                 locations.parent(location), f".{locations.name(location)}.{uuid.uuid4().hex[:12]}.tmp"
             )
         )
-        hadoop = self.jvm.org.apache.hadoop.fs
+        java = self.java
 
         def write_and_rename() -> None:
             self._write(temporary, data, overwrite=False)
             if private:
-                self.fs.setPermission(temporary, hadoop.permission.FsPermission("600"))
-            context = hadoop.FileContext.getFileContext(self.jvm.java.net.URI(self.root), self.conf)
-            rename = getattr(hadoop, "Options$Rename")
+                self.fs.setPermission(temporary, java("org.apache.hadoop.fs.permission.FsPermission")("600"))
+            context = java("org.apache.hadoop.fs.FileContext").getFileContext(
+                java("java.net.URI")(self.root), self.conf
+            )
+            rename = java("org.apache.hadoop.fs.Options$Rename")
             options = self.gateway.new_array(rename, 1)
             options[0] = getattr(rename, option)
             context.rename(temporary, target, options)

@@ -47,6 +47,7 @@ from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable, open_store, replace_json
 from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.jobs.java_classes import JavaClasses
 from airflow_kafka_failover.jobs.layout import (
     claim_checkpoint,
     status_file,
@@ -162,6 +163,7 @@ class JobRun:
         self.query_id: str | None = None
         self.carried: dict[str, Any] | None = None  # the run's marks and record count so far
         self.source_observed = True  # False: every batch function returns its batch's statistics
+        self.java = JavaClasses(spark)
 
     # ---- status ---------------------------------------------------------------------------------------
 
@@ -318,18 +320,18 @@ class JobRun:
 
     def _subscribed_partitions(self) -> list[TopicPartition]:
         """The partitions the run reads now (a partition added later gets no marks, only offsets)."""
-        jvm = self.spark.sparkContext._jvm
-        unit = jvm.java.util.concurrent.TimeUnit.SECONDS
+        java = self.java
+        unit = java("java.util.concurrent.TimeUnit").SECONDS
         admin = self._admin()
         if self.settings.topics:
             names = list(self.settings.topics)
         else:
             listed = admin.listTopics().names().get(30, unit)
-            pattern = jvm.java.util.regex.Pattern.compile(self.settings.topic_pattern)
+            pattern = java("java.util.regex.Pattern").compile(self.settings.topic_pattern)
             names = sorted(str(name) for name in listed if pattern.matcher(name).matches())
         if not names:
             return []
-        topics = jvm.java.util.ArrayList()
+        topics = java("java.util.ArrayList")()
         for name in names:
             topics.add(name)
         described = admin.describeTopics(topics).allTopicNames().get(30, unit)
@@ -341,33 +343,21 @@ class JobRun:
 
     # ---- after each batch: progress entry and group commit ---------------------------------------------
 
-    def listener(self) -> Any:
+    def listener(self) -> ProgressListener:
         """A streaming query listener that records each committed batch of this run's query."""
-        from pyspark.sql.streaming import StreamingQueryListener
+        return ProgressListener(self)
 
-        run = self
-
-        class ProgressListener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                progress = event.progress
-                if run.query_id is not None and str(progress.id) != run.query_id:
-                    return
-                try:
-                    metrics = {name: row.asDict() for name, row in progress.observedMetrics.items()}
-                    run.record_batch(int(progress.batchId), metrics, progress.durationMs)
-                except Exception:  # a listener that raises is dropped by Spark; keep it and say why
-                    log.exception("could not record batch %s", progress.batchId)
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        return ProgressListener()
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        """Record the batch of a query progress event (Spark's JSON of ``StreamingQueryProgress``)."""
+        if self.query_id is not None and str(progress.get("id")) != self.query_id:
+            return
+        batch_id: Any = progress.get("batchId")
+        try:
+            self.record_batch(
+                int(batch_id), progress.get("observedMetrics") or {}, progress.get("durationMs")
+            )
+        except Exception:  # a listener that raises is dropped by Spark; keep it and say why
+            log.exception("could not record batch %s", batch_id)
 
     def record_batch(
         self, batch_id: int, metrics: dict[str, dict[str, Any]], durations: dict[str, int] | None = None
@@ -504,14 +494,14 @@ class JobRun:
 
     def _cluster_end_offsets(self) -> dict[TopicPartition, int]:
         """The end offset of each partition the run reads (``self.partitions``), from the admin client."""
-        jvm = self.spark.sparkContext._jvm
-        wanted = jvm.java.util.HashMap()
+        java = self.java
+        wanted = java("java.util.HashMap")()
         for tp in self.partitions:
             wanted.put(
-                jvm.org.apache.kafka.common.TopicPartition(tp.topic, tp.partition),
-                jvm.org.apache.kafka.clients.admin.OffsetSpec.latest(),
+                java("org.apache.kafka.common.TopicPartition")(tp.topic, tp.partition),
+                java("org.apache.kafka.clients.admin.OffsetSpec").latest(),
             )
-        unit = jvm.java.util.concurrent.TimeUnit.SECONDS
+        unit = java("java.util.concurrent.TimeUnit").SECONDS
         answered = self._admin().listOffsets(wanted).all().get(30, unit)
         return {
             TopicPartition(str(key.topic()), int(key.partition())): int(info.offset())
@@ -521,23 +511,22 @@ class JobRun:
     def _admin(self) -> Any:
         """The Kafka Admin client (Java, through Py4J) of the cluster the run reads; opened once."""
         if self.admin is None:
-            jvm = self.spark.sparkContext._jvm
-            props = jvm.java.util.Properties()
+            props = self.java("java.util.Properties")()
             props.put("bootstrap.servers", self.settings.bootstrap_servers)
             for key, value in self.settings.kafka_options.items():
                 props.put(key, value)
-            self.admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+            self.admin = self.java("org.apache.kafka.clients.admin.Admin").create(props)
         return self.admin
 
     def _commit_group(self, end_offsets: dict[TopicPartition, int]) -> None:
-        jvm = self.spark.sparkContext._jvm
-        offsets = jvm.java.util.HashMap()
+        java = self.java
+        offsets = java("java.util.HashMap")()
         for tp, offset in end_offsets.items():
             offsets.put(
-                jvm.org.apache.kafka.common.TopicPartition(tp.topic, tp.partition),
-                jvm.org.apache.kafka.clients.consumer.OffsetAndMetadata(offset),
+                java("org.apache.kafka.common.TopicPartition")(tp.topic, tp.partition),
+                java("org.apache.kafka.clients.consumer.OffsetAndMetadata")(offset),
             )
-        unit = jvm.java.util.concurrent.TimeUnit.SECONDS
+        unit = java("java.util.concurrent.TimeUnit").SECONDS
         self._admin().alterConsumerGroupOffsets(self.settings.bookkeeping_group, offsets).all().get(30, unit)
 
     # ---- the query ------------------------------------------------------------------------------------
@@ -552,7 +541,7 @@ class JobRun:
         self._admin()
         self._carried()  # a resumed checkpoint: what its earlier process recorded
         listener = self.listener()
-        self.spark.streams.addListener(listener)
+        listener.register(self.spark)
         try:
             query = start()
             self.query_id = str(query.id)
@@ -577,7 +566,7 @@ class JobRun:
                     self.between_checks.describe(time.monotonic() - supervised),
                 )
         finally:
-            self.spark.streams.removeListener(listener)
+            listener.unregister(self.spark)
             self.admin.close()
 
     def stream_writer(self, writer: Any) -> Any:
@@ -666,6 +655,60 @@ class JobRun:
             log.error(
                 "could not write the final state %r (%s) to %s: %s", state, reason, self.settings.run_dir, exc
             )
+
+
+class ProgressListener:
+    """The run's streaming query listener, on the Java interface of Spark's Python listeners (Py4J calls
+    it from the JVM).
+
+    Each progress event is read as the JSON Spark writes of it, in one call. pyspark's
+    ``StreamingQueryListener`` converts the event field by field instead, and each Java map it iterates
+    ends in an exception that pyspark's error handler classifies with a dozen class lookups, each a search
+    of Spark's class path: on 2026-12-01 that was 12% of a test driver's CPU at one batch a second
+    (async-profiler; ``docs/concepts.md``, "What the job's own work costs"). The interface and its
+    wrapper are the ones pyspark registers its listeners with, the same from Spark 3.5 to 4.2.
+
+    :param run: the run whose batches the events record.
+    """
+
+    def __init__(self, run: JobRun) -> None:
+        self.run = run
+        self.wrapper: Any = None
+
+    def register(self, spark: Any) -> None:
+        """Add the listener to ``spark``'s streaming queries (before the query starts)."""
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
+        wrapper = self.run.java("org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper")
+        self.wrapper = wrapper(self)
+        spark._jsparkSession.streams().addListener(self.wrapper)
+
+    def unregister(self, spark: Any) -> None:
+        """Remove the listener :meth:`register` added."""
+        if self.wrapper is not None:
+            spark._jsparkSession.streams().removeListener(self.wrapper)
+            self.wrapper = None
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            progress = json.loads(event.progress().json())
+        except Exception:  # a listener that raises is dropped by Spark; keep it and say why
+            log.exception("could not read a query progress event")
+            return
+        self.run.on_progress(progress)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def _nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:

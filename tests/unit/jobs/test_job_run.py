@@ -47,19 +47,25 @@ class FakeAdmin:
         self.calls.append(("close",))
 
 
-def fake_jvm(calls: list) -> SimpleNamespace:
-    admin = SimpleNamespace(Admin=SimpleNamespace(create=lambda props: FakeAdmin(calls, props)))
-    consumer = SimpleNamespace(OffsetAndMetadata=lambda offset: offset)
-    common = SimpleNamespace(TopicPartition=lambda topic, partition: (topic, partition))
-    concurrent = SimpleNamespace(TimeUnit=SimpleNamespace(SECONDS="s"))
-    util = SimpleNamespace(Properties=PutDict, HashMap=PutDict, concurrent=concurrent)
+def fake_java(calls: list):
+    """The Java classes the run asks for by name (``JobRun.java``), as far as the job uses them."""
+    classes = {
+        "org.apache.kafka.clients.admin.Admin": SimpleNamespace(create=lambda props: FakeAdmin(calls, props)),
+        "org.apache.kafka.clients.consumer.OffsetAndMetadata": lambda offset: offset,
+        "org.apache.kafka.common.TopicPartition": lambda topic, partition: (topic, partition),
+        "java.util.concurrent.TimeUnit": SimpleNamespace(SECONDS="s"),
+        "java.util.Properties": PutDict,
+        "java.util.HashMap": PutDict,
+        "org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper": lambda cb: ("wrapped", cb),
+    }
+    return classes.__getitem__
+
+
+def fake_streams(calls: list) -> SimpleNamespace:
+    """``spark._jsparkSession.streams()``: where the run adds its listener (wrapped for the JVM)."""
     return SimpleNamespace(
-        java=SimpleNamespace(util=util),
-        org=SimpleNamespace(
-            apache=SimpleNamespace(
-                kafka=SimpleNamespace(clients=SimpleNamespace(admin=admin, consumer=consumer), common=common)
-            )
-        ),
+        addListener=lambda wrapper: calls.append(("listen", wrapper[0])),
+        removeListener=lambda wrapper: calls.append(("unlisten", wrapper[0])),
     )
 
 
@@ -120,14 +126,16 @@ def run(tmp_path, calls) -> JobRun:
     query = SimpleNamespace(
         id="query-1", runId="run-1", awaitTermination=lambda timeout: True, stop=lambda: None
     )
-    spark = SimpleNamespace(sparkContext=SimpleNamespace(_jvm=fake_jvm(calls), applicationId="local-1"))
-    spark.streams = SimpleNamespace(
-        addListener=lambda listener: calls.append(("listen",)),
-        removeListener=lambda listener: calls.append(("unlisten",)),
-    )
+    # A gateway whose callback server runs already (pyspark's ensure_callback_server_started then returns).
+    gateway = SimpleNamespace(_callback_server="running", _gateway_client=None)
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(_gateway=gateway, applicationId="local-1"))
+    streams = fake_streams(calls)
+    spark._jsparkSession = SimpleNamespace(streams=lambda: streams)
     spark.readStream = FluentStream(calls, query)
     FencingMarker(str(Path(settings.fencing_marker)), "orders").advance(None, 0, "A")
-    return JobRun(settings, spark)
+    job_run = JobRun(settings, spark)
+    job_run.java = fake_java(calls)
+    return job_run
 
 
 def committed_batch(run: JobRun, batch_id: int, end: dict[str, dict[str, int]]) -> None:
@@ -231,7 +239,7 @@ def test_records_carry_the_runs_marks_and_count_forward(run):
     assert last["max_offset"] == {"orders": {"0": 8, "1": 2}}
     assert last["max_timestamp_ms"] == {"orders": {"0": 130, "1": 90}}
     resumed = JobRun(run.settings, run.spark)
-    resumed.partitions = run.partitions
+    resumed.java, resumed.partitions = run.java, run.partitions
     committed_batch(resumed, 2, {"orders": {"0": 9, "1": 6}})
     resumed.record_batch(2, {SOURCE_METRICS: {"records": 3, "o0": None, "t0": None, "o1": 5, "t1": 150}})
     last = progress_lines(run)[-1]
@@ -261,8 +269,45 @@ def test_a_fenced_run_writes_nothing(run):
 def test_run_opens_the_admin_client_and_the_listener_before_the_query_and_closes_them_after(run, calls):
     assert run.run(lambda: run.spark.readStream.start()) == 0
     assert [call[0] for call in calls] == ["create", "listen", "start", "unlisten", "close"]
+    assert [call[1] for call in calls if call[0] in ("listen", "unlisten")] == ["wrapped", "wrapped"]
     status = json.loads((Path(run.settings.run_dir) / "status.json").read_text())
     assert status["state"] == "stopped"
+
+
+def progress_event(progress: dict) -> SimpleNamespace:
+    """A ``QueryProgressEvent`` as the JVM hands it to the listener: its progress gives Spark's JSON."""
+    text = json.dumps(progress)
+    return SimpleNamespace(progress=lambda: SimpleNamespace(json=lambda: text))
+
+
+def test_the_listener_records_a_batch_from_the_json_of_its_progress_event(run):
+    listener = run.listener()
+    run.query_id, run.partitions = "query-1", [TopicPartition("orders", 0)]
+    committed_batch(run, 2, {"orders": {"0": 7}})
+    progress = {
+        "id": "query-1",
+        "runId": "run-1",
+        "batchId": 2,
+        "durationMs": {"addBatch": 120, "triggerExecution": 150},
+        "observedMetrics": {SOURCE_METRICS: {"records": 3, "o0": 6, "t0": 1_700_000_000_000}},
+        "sources": [{"description": "KafkaV2[Subscribe[orders]]", "numInputRows": 3}],
+    }
+    listener.onQueryProgress(progress_event({**progress, "id": "another-query", "batchId": 2}))
+    assert run.recorded_batch == -1  # another query's event: not this run's batch
+    listener.onQueryProgress(progress_event(progress))
+    assert run.recorded_batch == 2
+    (line,) = progress_lines(run)
+    assert (line["batch_id"], line["records"], line["max_offset"]) == (2, 3, {"orders": {"0": 6}})
+
+
+def test_an_unreadable_progress_event_is_logged_and_the_listener_stays(run, job_log, caplog):
+    listener = run.listener()
+    broken = SimpleNamespace(progress=lambda: SimpleNamespace(json=lambda: "not json"))
+    listener.onQueryProgress(broken)  # raises nothing: Spark would drop a listener that raised
+    listener.onQueryProgress(progress_event({"id": "query-1", "batchId": None}))
+    assert run.recorded_batch == -1
+    assert any("could not read a query progress event" in m for m in job_log)
+    assert any("could not record batch None" in m for m in job_log)
 
 
 @pytest.fixture

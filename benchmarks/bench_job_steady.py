@@ -1,0 +1,168 @@
+"""What the packaged job costs while it runs at a low rate: its driver's CPU per minute and per batch.
+
+``bench_job.py`` measures the job at full speed; most pairs spend their life well below it, where what
+counts is the cost of each batch however small (planning, the batch function's call, the write's commit,
+the progress entry, the group commit, the listener). Starts a sandbox (MirrorMaker 2 stopped), a fresh run of
+the packaged job on a topic of ``--partitions`` partitions on A (spark-submit, ``local[2]``, the settings of
+``bench_job.py``), waits for its first batch, produces ``--rate`` records a second for ``--warmup``
+seconds (the JVM's compilers are busy with the new code for about a minute, and would be counted), then for
+``--seconds`` more and samples the CPU of the driver's process group from ``/proc``: the JVM (which runs
+the executor in local mode) and the driver's Python, apart. Batches are counted from the run's checkpoint
+(``commits/<b>``).
+
+    .venv/bin/python benchmarks/bench_job_steady.py [--rate 20] [--warmup 60] [--seconds 60]
+        [--partitions 2] [--trigger-interval 1]
+
+Progress goes to stderr; the last line on stdout is JSON with jvm_cpu_s_per_min, python_cpu_s_per_min,
+cpu_s_per_min, batches_per_min, cpu_s_per_batch and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from akf_devtools.sandbox.jars import job_jars  # noqa: E402
+from akf_devtools.sandbox.kafka_io import create_topic  # noqa: E402
+from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+
+from benchmarks.bench_job import MASTER, SPARK_CONN_ID, Bench, clean_up, say  # noqa: E402
+from benchmarks.json_output import json_line_output  # noqa: E402
+from benchmarks.state_store import StateStore  # noqa: E402
+
+TOPIC = "bench-steady"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=20.0, help="records produced per second (20)")
+    parser.add_argument("--warmup", type=float, default=60.0, help="seconds at the rate before (60)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="seconds measured (60)")
+    parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")
+    parser.add_argument("--trigger-interval", type=float, default=1.0, help="the job's trigger, seconds (1)")
+    parser.add_argument("--driver-memory", default="1g", help="--driver-memory of the job (1g)")
+    args = parser.parse_args()
+    if min(args.rate, args.seconds, args.partitions, args.trigger_interval) <= 0 or args.warmup < 0:
+        parser.error(
+            "--rate, --seconds, --partitions and --trigger-interval must be positive, --warmup not negative"
+        )
+    args.max_offsets_per_trigger = None  # what Bench.job_settings reads
+    return args
+
+
+def cpu_by_kind(pgid: int) -> dict[str, float]:
+    """CPU seconds used so far by the processes of group ``pgid``: ``jvm`` (java) and ``python``."""
+    used = {"jvm": 0.0, "python": 0.0}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) != pgid:
+            continue
+        kind = "jvm" if name == "java" else "python" if name.startswith("python") else None
+        if kind is not None:
+            used[kind] += (int(fields[11]) + int(fields[12])) / TICKS
+    return used
+
+
+def produce_steadily(bootstrap: str, rate: float, seconds: float, partitions: int) -> int:
+    """Produce ``rate`` small records a second (``{"id": "s-<n>"}``) for ``seconds``; return how many."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    started, sent = time.monotonic(), 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate) + 1
+        while sent < due:
+            producer.produce(TOPIC, json.dumps({"id": f"s-{sent}"}).encode(), partition=sent % partitions)
+            sent += 1
+        producer.poll(0)
+        time.sleep(min(0.05, 1 / rate))
+    producer.flush(30)
+    return sent
+
+
+def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
+    job_jars()  # resolve and compile before anything is timed
+    sandbox.up()
+    sandbox.stop_mirrormaker()
+    bench.bootstrap = sandbox.bootstrap("A")
+    create_topic(bench.bootstrap, TOPIC, args.partitions)
+    settings, layout = bench.job_settings("bench-steady", TOPIC, trigger=args.trigger_interval)
+    handle = bench.submit(settings, layout)
+    pgid = handle.process.pid()
+    if pgid is None:
+        raise RuntimeError(f"the job is not running:\n{handle.log_tail()}")
+    say(f"job running (log {handle.log_file}); waiting for its first batch")
+    produce_steadily(bench.bootstrap, args.rate, 2.0, args.partitions)
+    deadline = time.monotonic() + 240
+    while not bench.store.batch_times(settings.checkpoint)[1]:
+        if time.monotonic() > deadline or not handle.process.is_running():
+            raise RuntimeError(f"no first batch:\n{handle.log_tail()}")
+        time.sleep(0.2)
+    say(f"warming up for {args.warmup:.0f} s at {args.rate:g} records/s")
+    produce_steadily(bench.bootstrap, args.rate, args.warmup, args.partitions)
+    time.sleep(2 * args.trigger_interval)  # the batches of the records produced so far
+    batches_before = len(bench.store.batch_times(settings.checkpoint)[1])
+    before, started = cpu_by_kind(pgid), time.monotonic()
+    say(f"measuring {args.seconds:.0f} s at {args.rate:g} records/s")
+    sent = produce_steadily(bench.bootstrap, args.rate, args.seconds, args.partitions)
+    after, elapsed = cpu_by_kind(pgid), time.monotonic() - started
+    batches = len(bench.store.batch_times(settings.checkpoint)[1]) - batches_before
+    bench.stop_job(handle)
+    per_min = {kind: (after[kind] - before[kind]) * 60 / elapsed for kind in after}
+    total = sum(after[kind] - before[kind] for kind in after)
+    return {
+        "rate": args.rate,
+        "records_produced": sent,
+        "warmup_s": args.warmup,
+        "seconds": round(elapsed, 1),
+        "trigger_interval_s": args.trigger_interval,
+        "partitions": args.partitions,
+        "jvm_cpu_s_per_min": round(per_min["jvm"], 2),
+        "python_cpu_s_per_min": round(per_min["python"], 2),
+        "cpu_s_per_min": round(sum(per_min.values()), 2),
+        "batches_per_min": round(batches * 60 / elapsed, 1),
+        "cpu_s_per_batch": round(total / batches, 3) if batches else None,
+    }
+
+
+def main() -> int:
+    args = parse_args()
+    json_out = json_line_output()
+    root = REPO / ".run" / f"bench-job-steady-{os.getpid()}"
+    os.environ[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": MASTER})
+    sandbox = Sandbox(root / "sandbox")
+    bench = Bench(root, "", args, [], set(), StateStore("local", root))
+    try:
+        figures = measure(args, sandbox, bench)
+    finally:
+        clean_up(bench, sandbox)
+        shutil.rmtree(root, ignore_errors=True)
+    figures["machine"] = f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    say(
+        f"driver at {args.rate:g} records/s: {figures['cpu_s_per_min']} CPU s per minute (JVM "
+        f"{figures['jvm_cpu_s_per_min']}, Python {figures['python_cpu_s_per_min']}), "
+        f"{figures['batches_per_min']} batches per minute, {figures['cpu_s_per_batch']} CPU s per batch"
+    )
+    json_out.write(json.dumps(figures) + "\n")
+    json_out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
