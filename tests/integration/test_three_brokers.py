@@ -247,7 +247,14 @@ def step_a_lost_quorum_with_dead_leaders_is_down(story) -> None:
     killed_at = time.time()
     metadata = wait_for(lambda: a.metadata(), 30, "metadata from the broker left")
     assert len(metadata.brokers) == 3  # stale: no controller fences the dead brokers
-    decision = watch_until(watch, killed_at + 90)
+    # The case is a broker that answers metadata naming dead leaders. Once in CI (2026-12-02, Kafka 4.1.1)
+    # the one left did not answer it within the probes' 2 s for some 15 s after its peers died (the cluster
+    # was down by its probes, rightly, but on other evidence): the watch judges from the first probe of its
+    # own settings that the broker answers.
+    answered = build_watch("down", sensor.watch_kwargs(), sensor.thresholds, {})
+    wait_for(lambda: answered.probe().reachable, 60, "a probe answered by the broker left")
+    watch = build_watch("down", sensor.watch_kwargs(), sensor.thresholds, {})
+    decision = watch_until(watch, time.time() + 90)
     seconds = round(time.time() - killed_at, 1)
     assert decision.is_down, decision.reason
     assert "whose leader does not answer" in decision.reason, decision.reason
