@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from akf_devtools.demo.story import LOCAL_SPARK_CONF
+from akf_devtools.sandbox.local_fs import CLASS_PATH, with_class_path
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.exceptions import FailoverError
@@ -51,7 +52,8 @@ def story_fields(
     java = LOCAL_SPARK_CONF["spark.driver.extraJavaOptions"]
     conf = {
         **LOCAL_SPARK_CONF,
-        **spark_conf,
+        # the store's class path after the local file system's jar, which the local drivers load too
+        **with_class_path(spark_conf, LOCAL_SPARK_CONF.get(CLASS_PATH, "")),
         "spark.local.dir": str(driver_side / "scratch"),
         "spark.sql.warehouse.dir": str(driver_side / "warehouse"),
         # the JVM's temporary files in the driver's folder; no hsperfdata in /tmp

@@ -33,6 +33,7 @@ from akf_devtools.sandbox.class_sharing import driver_java_options
 from akf_devtools.sandbox.dag_test import main_block
 from akf_devtools.sandbox.forked_runs import FORKED_ENV, ForkedRun, forker_for
 from akf_devtools.sandbox.kafka_io import create_topic
+from akf_devtools.sandbox.local_fs import local_fs_conf
 from akf_devtools.sandbox.loopback import wait_until
 from akf_devtools.sandbox.producer import SteadyProducer
 
@@ -55,6 +56,8 @@ LOCAL_SPARK_CONF = {
     # Delta rebuilds a table's snapshot from its log in 50 tasks by default, sized for big tables; the test
     # tables are small, and one task does it in a fraction of the time (jobs that write Delta only).
     "spark.databricks.delta.snapshotPartitions": "1",
+    # Hadoop's local file system without a chmod or readlink process per file (akf_devtools.sandbox.local_fs).
+    **local_fs_conf(),
     # A serial collector and the quick (C1) compiler, and Spark's classes from the class-sharing archive
     # once `make test` built it (akf_devtools.sandbox.class_sharing).
     "spark.driver.extraJavaOptions": driver_java_options(),

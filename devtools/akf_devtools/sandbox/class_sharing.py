@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.jars import jars_root, spark_kafka_jars
+from akf_devtools.sandbox.local_fs import CLASS_PATH, local_fs_conf
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +41,21 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """No warning when a JVM cannot use the archive (it then loads its classes as usual)."""
 
 # What the archiving driver does: the classes it loads are the ones archived (session, Kafka source,
-# Parquet writer, the expressions of the job's observations). It prints the seconds to its SparkSession and
-# to its loaded Kafka source, which ``--time`` reports.
+# Parquet writer, the expressions of the job's observations), with the local drivers' class path and file
+# system (akf_devtools.sandbox.local_fs), whose settings come as JSON. It prints the seconds to its
+# SparkSession and to its loaded Kafka source, which ``--time`` reports.
 _WORKLOAD = """
-import sys, tempfile, time
+import json, sys, tempfile, time
 started = time.monotonic()
 from pyspark.sql import SparkSession, functions as F
-spark = (
+builder = (
     SparkSession.builder.master("local[1]").appName("akf-class-sharing")
     .config("spark.ui.enabled", "false").config("spark.jars", sys.argv[2])
     .config("spark.driver.extraJavaOptions", sys.argv[1])
-    .getOrCreate()
 )
+for key, value in json.loads(sys.argv[3]).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
 session = time.monotonic()
 source = (
     spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
@@ -84,13 +89,23 @@ def java_identity() -> str:
 def archive_path() -> Path:
     """Where the archive of this machine's ``java`` and the installed pyspark is (built or not).
 
-    Cheap (no ``java`` process, no pyspark import): the DAG runs and tests call it on import.
+    Cheap (no ``java`` process, no pyspark import): the DAG runs and tests call it on import. An archive is
+    valid for one class path, so the key holds the local file system's jar (:func:`_class_path_key`) too.
     """
     from importlib.metadata import version
 
     spark = version("pyspark")
-    key = hashlib.sha256(f"{java_identity()}\n{spark}\n{BASE_JAVA_OPTIONS}".encode()).hexdigest()[:12]
+    identity = f"{java_identity()}\n{spark}\n{BASE_JAVA_OPTIONS}\n{_class_path_key()}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:12]
     return jars_root() / "class-sharing" / f"spark-{spark}-{key}.jsa"
+
+
+def _class_path_key() -> str:
+    """The drivers' ``spark.driver.extraClassPath`` and its jars' hashes (a JVM refuses an archive whose
+    class path changed, a jar's size or time included)."""
+    class_path = local_fs_conf().get(CLASS_PATH, "")
+    hashes = [hashlib.sha256(Path(jar).read_bytes()).hexdigest() for jar in class_path.split(":") if jar]
+    return f"{class_path} {' '.join(hashes)}"
 
 
 def driver_java_options() -> str:
@@ -137,7 +152,7 @@ def _run_workload(options: str) -> subprocess.CompletedProcess[str]:
     jars = ",".join(str(jar) for jar in spark_kafka_jars())
     with tempfile.TemporaryDirectory() as scratch:
         return subprocess.run(
-            [sys.executable, "-c", _WORKLOAD, options, jars],
+            [sys.executable, "-c", _WORKLOAD, options, jars, json.dumps(local_fs_conf())],
             capture_output=True,
             text=True,
             check=False,

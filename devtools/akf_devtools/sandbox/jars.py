@@ -17,7 +17,9 @@ resolves every set (``--all``). A heavy set not resolved yet is resolved by the 
 The record-id jar (``<jars root>/record-id/akf-record-id.jar``) holds the job's JSON field reader (see
 ``jvm/record-id/src/akf/jobs/JsonStringField.java``). It is compiled with ``javac`` against pyspark's own
 jars, so it needs a JDK but no download; its manifest records the sources' hash and the spark-sql-api jar
-it was compiled against. The sandbox's Hadoop jar (``<jars root>/hadoop-minicluster-main/``, from
+it was compiled against. The local drivers' file system jar (``<jars root>/local-fs/``, from
+``jvm/local-fs/src``: :mod:`akf_devtools.sandbox.local_fs`) is compiled the same way
+(:func:`spark_compiled_jar`). The sandbox's Hadoop jar (``<jars root>/hadoop-minicluster-main/``, from
 ``jvm/hadoop-minicluster/src``) is built the same way against the ``hadoop-minicluster`` set.
 """
 
@@ -224,9 +226,12 @@ def _pyspark_jars_dir() -> Path:
     spark_home = os.environ.get("SPARK_HOME")
     if spark_home:
         return Path(spark_home) / "jars"
-    import pyspark  # deferred: heavy, and only needed where a job is submitted
+    from importlib.util import find_spec  # pyspark's folder without importing it (which takes a while)
 
-    return Path(pyspark.__file__).parent / "jars"
+    spec = find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise SandboxError("pyspark is not installed and SPARK_HOME is not set: no Spark jars to build with")
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
 
 
 def record_id_jar(pyspark_jars_dir: Path | None = None) -> Path:
@@ -235,14 +240,27 @@ def record_id_jar(pyspark_jars_dir: Path | None = None) -> Path:
     :param pyspark_jars_dir: pyspark's own jar folder (the compile classpath); the installed one by default.
     :raises SandboxError: no ``javac`` on the PATH, or the sources do not compile.
     """
-    sources = sorted((project_root() / "jvm" / "record-id" / "src").rglob("*.java"))
+    return spark_compiled_jar("record-id", RECORD_ID_JAR, "spark-sql-api*.jar", pyspark_jars_dir)
+
+
+def spark_compiled_jar(
+    what: str, jar_name: str, compiled_against: str, pyspark_jars_dir: Path | None
+) -> Path:
+    """Return ``<jars root>/<what>/<jar_name>``, compiled from ``jvm/<what>/src`` against the jars of the
+    Spark that submits the jobs, first when it is missing or damaged or its sources or that Spark changed.
+
+    :param compiled_against: a glob of the Spark jars whose names the manifest records (a new Spark, whose
+        names differ, compiles the jar again).
+    :raises SandboxError: no ``javac`` on the PATH, or the sources do not compile.
+    """
+    sources = sorted((project_root() / "jvm" / what / "src").rglob("*.java"))
     jars_dir = pyspark_jars_dir or _pyspark_jars_dir()
     wanted = {
         "sources_sha256": hashlib.sha256(b"".join(_sha256(src).encode() for src in sources)).hexdigest(),
-        "spark_jars": sorted(jar.name for jar in jars_dir.glob("spark-sql-api*.jar")),
+        "spark_jars": sorted(jar.name for jar in jars_dir.glob(compiled_against)),
     }
-    folder = jars_root() / "record-id"
-    jar = folder / RECORD_ID_JAR
+    folder = jars_root() / what
+    jar = folder / jar_name
     jars_root().mkdir(parents=True, exist_ok=True)
     with open(jars_root() / ".resolve.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -252,8 +270,8 @@ def record_id_jar(pyspark_jars_dir: Path | None = None) -> Path:
             current = None
         if current == {**wanted, "size": jar.stat().st_size if jar.is_file() else None} and _is_jar(jar):
             return jar
-        log.info("Compiling the record-id jar from %s", sources[0].parent if sources else "jvm/record-id/src")
-        _compile_jar(sources, jars_dir, jar)
+        log.info("Compiling the %s jar from %s", what, sources[0].parent if sources else f"jvm/{what}/src")
+        _compile_jar(sources, jars_dir, jar, what=what)
         (folder / MANIFEST).write_text(json.dumps({**wanted, "size": jar.stat().st_size}, indent=1))
     return jar
 
@@ -268,7 +286,7 @@ def _compile_jar(sources: list[Path], classpath_dir: Path, jar: Path, what: str 
         )
     if not sources:
         raise SandboxError(f"no Java sources under {project_root() / 'jvm' / what / 'src'}")
-    with tempfile.TemporaryDirectory(prefix="akf-record-id-") as work:
+    with tempfile.TemporaryDirectory(prefix=f"akf-{what}-") as work:
         classes = Path(work) / "classes"
         result = subprocess.run(
             [
@@ -393,7 +411,7 @@ def _sha256(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Resolve the demo's artifact sets (``make setup``), or with ``--all`` every set (``make test``), and
-    compile the record-id jar."""
+    compile the record-id jar and the local drivers' file system jar."""
     parser = argparse.ArgumentParser(prog="python -m akf_devtools.sandbox.jars", description=main.__doc__)
     parser.add_argument(
         "--all",
@@ -409,6 +427,9 @@ def main(argv: list[str] | None = None) -> None:
         jars = artifact_set.ensure(check_zip=True)
         print(f"{name}: {len(jars)} jars in {artifact_set.folder}")
     print(f"record-id: {record_id_jar()}")
+    from akf_devtools.sandbox.local_fs import local_fs_jar  # it builds on this module
+
+    print(f"local file system of the local drivers: {local_fs_jar()}")
     if args.all:
         print(f"hadoop-minicluster main: {hadoop_minicluster_classpath().split(os.pathsep)[0]}")
         from akf_devtools.sandbox.class_sharing import ensure_archive

@@ -5,11 +5,17 @@ from __future__ import annotations
 import pytest
 from akf_devtools.sandbox import class_sharing
 from akf_devtools.sandbox.class_sharing import BASE_JAVA_OPTIONS, archive_path, driver_java_options
+from akf_devtools.sandbox.local_fs import CLASS_PATH
 
 
 @pytest.fixture
 def jars_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
+    # the local file system's jar on the drivers' class path, without compiling it
+    jar = tmp_path / "local-fs" / "akf-local-fs.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"jar")
+    monkeypatch.setattr(class_sharing, "local_fs_conf", lambda: {CLASS_PATH: str(jar)})
     return tmp_path
 
 
@@ -37,3 +43,14 @@ def test_the_archive_name_changes_with_pyspark(jars_dir, monkeypatch):
 def test_no_java_means_no_archive(jars_dir, monkeypatch):
     monkeypatch.setattr(class_sharing.shutil, "which", lambda name: None)
     assert driver_java_options() == BASE_JAVA_OPTIONS
+
+
+def test_the_archive_name_changes_with_the_class_path_and_its_jars(jars_dir, monkeypatch):
+    """A JVM refuses an archive whose class path differs (a jar's size or time included): a rebuilt local
+    file system jar, or none, names another archive."""
+    first = archive_path()
+    (jars_dir / "local-fs" / "akf-local-fs.jar").write_bytes(b"rebuilt jar")
+    second = archive_path()
+    monkeypatch.setattr(class_sharing, "local_fs_conf", dict)
+    third = archive_path()
+    assert len({first, second, third}) == 3

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from akf_devtools.errors import SandboxError
-from akf_devtools.sandbox import class_sharing, jars, loopback
+from akf_devtools.sandbox import class_sharing, jars, local_fs, loopback
 from akf_devtools.sandbox.loopback import free_ports, port_in_use, wait_until
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
@@ -185,6 +185,7 @@ def resolved_sets(tmp_path: Path, monkeypatch) -> list[str]:
     monkeypatch.setattr(jars, "hadoop_minicluster_classpath", lambda: str(tmp_path / "hadoop-main"))
     monkeypatch.setattr(jars, "_pyspark_jars_dir", lambda: tmp_path / "pyspark-jars")
     monkeypatch.setattr(class_sharing, "ensure_archive", lambda: tmp_path / "class-sharing" / "spark.jsa")
+    monkeypatch.setattr(local_fs, "local_fs_jar", lambda: tmp_path / "local-fs" / local_fs.LOCAL_FS_JAR)
     return asked
 
 
@@ -192,6 +193,7 @@ def test_setup_resolves_only_the_demos_sets_and_all_of_them_with_all(resolved_se
     jars.main([])
     assert set(resolved_sets) == set(jars.DEMO_SETS) == {"kafka", "spark-kafka"}
     out = capsys.readouterr().out
+    assert f"local file system of the local drivers: {jars.jars_root() / 'local-fs'}" in out
     assert "not resolved (the tests' sets): delta, hadoop-minicluster, s3a" in out
     assert "delta" not in out.splitlines()[-1]  # the job jars it prints leave Delta out
     resolved_sets.clear()
