@@ -46,13 +46,18 @@ S3A_SHORT_TIMEOUTS = {
     # that floor through hadoop-aws's own test hook to spend 3 s, not 15, on each frozen call.
     "s3a_minimum_timeout_ms": 1000,
     "conf": {
-        key: "3s"
-        for key in (
-            "fs.s3a.connection.establish.timeout",
-            "fs.s3a.connection.timeout",
-            "fs.s3a.connection.request.timeout",
-            "fs.s3a.connection.acquisition.timeout",
-        )
+        **{
+            key: "3s"
+            for key in (
+                "fs.s3a.connection.establish.timeout",
+                "fs.s3a.connection.request.timeout",
+                "fs.s3a.connection.acquisition.timeout",
+            )
+        },
+        # The socket's read timeout above the request's: with both at 3 s, which fired first was a race
+        # (in a fresh-clone run on 2026-12-02 a frozen write ended in the socket's SocketTimeoutException,
+        # not the request's AWSApiCallTimeoutException the test names).
+        "fs.s3a.connection.timeout": "6s",
     },
 }
 

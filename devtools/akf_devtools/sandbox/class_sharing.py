@@ -6,9 +6,11 @@ one file instead: on the 2-core machine a SparkSession starts in 4.2 s instead o
 loads in 0.3 s instead of 1.3 s (2026-11-27, ``python -m akf_devtools.sandbox.class_sharing --time 2``).
 
 ``make test`` builds the archive (``python -m akf_devtools.sandbox.jars --all``); :func:`driver_java_options`
-uses it when it exists and matches this machine's ``java`` and the installed pyspark (its file name holds
-both), so ``make demo`` after ``make test`` starts its drivers faster too. A JVM whose class path does not
-match the archive (another Spark) ignores it; the flags that keep that quiet are part of the options.
+uses it when it exists and matches this machine's ``java``, the installed pyspark and the drivers' class
+path (the local file system's jar, :mod:`.local_fs`, whose hash it holds; its file name holds a key of all
+three), so ``make demo`` after ``make test`` starts its drivers faster too. A JVM whose class path does not
+match the archive (another Spark, a store's jars before it) ignores it; the flags that keep that quiet are
+part of the options.
 The provider itself sets no JVM option: a deployment that wants the same gain adds its own archive to
 ``job.spark_conf`` (see ``docs/runbook.md``, "Faster driver starts").
 """
