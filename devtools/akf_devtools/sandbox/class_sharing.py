@@ -133,7 +133,7 @@ def ensure_archive() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if archive.is_file():
             return archive
-        for old in archive.parent.glob("*.jsa"):  # of another pyspark or java
+        for old in archive.parent.glob("spark-*.jsa"):  # of another pyspark, java or class path; not Kafka's
             old.unlink()
         partial = archive.with_suffix(".partial")
         partial.unlink(missing_ok=True)

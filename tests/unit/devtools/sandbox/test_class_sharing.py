@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 from akf_devtools.sandbox import class_sharing
 from akf_devtools.sandbox.class_sharing import BASE_JAVA_OPTIONS, archive_path, driver_java_options
@@ -54,3 +57,21 @@ def test_the_archive_name_changes_with_the_class_path_and_its_jars(jars_dir, mon
     monkeypatch.setattr(class_sharing, "local_fs_conf", dict)
     third = archive_path()
     assert len({first, second, third}) == 3
+
+
+def test_a_new_archive_replaces_the_old_spark_ones_and_leaves_kafkas(jars_dir, monkeypatch):
+    folder = archive_path().parent
+    folder.mkdir(parents=True)
+    for name in ("spark-3.5.7-0123456789ab.jsa", "kafka-broker-0123456789ab.jsa"):
+        (folder / name).write_bytes(b"old")
+
+    def archiving_driver(options: str):
+        written = options.split("-XX:ArchiveClassesAtExit=")[1].split()[0]
+        Path(written).write_bytes(b"new")
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    monkeypatch.setattr(class_sharing, "_run_workload", archiving_driver)
+    archive = class_sharing.ensure_archive()
+    assert sorted(path.name for path in folder.glob("*.jsa")) == sorted(
+        [archive.name, "kafka-broker-0123456789ab.jsa"]
+    )
