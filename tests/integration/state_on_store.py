@@ -52,7 +52,7 @@ def story_fields(
     java = LOCAL_SPARK_CONF["spark.driver.extraJavaOptions"]
     conf = {
         **LOCAL_SPARK_CONF,
-        # the store's class path after the local file system's jar, which the local drivers load too
+        # the local file system's jar after the store's class path, which would otherwise replace it
         **with_class_path(spark_conf, LOCAL_SPARK_CONF.get(CLASS_PATH, "")),
         "spark.local.dir": str(driver_side / "scratch"),
         "spark.sql.warehouse.dir": str(driver_side / "warehouse"),

@@ -47,7 +47,7 @@ def test_without_javac_the_drivers_keep_hadoops_file_system_and_the_log_says_why
     assert "use Hadoop's own local file system: javac is not on PATH: the local-fs jar" in caplog.text
 
 
-def test_a_stores_class_path_goes_after_the_jar_instead_of_replacing_it(tmp_path: Path):
+def test_the_jar_stays_on_the_class_path_after_a_stores_jars_instead_of_being_replaced(tmp_path: Path):
     ours = conf_for(tmp_path / "akf-local-fs.jar")
     store = {CLASS_PATH: "/s3a/hadoop-aws.jar:/s3a/bundle.jar", "spark.hadoop.fs.s3a.bucket.probe": "2"}
     merged = {**ours, **with_class_path(store, ours[CLASS_PATH])}
