@@ -75,7 +75,8 @@ def standby_process(slot: StandbySlot) -> ManagedProcess:
 def start_standby(
     slot: StandbySlot, command: list[str], env: dict[str, str], fingerprint: str, rehearsal: JobSettings
 ) -> int | None:
-    """Start a warm driver in ``slot`` unless one holds it; return its pid (None: one was there already).
+    """Start a warm driver in ``slot`` unless one holds it or is still starting (its recorded process lives);
+    return its pid (None: one was there already).
 
     :param rehearsal: the settings of a run on the slot's cluster, on which the driver rehearses a start.
     """
@@ -83,6 +84,12 @@ def start_standby(
         log.info("a warm standby driver already holds %s; not starting another", slot.folder)
         return None
     process = standby_process(slot)
+    # One started earlier may still be on its way to the slot's lock (spark-submit starts the JVM, which
+    # starts the Python driver that takes it: more than 30 s on a loaded machine). Its pid file and log
+    # are its own; replaced, it would run on untracked (no stop reaches it) beside a second driver.
+    if (pid := process.pid()) is not None:
+        log.info("a warm standby driver (pid %s) is starting in %s; not starting another", pid, slot.folder)
+        return None
     process.pid_file.unlink(missing_ok=True)  # a dead one's record
     if process.log_file.exists():  # a dead one's log, kept beside
         os.replace(

@@ -268,15 +268,24 @@ class KeepStreamingJobOperator(BaseOperator):
             except (FailoverError, ConfigError, CheckpointError) as exc:
                 problem = str(exc)
             else:
-                metrics.standby_started(pair.name, other)
-                self.log.info(
-                    "keeper of pair %s: started a warm standby driver for %s (pid %s); the next switch to %s "
-                    "hands it the new run",
-                    pair.name,
-                    other,
-                    pid,
-                    other,
-                )
+                if pid is None:
+                    self.log.info(
+                        "keeper of pair %s: a warm standby driver for %s is there already (still starting, "
+                        "or waiting); looking again in %.0f s",
+                        pair.name,
+                        other,
+                        IDLE_RECHECK_S,
+                    )
+                else:
+                    metrics.standby_started(pair.name, other)
+                    self.log.info(
+                        "keeper of pair %s: started a warm standby driver for %s (pid %s); the next switch "
+                        "to %s hands it the new run",
+                        pair.name,
+                        other,
+                        pid,
+                        other,
+                    )
                 # Not asked again for a while: a warm driver that dies at once (a job that does not know
                 # --standby) is started at most once per IDLE_RECHECK_S.
                 return self._watch(pair, {**state, "standby_not_before": time.time() + IDLE_RECHECK_S})

@@ -144,3 +144,23 @@ def test_a_warm_driver_that_is_not_ready_in_time_is_asked_to_stop_and_not_used(t
         assert slot.stop_file.exists()
     finally:
         process.kill()
+
+
+def test_a_driver_still_on_its_way_to_the_lock_is_not_replaced(tmp_path):
+    """A warm driver whose process lives but has not claimed the slot yet (spark-submit still starting its
+    JVM and Python driver) is not started again: a second start would take over its pid file and log, and
+    the first would run on where no stop reaches it."""
+    from airflow_kafka_failover.cluster_managers.standby_handover import start_standby
+
+    slot = StandbySlot(tmp_path / "standby")
+    first = standby_process(slot)
+    first.start([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record = first.pid_file.read_text()
+        assert not slot.held()
+        assert start_standby(slot, ["false"], {}, "f1", rehearsal=None) is None  # type: ignore[arg-type]
+        assert first.pid_file.read_text() == record
+        assert not list(first.log_file.parent.glob("standby.2*.log")), "the starting driver's log was moved"
+    finally:
+        first.kill()
+    assert first.pid() is None

@@ -361,7 +361,7 @@ def test_a_missing_warm_standby_is_started_on_the_cluster_the_job_does_not_read(
     started = []
     monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *_: None)
     monkeypatch.setattr(
-        standby, "start_standby", lambda pair, cluster, epoch: started.append((cluster, epoch))
+        standby, "start_standby", lambda pair, cluster, epoch: started.append((cluster, epoch)) or 4242
     )
     with pytest.raises(TaskDeferred) as deferred:
         operator.resume({}, event("act", finding="no_standby"))
@@ -372,6 +372,40 @@ def test_a_missing_warm_standby_is_started_on_the_cluster_the_job_does_not_read(
     assert trigger.standby_slot == str(tmp_path / "runs" / "orders" / "B" / "standby")
     # One that dies at once (a job that does not know --standby) is not started again at the next look.
     assert trigger.standby_not_before > time.time() + 20
+
+
+class _Said:
+    """A stand-in for an operator's logger that keeps each message, formatted."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def _keep(self, message: str, *args: object, **_: object) -> None:
+        self.lines.append(message % args)
+
+    info = warning = error = debug = exception = _keep
+
+
+def test_a_warm_standby_still_starting_is_not_counted_as_a_new_start(warm_world, monkeypatch):
+    """``start_standby`` finds the slot held, or its driver still on the way to the lock (None): the keeper
+    says so, counts no start, and looks again after the usual pause."""
+    from airflow_kafka_failover.io import metrics
+    from airflow_kafka_failover.switching import standby
+
+    operator, _, _ = warm_world
+    counted = []
+    monkeypatch.setattr(keeper_module.KeepStreamingJobOperator, "_active_cluster_problem", lambda *_: None)
+    monkeypatch.setattr(standby, "start_standby", lambda pair, cluster, epoch: None)
+    monkeypatch.setattr(metrics, "standby_started", lambda pair, cluster: counted.append(cluster))
+    said = _Said()
+    monkeypatch.setattr(type(operator), "log", property(lambda self: said))
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.resume({}, event("act", finding="no_standby"))
+    assert counted == []
+    text = "\n".join(said.lines)
+    assert "a warm standby driver for B is there already" in text, text
+    assert "started a warm standby driver" not in text, text
+    assert deferred.value.trigger.standby_not_before > time.time() + 20
 
 
 def test_a_warm_standby_that_cannot_start_is_asked_again_later_not_at_once(warm_world, monkeypatch):
