@@ -14,7 +14,7 @@ def test_a_process_left_under_the_story_folder_is_killed_with_a_warning(tmp_path
     root = tmp_path / "story"
     root.mkdir()
     left = subprocess.Popen(  # as a warm driver does: its own session, the story's folder on its command line
-        [sys.executable, "-c", "import time, sys; time.sleep(120)", str(root / "runs" / "standby")],
+        [sys.executable, "-c", "import time; time.sleep(120)", str(root / "runs" / "standby")],
         start_new_session=True,
     )
     other = subprocess.Popen(
