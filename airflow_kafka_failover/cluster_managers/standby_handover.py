@@ -35,6 +35,9 @@ STARTING_WAIT_S = 20.0
 """How long a submission waits for a warm driver that is still starting before it starts its own driver
 (a new spark-submit takes about 10 s on the 2-core machine; a warm driver that started earlier is ready
 sooner)."""
+EXITING_WAIT_S = 10.0
+"""How long a warm driver that let its slot go (refused, stopped) is given to exit, on SIGTERM, before it is
+killed and a new one started."""
 PER_RUN_OPTIONS = ("--name", "--settings", "--standby", "--properties-file")
 """spark-submit options whose value differs between runs of the same launch (left out of the fingerprint;
 the properties file's content is in it)."""
@@ -75,8 +78,10 @@ def standby_process(slot: StandbySlot) -> ManagedProcess:
 def start_standby(
     slot: StandbySlot, command: list[str], env: dict[str, str], fingerprint: str, rehearsal: JobSettings
 ) -> int | None:
-    """Start a warm driver in ``slot`` unless one holds it or is still starting (its recorded process lives);
-    return its pid (None: one was there already).
+    """Start a warm driver in ``slot`` unless one holds it or is still on its way to its lock (its recorded
+    process lives and no driver has written a state since the start); return its pid (None: one was there
+    already). One that let the slot go (its state says refused or stopped) but whose process still lives is
+    stopped first.
 
     :param rehearsal: the settings of a run on the slot's cluster, on which the driver rehearses a start.
     """
@@ -84,12 +89,25 @@ def start_standby(
         log.info("a warm standby driver already holds %s; not starting another", slot.folder)
         return None
     process = standby_process(slot)
-    # One started earlier may still be on its way to the slot's lock (spark-submit starts the JVM, which
-    # starts the Python driver that takes it: more than 30 s on a loaded machine). Its pid file and log
-    # are its own; replaced, it would run on untracked (no stop reaches it) beside a second driver.
     if (pid := process.pid()) is not None:
-        log.info("a warm standby driver (pid %s) is starting in %s; not starting another", pid, slot.folder)
-        return None
+        last = slot.state().get("state")
+        if last is None:
+            # Started earlier and still on its way to the slot's lock (spark-submit starts the JVM, which
+            # starts the Python driver that takes it: more than 30 s on a loaded machine). Its pid file and
+            # log are its own; replaced, it would run on untracked (no stop reaches it) beside a second one.
+            log.info(
+                "a warm standby driver (pid %s) is starting in %s; not starting another", pid, slot.folder
+            )
+            return None
+        # It held the slot and let go (its last state says why): its spark-submit is on its way out.
+        log.info(
+            "the last warm standby driver of %s (pid %s, last state %r) let the slot go and is still "
+            "exiting; stopping it before starting another",
+            slot.folder,
+            pid,
+            last,
+        )
+        process.stop(timeout=EXITING_WAIT_S)
     process.pid_file.unlink(missing_ok=True)  # a dead one's record
     if process.log_file.exists():  # a dead one's log, kept beside
         os.replace(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,29 @@ def test_a_driver_still_on_its_way_to_the_lock_is_not_replaced(tmp_path):
     finally:
         first.kill()
     assert first.pid() is None
+
+
+def test_a_driver_that_let_the_slot_go_and_is_still_exiting_is_stopped_and_replaced(tmp_path):
+    """A warm driver that refused a handoff frees the lock as its Python driver exits, while its spark-submit
+    JVM may still be shutting down: the next start stops that process and starts a new driver, rather than
+    taking it for one on its way to the lock (seen in CI: a refused driver's spark-submit outlived its lock
+    by a second, and no new warm driver was started)."""
+    from airflow_kafka_failover.cluster_managers.standby_handover import start_standby
+
+    class Rehearsal:  # stands in for the settings the driver rehearses on; only written
+        def write(self, path: str) -> str:
+            return path
+
+    slot = StandbySlot(tmp_path / "standby")
+    leaving = standby_process(slot)
+    old = leaving.start([sys.executable, "-c", "import time; time.sleep(60)"])
+    slot.write_state("refused", reason="the fence is at epoch 1")
+    try:
+        pid = start_standby(slot, [sys.executable, "-c", "pass"], {}, "f1", rehearsal=Rehearsal())  # type: ignore[arg-type]
+        assert pid is not None
+        assert pid != old
+        assert not Path(f"/proc/{old}").exists() or "Z" in Path(f"/proc/{old}/stat").read_text().split()[2]
+        assert not slot.state_file.exists(), "the refused driver's last state would make the new one look done"
+        assert list(leaving.log_file.parent.glob("standby.2*.log")), "the refused driver's log was not kept"
+    finally:
+        leaving.kill()
