@@ -139,6 +139,12 @@ class MirrorMaker:
             f"refresh.topics.interval.seconds = {self.settings.refresh_interval_s}",
             f"refresh.groups.interval.seconds = {self.settings.refresh_interval_s}",
             "tasks.max = 2",
+            # An idle consumer's fetch waits this long on the broker for a record (one arriving answers it at
+            # once): 3 s instead of 500 ms makes the idle sandbox use about 17% less CPU (two clusters and
+            # MM2: 11.2 CPU s against 13.5 in 90 s, side by side on 2026-12-03). The first line reaches
+            # the worker's own consumers (configs, offsets, statuses), the second the replication's.
+            *(f"{alias}.fetch.max.wait.ms = 3000" for alias in aliases),
+            *(f"{alias}.consumer.fetch.max.wait.ms = 3000" for alias in aliases),
             "offset.flush.interval.ms = 5000",
             # MM2's own connectors ship ServiceLoader manifests: the default discovery also scans the whole
             # classpath by reflection, once per flow, which costs seconds on a quiet machine and over a
