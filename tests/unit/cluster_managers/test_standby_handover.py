@@ -187,7 +187,7 @@ def test_a_driver_that_let_the_slot_go_and_is_still_exiting_is_stopped_and_repla
         assert pid is not None
         assert pid != old
         assert not Path(f"/proc/{old}").exists() or "Z" in Path(f"/proc/{old}/stat").read_text().split()[2]
-        assert not slot.state_file.exists(), "the refused driver's last state would make the new one look done"
+        assert not slot.state_file.exists(), "the refused driver's last state is still there"
         assert list(leaving.log_file.parent.glob("standby.2*.log")), "the refused driver's log was not kept"
     finally:
         leaving.kill()
