@@ -11,15 +11,25 @@ the executor in local mode) and the driver's Python, apart. Batches are counted 
 (``commits/<b>``).
 
     .venv/bin/python benchmarks/bench_job_steady.py [--rate 20] [--warmup 60] [--seconds 60]
-        [--partitions 2] [--trigger-interval 1]
+        [--partitions 2] [--trigger-interval 1] [--application examples/jobs/orders_to_delta/job.py]
+        [--local-spark-conf] [--conf KEY=VALUE ...]
+
+``--application`` runs a job of your own on the job-side API instead of the packaged one (each record is an
+order: ``id``, ``ts``, ``customer``, ``amount``, which the packaged job reads as records with an ``id``).
+``--local-spark-conf`` gives the driver the Spark settings of the tests' and the demo's local drivers
+(``akf_devtools.demo.story.LOCAL_SPARK_CONF``: the serial collector and the quick compiler, the class-sharing
+archive, Hadoop's local file system without a process per file) instead of ``bench_job.py``'s; ``--conf``
+adds or replaces one setting on top of either, to see what it changes.
 
 Progress goes to stderr; the last line on stdout is JSON with jvm_cpu_s_per_min, python_cpu_s_per_min,
-cpu_s_per_min, batches_per_min, cpu_s_per_batch and the machine.
+cpu_s_per_min, batches_per_min, cpu_s_per_batch, submit_to_first_batch_s (from the submit to the first batch's
+commit, the records of its first 2 s waiting) and the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -31,12 +41,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from akf_devtools.demo.story import LOCAL_SPARK_CONF  # noqa: E402
 from akf_devtools.sandbox.jars import job_jars  # noqa: E402
 from akf_devtools.sandbox.kafka_io import create_topic  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
-from benchmarks.bench_job import MASTER, SPARK_CONN_ID, Bench, clean_up, say  # noqa: E402
+from airflow_kafka_failover.cluster_managers.handle import JobHandle  # noqa: E402
+from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
+from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook  # noqa: E402
+from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: E402
+from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
+from benchmarks.bench_job import (  # noqa: E402
+    MASTER,
+    SPARK_CONF,
+    SPARK_CONN_ID,
+    Bench,
+    clean_up,
+    jars_option,
+    say,
+)
 from benchmarks.json_output import json_line_output  # noqa: E402
 from benchmarks.state_store import StateStore  # noqa: E402
 
@@ -52,7 +76,28 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (2)")
     parser.add_argument("--trigger-interval", type=float, default=1.0, help="the job's trigger, seconds (1)")
     parser.add_argument("--driver-memory", default="1g", help="--driver-memory of the job (1g)")
+    parser.add_argument(
+        "--application", type=Path, help="a job on the job-side API to run instead of the packaged one"
+    )
+    parser.add_argument(
+        "--local-spark-conf",
+        action="store_true",
+        help="the Spark settings of the tests' local drivers (LOCAL_SPARK_CONF) instead of bench_job.py's",
+    )
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="one more Spark setting (repeatable)"
+    )
     args = parser.parse_args()
+    if args.application is not None and not args.application.is_file():
+        parser.error(f"--application {args.application} is not a file: give the path of a job's Python file")
+    args.spark_conf = {}
+    for setting in args.conf:
+        key, equals, value = setting.partition("=")
+        if not equals or not key.strip():
+            parser.error(
+                f"--conf {setting!r} is not KEY=VALUE (for example spark.sql.adaptive.enabled=false)"
+            )
+        args.spark_conf[key.strip()] = value
     if min(args.rate, args.seconds, args.partitions, args.trigger_interval) <= 0 or args.warmup < 0:
         parser.error(
             "--rate, --seconds, --partitions and --trigger-interval must be positive, --warmup not negative"
@@ -82,13 +127,16 @@ def cpu_by_kind(pgid: int) -> dict[str, float]:
 
 
 def produce_steadily(bootstrap: str, rate: float, seconds: float, partitions: int) -> int:
-    """Produce ``rate`` small records a second (``{"id": "s-<n>"}``) for ``seconds``; return how many."""
+    """Produce ``rate`` small orders a second (``{"id": "s-<n>", "ts": ..., "customer": ..., "amount": ...}``)
+    for ``seconds``; return how many."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     started, sent = time.monotonic(), 0
     while (elapsed := time.monotonic() - started) < seconds:
         due = int(elapsed * rate) + 1
         while sent < due:
-            producer.produce(TOPIC, json.dumps({"id": f"s-{sent}"}).encode(), partition=sent % partitions)
+            order = {"id": f"s-{sent}", "ts": int(time.time() * 1000), "customer": f"c-{sent % 97}"}
+            order["amount"] = float(sent % 250)
+            producer.produce(TOPIC, json.dumps(order).encode(), partition=sent % partitions)
             sent += 1
         producer.poll(0)
         time.sleep(min(0.05, 1 / rate))
@@ -103,7 +151,8 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
     bench.bootstrap = sandbox.bootstrap("A")
     create_topic(bench.bootstrap, TOPIC, args.partitions)
     settings, layout = bench.job_settings("bench-steady", TOPIC, trigger=args.trigger_interval)
-    handle = bench.submit(settings, layout)
+    submitted = time.monotonic()
+    handle = bench.submit(settings, layout, args.application)
     pgid = handle.process.pid()
     if pgid is None:
         raise RuntimeError(f"the job is not running:\n{handle.log_tail()}")
@@ -114,6 +163,8 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
         if time.monotonic() > deadline or not handle.process.is_running():
             raise RuntimeError(f"no first batch:\n{handle.log_tail()}")
         time.sleep(0.2)
+    first_batch_s = time.monotonic() - submitted
+    say(f"first batch committed {first_batch_s:.1f} s after the submit")
     say(f"warming up for {args.warmup:.0f} s at {args.rate:g} records/s")
     produce_steadily(bench.bootstrap, args.rate, args.warmup, args.partitions)
     time.sleep(2 * args.trigger_interval)  # the batches of the records produced so far
@@ -138,7 +189,28 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
         "cpu_s_per_min": round(sum(per_min.values()), 2),
         "batches_per_min": round(batches * 60 / elapsed, 1),
         "cpu_s_per_batch": round(total / batches, 3) if batches else None,
+        "submit_to_first_batch_s": round(first_batch_s, 1),
     }
+
+
+class SteadyBench(Bench):
+    """Bench_job's bench with the driver's Spark settings of the command line, and any application."""
+
+    @functools.cached_property
+    def hook(self) -> StreamingJobHook:
+        base = LOCAL_SPARK_CONF if self.args.local_spark_conf else SPARK_CONF
+        return StreamingJobHook(
+            SPARK_CONN_ID,
+            conf={**base, **self.store.spark_conf(), **self.args.spark_conf},
+            jars=jars_option(),
+            driver_memory=self.args.driver_memory,
+        )
+
+    def submit(self, settings: JobSettings, layout: RunLayout, application: Path | None = None) -> JobHandle:
+        self.processes.append(ManagedProcess(PROCESS_NAME, Path(layout.local_dir)))
+        if application is None:
+            return self.hook.submit(settings, layout, startup_timeout=240)
+        return self.hook.submit(settings, layout, application, startup_timeout=240)
 
 
 def main() -> int:
@@ -147,12 +219,15 @@ def main() -> int:
     root = REPO / ".run" / f"bench-job-steady-{os.getpid()}"
     os.environ[f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": MASTER})
     sandbox = Sandbox(root / "sandbox")
-    bench = Bench(root, "", args, [], set(), StateStore("local", root))
+    bench = SteadyBench(root, "", args, [], set(), StateStore("local", root))
     try:
         figures = measure(args, sandbox, bench)
     finally:
         clean_up(bench, sandbox)
         shutil.rmtree(root, ignore_errors=True)
+    figures["application"] = str(args.application or "packaged job")
+    figures["spark_conf"] = "LOCAL_SPARK_CONF" if args.local_spark_conf else "bench_job.SPARK_CONF"
+    figures["extra_conf"] = args.spark_conf
     figures["machine"] = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     say(
         f"driver at {args.rate:g} records/s: {figures['cpu_s_per_min']} CPU s per minute (JVM "

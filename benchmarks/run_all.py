@@ -222,6 +222,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             Figure("cpu_s_per_batch", "the same, per batch", "s"),
             Figure("python_cpu_s_per_min", "of which the driver's Python", "s/min"),
             Figure("batches_per_min", "batches per minute", ""),
+            Figure("submit_to_first_batch_s", "from its submit to its first committed batch", "s"),
         ),
         quick_args=("--warmup", "20", "--seconds", "30"),
         timeout_s=900,

@@ -56,6 +56,14 @@ LOCAL_SPARK_CONF = {
     # Delta rebuilds a table's snapshot from its log in 50 tasks by default, sized for big tables; the test
     # tables are small, and one task does it in a fraction of the time (jobs that write Delta only).
     "spark.databricks.delta.snapshotPartitions": "1",
+    # The test jobs' batches hold tens of records, so Spark's generated code costs more than it saves: each
+    # query writes its Java source, strips it with regular expressions, looks it up by its whole text and
+    # compiles it with Janino when a batch's literals make it new. Interpreted expressions, as Spark's own
+    # test suites run them: the Delta MERGE example's driver took about a fifth less CPU per batch
+    # (benchmarks/bench_job_steady.py --application; the packaged job the same). Not a setting for
+    # deployments (factoryMode is an internal one of Spark's).
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     # Hadoop's local file system without a chmod or readlink process per file (akf_devtools.sandbox.local_fs).
     **local_fs_conf(),
     # A serial collector and the quick (C1) compiler, and Spark's classes from the class-sharing archive
