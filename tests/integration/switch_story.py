@@ -35,8 +35,8 @@ same CPU per batch whatever the batch holds at the stories' 40 records/s (0.20 t
 machine), and a chain keeps one running through most of its steps: at 2 s it took 6.1 and 7.6 CPU s a minute
 against 12.2 and 12.3 at 1 s (``benchmarks/bench_job_steady.py --rate 40 --warmup 40 --seconds 60
 --trigger-interval 1`` or ``2``, its ``bench_job.SPARK_CONF`` changed by hand to ``LOCAL_SPARK_CONF`` for the
-measurement, 2026-12-02). A switch's first batch starts with its query, so the detection and RTO figures do
-not wait for it."""
+measurement, what ``--local-spark-conf`` does since, 2026-12-02). A switch's first batch starts with its
+query, so the detection and RTO figures do not wait for it."""
 
 __all__ = [
     "STORY_TRIGGER_INTERVAL_S",
