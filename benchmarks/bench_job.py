@@ -89,7 +89,11 @@ from airflow_kafka_failover.cluster_managers.local import job_environment  # noq
 from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
 from airflow_kafka_failover.core.storage import locations  # noqa: E402
 from airflow_kafka_failover.core.storage.store import open_store  # noqa: E402
-from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG, StreamingJobHook  # noqa: E402
+from airflow_kafka_failover.hooks.streaming_job import (  # noqa: E402
+    JOB_APPLICATION,
+    LOG4J_CONFIG,
+    StreamingJobHook,
+)
 from airflow_kafka_failover.io.planner import load_position  # noqa: E402
 from airflow_kafka_failover.jobs.fencing import FencingMarker  # noqa: E402
 from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: E402
@@ -377,11 +381,16 @@ class Bench:
     our_pgids: set[int]
     store: StateStore
 
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        """The job's ``--conf`` settings: the benchmark's and the store's."""
+        return {**SPARK_CONF, **self.store.spark_conf()}
+
     @functools.cached_property
     def hook(self) -> StreamingJobHook:
         return StreamingJobHook(
             SPARK_CONN_ID,
-            conf={**SPARK_CONF, **self.store.spark_conf()},
+            conf=self.spark_conf,
             jars=jars_option(),
             driver_memory=self.args.driver_memory,
             storage_connections=self.store.connections,
@@ -416,10 +425,11 @@ class Bench:
         )
         return settings, layout
 
-    def submit(self, settings: JobSettings, layout: RunLayout) -> JobHandle:
+    def submit(self, settings: JobSettings, layout: RunLayout, application: Path | None = None) -> JobHandle:
+        """Start a run of ``application`` (the packaged job when None) and wait until it runs."""
         # Known for the clean-up before submit returns (it raises when the job fails to start).
         self.processes.append(ManagedProcess(PROCESS_NAME, Path(layout.local_dir)))
-        return self.hook.submit(settings, layout, startup_timeout=240)
+        return self.hook.submit(settings, layout, application or JOB_APPLICATION, startup_timeout=240)
 
     def stop_job(self, handle: JobHandle) -> None:
         outcome = self.hook.stop(handle, timeout=60)

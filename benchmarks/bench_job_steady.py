@@ -22,14 +22,13 @@ archive, Hadoop's local file system without a process per file) instead of ``ben
 adds or replaces one setting on top of either, to see what it changes.
 
 Progress goes to stderr; the last line on stdout is JSON with jvm_cpu_s_per_min, python_cpu_s_per_min,
-cpu_s_per_min, batches_per_min, cpu_s_per_batch, submit_to_first_batch_s (from the submit to the first batch's
-commit, the records of its first 2 s waiting) and the machine.
+cpu_s_per_min, batches_per_min, cpu_s_per_batch, submit_to_first_batch_s (from the submit to the commit of
+the first batch, whose records are produced once the job runs) and the machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import platform
@@ -47,18 +46,12 @@ from akf_devtools.sandbox.kafka_io import create_topic  # noqa: E402
 from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
-from airflow_kafka_failover.cluster_managers.handle import JobHandle  # noqa: E402
-from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
-from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook  # noqa: E402
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: E402
-from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
 from benchmarks.bench_job import (  # noqa: E402
     MASTER,
     SPARK_CONF,
     SPARK_CONN_ID,
     Bench,
     clean_up,
-    jars_option,
     say,
 )
 from benchmarks.json_output import json_line_output  # noqa: E402
@@ -194,23 +187,12 @@ def measure(args: argparse.Namespace, sandbox: Sandbox, bench: Bench) -> dict:
 
 
 class SteadyBench(Bench):
-    """Bench_job's bench with the driver's Spark settings of the command line, and any application."""
+    """Bench_job's bench with the driver's Spark settings of the command line."""
 
-    @functools.cached_property
-    def hook(self) -> StreamingJobHook:
+    @property
+    def spark_conf(self) -> dict[str, str]:
         base = LOCAL_SPARK_CONF if self.args.local_spark_conf else SPARK_CONF
-        return StreamingJobHook(
-            SPARK_CONN_ID,
-            conf={**base, **self.store.spark_conf(), **self.args.spark_conf},
-            jars=jars_option(),
-            driver_memory=self.args.driver_memory,
-        )
-
-    def submit(self, settings: JobSettings, layout: RunLayout, application: Path | None = None) -> JobHandle:
-        self.processes.append(ManagedProcess(PROCESS_NAME, Path(layout.local_dir)))
-        if application is None:
-            return self.hook.submit(settings, layout, startup_timeout=240)
-        return self.hook.submit(settings, layout, application, startup_timeout=240)
+        return {**base, **self.store.spark_conf(), **self.args.spark_conf}
 
 
 def main() -> int:

@@ -60,7 +60,7 @@ LOCAL_SPARK_CONF = {
     # query writes its Java source, strips it with regular expressions, looks it up by its whole text and
     # compiles it with Janino when a batch's literals make it new. Interpreted expressions, as Spark's own
     # test suites run them: the Delta MERGE example's driver took about a fifth less CPU per batch
-    # (benchmarks/bench_job_steady.py --application; the packaged job the same). Not a setting for
+    # (benchmarks/bench_job_steady.py --application; the packaged job's unchanged). Not a setting for
     # deployments (factoryMode is an internal one of Spark's).
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
