@@ -38,7 +38,17 @@ against 12.2 and 12.3 at 1 s (``benchmarks/bench_job_steady.py --rate 40 --warmu
 measurement, what ``--local-spark-conf`` does since, 2026-12-02). A switch's first batch starts with its
 query, so the detection and RTO figures do not wait for it."""
 
+MERGE_TRIGGER_INTERVAL_S = 5
+"""The trigger interval of the stories whose job is the Delta MERGE example
+(``examples/jobs/orders_to_delta``), the product's default. A MERGE batch costs its driver 1.2 to 1.5 CPU s
+however few orders it holds (two Spark jobs, the commit to the table's log), so at the stories' 40 records/s
+the trigger sets its cost: 34.9 CPU s a minute at 2 s against 18.5 at 5 (``benchmarks/bench_job_steady.py
+--rate 40 --warmup 60 --seconds 120 --trigger-interval 2`` or ``5`` ``--application
+examples/jobs/orders_to_delta/job.py --local-spark-conf``, 2026-12-04). Such a job runs through the whole
+chain of ``test_switch_dags.py`` and of the compatibility lane's story, beside the other worker's tests."""
+
 __all__ = [
+    "MERGE_TRIGGER_INTERVAL_S",
     "STORY_TRIGGER_INTERVAL_S",
     "TEST_HEALTH",
     "JobCensus",

@@ -31,11 +31,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
+from akf_devtools.demo.story import LOCAL_SPARK_CONF, WATCHING, WATCHING_WITHIN_S
 from akf_devtools.demo.user_sinks import read_delta_orders
 
 from airflow_kafka_failover.cluster_managers.registry import job_alive
-from tests.integration.switch_story import job_logs, new_pair_story, run_chain, spark_versions, timed
+from tests.integration.switch_story import (
+    MERGE_TRIGGER_INTERVAL_S,
+    job_logs,
+    new_pair_story,
+    run_chain,
+    spark_versions,
+    timed,
+)
 from tests.packaging import JobSpark, newest_job_spark
 
 pytestmark = pytest.mark.spark
@@ -57,7 +64,7 @@ def story(own_sandbox, airflow_home, tmp_path_factory, job_spark):
         airflow_home,
         tmp_path_factory.mktemp("story"),
         "e2e",
-        job_options={"application": str(EXAMPLE_JOB)},
+        job_options={"application": str(EXAMPLE_JOB), "trigger_interval_seconds": MERGE_TRIGGER_INTERVAL_S},
         sink_reader=read_delta_orders,
         run_env=job_spark.run_env() if job_spark else {},
     ) as story:
@@ -165,12 +172,12 @@ def step_forced_failover_of_a_healthy_primary_loses_nothing(story) -> None:
 SPARK_READ = """
 import json, sys
 from pyspark.sql import SparkSession
-spark = (SparkSession.builder.master("local[1]").config("spark.jars", sys.argv[3])
-         .config("spark.ui.enabled", "false")
-         .config("spark.databricks.delta.snapshotPartitions", "1")
-         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-         .getOrCreate())
+builder = (SparkSession.builder.master("local[1]").config("spark.jars", sys.argv[3])
+           .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+           .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+for key, value in json.loads(sys.argv[4]).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
 ids = [row[0] for row in spark.read.format("delta").load(sys.argv[1]).select("order_id").collect()]
 open(sys.argv[2], "w").write(json.dumps(ids))
 """
@@ -182,12 +189,17 @@ def step_the_table_read_with_spark_holds_each_acknowledged_id_once(story) -> Non
     acked = set(story.producer.acked_ids)
     counts = story.check_no_loss()
     out = story.root / "table_ids.json"
-    # The reader is a driver of the Spark and Delta that wrote the table.
+    # The reader is a driver of the Spark and Delta that wrote the table, with the settings of the jobs'
+    # drivers (the serial collector and the quick compiler: the file's JVMs share the cores with the suite).
     env = {**os.environ, **story.run_env}
     python = env.get("PYSPARK_PYTHON", sys.executable)
     jars = env.get(JOB_JARS_ENV) or ",".join(str(jar) for jar in delta_jars())
+    conf = {**LOCAL_SPARK_CONF, "spark.local.dir": str(story.root / "spark-local")}
     subprocess.run(
-        [python, "-c", SPARK_READ, str(story.root / "sink"), str(out), jars], check=True, timeout=300, env=env
+        [python, "-c", SPARK_READ, str(story.root / "sink"), str(out), jars, json.dumps(conf)],
+        check=True,
+        timeout=300,
+        env=env,
     )
     ids = json.loads(out.read_text())
     produced = story.producer.prefix + "-"
