@@ -29,26 +29,23 @@ from airflow_kafka_failover.jobs.settings import JobSettings
 
 TEST_HEALTH = QUICK_HEALTH
 
-STORY_TRIGGER_INTERVAL_S = 2
-"""The trigger interval of the tests' story jobs (the demo's is 1 s). A steady job's driver costs about the
-same CPU per batch whatever the batch holds at the stories' 40 records/s (0.20 to 0.25 CPU s on the 2-core
-machine), and a chain keeps one running through most of its steps: at 2 s it took 6.1 and 7.6 CPU s a minute
-against 12.2 and 12.3 at 1 s (``benchmarks/bench_job_steady.py --rate 40 --warmup 40 --seconds 60
---trigger-interval 1`` or ``2``, its ``bench_job.SPARK_CONF`` changed by hand to ``LOCAL_SPARK_CONF`` for the
-measurement, what ``--local-spark-conf`` does since, 2026-12-02). A switch's first batch starts with its
-query, so the detection and RTO figures do not wait for it."""
+STORY_TRIGGER_INTERVAL_S = 5
+"""The trigger interval of the tests' story jobs, the product's default (the demo's is 1 s). A steady job's
+driver costs about the same CPU per batch whatever the batch holds at the stories' 40 records/s, and a chain
+keeps one running through most of its steps, so the trigger sets its cost (``benchmarks/bench_job_steady.py
+--rate 40 --local-spark-conf --trigger-interval 2`` or ``5``, on 2026-12-04):
 
-MERGE_TRIGGER_INTERVAL_S = 5
-"""The trigger interval of the stories whose job is the Delta MERGE example
-(``examples/jobs/orders_to_delta``), the product's default. A MERGE batch costs its driver 1.2 to 1.5 CPU s
-however few orders it holds (two Spark jobs, the commit to the table's log), so at the stories' 40 records/s
-the trigger sets its cost: 34.9 CPU s a minute at 2 s against 18.5 at 5 (``benchmarks/bench_job_steady.py
---rate 40 --warmup 60 --seconds 120 --trigger-interval 2`` or ``5`` ``--application
-examples/jobs/orders_to_delta/job.py --local-spark-conf``, 2026-12-04). Such a job runs through the whole
-chain of ``test_switch_dags.py`` and of the compatibility lane's story, beside the other worker's tests."""
+- the packaged job: 5.72 CPU s a minute at 2 s (0.19 per batch) against 3.05 at 5 (0.25), with
+  ``--warmup 40 --seconds 60``; 12.2 at 1 s on 2026-12-02;
+- the Delta MERGE example (``--application examples/jobs/orders_to_delta/job.py``, ``--warmup 60
+  --seconds 120``): 34.9 at 2 s (1.18 per batch: two Spark jobs and a commit to the table's log) against
+  18.5 at 5 (1.54). It runs through the whole chain of ``test_switch_dags.py`` and of the compatibility
+  lane's story.
+
+A switch's first batch starts with its query, so the detection and RTO figures do not wait for it; the
+duplicates' bounds come from the plans, not from the trigger."""
 
 __all__ = [
-    "MERGE_TRIGGER_INTERVAL_S",
     "STORY_TRIGGER_INTERVAL_S",
     "TEST_HEALTH",
     "JobCensus",

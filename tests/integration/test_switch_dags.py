@@ -35,14 +35,7 @@ from akf_devtools.demo.story import LOCAL_SPARK_CONF, WATCHING, WATCHING_WITHIN_
 from akf_devtools.demo.user_sinks import read_delta_orders
 
 from airflow_kafka_failover.cluster_managers.registry import job_alive
-from tests.integration.switch_story import (
-    MERGE_TRIGGER_INTERVAL_S,
-    job_logs,
-    new_pair_story,
-    run_chain,
-    spark_versions,
-    timed,
-)
+from tests.integration.switch_story import job_logs, new_pair_story, run_chain, spark_versions, timed
 from tests.packaging import JobSpark, newest_job_spark
 
 pytestmark = pytest.mark.spark
@@ -64,7 +57,7 @@ def story(own_sandbox, airflow_home, tmp_path_factory, job_spark):
         airflow_home,
         tmp_path_factory.mktemp("story"),
         "e2e",
-        job_options={"application": str(EXAMPLE_JOB), "trigger_interval_seconds": MERGE_TRIGGER_INTERVAL_S},
+        job_options={"application": str(EXAMPLE_JOB)},
         sink_reader=read_delta_orders,
         run_env=job_spark.run_env() if job_spark else {},
     ) as story:
