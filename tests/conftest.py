@@ -22,29 +22,30 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 # The stories' DAG runs fork from a warm process that imported Airflow once (sandbox/forked_runs.py).
 os.environ.setdefault("AKF_FORK_DAG_RUNS", "1")
 
-# The longest files, longest first, as paths under tests/ (seconds of test time in two fresh-clone runs of
-# `make test` on the quiet 2-core machine, 2026-11-29: `AKF_TEST_TIMELINE=... make test`, then
-# scripts/suite_timeline.py). `make test` gives whole files to two workers in collection order (see
-# pytest_configure), so starting these first keeps one worker from running a long chain alone at the end.
+# The longest files, longest first, as paths under tests/ (seconds of test time in fresh-clone runs of
+# `make test` on the quiet 2-core machine: `AKF_TEST_TIMELINE=... make test`, then scripts/suite_timeline.py;
+# two on 2026-11-29, then one on 2026-12-04 with the stories on a 5 s trigger, whose workers ended 9 s apart
+# in this order). `make test` gives whole files to two workers in collection order (see pytest_configure),
+# so starting these first keeps one worker from running a long chain alone at the end.
 # Refresh when a file's time changes much.
 LONGEST_FIRST = (
-    "integration/test_switch_dags.py",  # 505, 511 (its jobs on Spark 4.2: no class-sharing archive)
-    "compat/test_airflow_floor.py",  # 470, 489 (compatibility lane: 3.1's unit run, the oldest stack)
-    "integration/test_state_on_s3.py",  # 317, 527
-    "integration/test_fault_matrix.py",  # 440, 421
-    "integration/test_keeper.py",  # 388, 419
-    "integration/test_three_brokers.py",  # 309, 368
-    "integration/test_cluster_managers.py",  # 232, 249
-    "integration/test_streaming_job.py",  # 216, 213
-    "integration/test_switch_reads_current_record.py",  # 187, 155
-    "integration/test_getting_started_walk.py",  # 180, 159
-    "integration/test_translation_edges.py",  # 159, 151
-    "integration/test_health_watch.py",  # 153, 155
-    "integration/test_security.py",  # 138, 144
-    "integration/test_airflow_ui.py",  # 142, 99
-    "integration/test_translation.py",  # 87, 94
-    "integration/test_switch_wake_event.py",  # 92, 76
-    "integration/test_stores.py",  # 76
+    "integration/test_switch_dags.py",  # 505, 511; 377 (its jobs on Spark 4.2: no class-sharing archive)
+    "compat/test_airflow_floor.py",  # 470, 489; 437 (compatibility lane: 3.1's unit run, the oldest stack)
+    "integration/test_state_on_s3.py",  # 317, 527; 246
+    "integration/test_fault_matrix.py",  # 440, 421; 410
+    "integration/test_keeper.py",  # 388, 419; 369
+    "integration/test_three_brokers.py",  # 309, 368; 287
+    "integration/test_cluster_managers.py",  # 232, 249; 195
+    "integration/test_streaming_job.py",  # 216, 213; 144
+    "integration/test_switch_reads_current_record.py",  # 187, 155; 166
+    "integration/test_getting_started_walk.py",  # 180, 159; 119
+    "integration/test_translation_edges.py",  # 159, 151; 133
+    "integration/test_health_watch.py",  # 153, 155; 153
+    "integration/test_security.py",  # 138, 144; 139
+    "integration/test_airflow_ui.py",  # 142, 99; 113
+    "integration/test_translation.py",  # 87, 94; 73
+    "integration/test_switch_wake_event.py",  # 92, 76; 83
+    "integration/test_stores.py",  # 76; 68
     "integration/test_delta_sink.py",  # 69
 )
 
