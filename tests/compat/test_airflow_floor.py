@@ -275,5 +275,7 @@ def test_the_switch_story_runs_on_the_oldest_stack(compat_python, tmp_path):
     spark, delta = (pinned(COMPAT_DRIVER_CONSTRAINTS, name) for name in ("pyspark", "delta-spark"))
     assert story.spark_versions() == {spark}
     assert f"delta-spark_2.12-{delta}.jar" in story.job_logs()
-    (kafka,) = re.findall(r"<kafka.version>(\S+)</kafka.version>", (jvm / "kafka" / "pom.xml").read_text())
-    assert list((jars / "kafka").glob(f"kafka_2.13-{kafka}.jar")), kafka
+    for artifact_set, jar in (("kafka", "kafka_2.13"), ("mirrormaker", "connect-mirror")):
+        pom = (jvm / artifact_set / "pom.xml").read_text()
+        (kafka,) = re.findall(r"<kafka.version>(\S+)</kafka.version>", pom)
+        assert list((jars / artifact_set).glob(f"{jar}-{kafka}.jar")), (artifact_set, kafka)

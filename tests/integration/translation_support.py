@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from akf_devtools.sandbox.jars import ArtifactSet
+from akf_devtools.sandbox.jars import MIRRORMAKER_MAIN, kafka_classpath
 from akf_devtools.sandbox.kafka_io import end_offsets, read_all
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -147,7 +147,7 @@ def run_oracle(
 ) -> dict[TopicPartition, int]:
     """Compile and run TranslateOffsets.java (RemoteClusterUtils.translateOffsets) against the target."""
     source = Path(__file__).with_name("oracle") / "TranslateOffsets.java"
-    classpath = str(ArtifactSet("kafka").folder / "*")
+    classpath = kafka_classpath(MIRRORMAKER_MAIN)  # connect-mirror-client's RemoteClusterUtils
     subprocess.run(
         ["javac", "-cp", classpath, "-d", str(work_dir), str(source)], check=True, capture_output=True
     )

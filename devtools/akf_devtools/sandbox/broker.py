@@ -83,7 +83,7 @@ def java_argv(main_class: str, args: list[str], heap: str, run_dir: Path) -> lis
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",
-        kafka_classpath(),
+        kafka_classpath(main_class),
         main_class,
         *args,
     ]

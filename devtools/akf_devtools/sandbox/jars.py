@@ -1,8 +1,8 @@
 """JVM artifacts of the sandbox and the Spark job: third-party jars resolved by Maven from the poms kept in
 ``jvm/``, and the job's own small jar compiled from ``jvm/record-id/src``.
 
-Each artifact set (``kafka``: broker and MirrorMaker 2; ``spark-kafka``: Spark's Kafka source; ``delta``:
-Delta Lake for the job-side API's Delta sink;
+Each artifact set (``kafka``: the broker; ``mirrormaker``: MirrorMaker 2, a release of its own;
+``spark-kafka``: Spark's Kafka source; ``delta``: Delta Lake for the job-side API's Delta sink;
 ``hadoop-minicluster``: YARN and HDFS for the sandbox's cluster-mode tests and the storage tests; ``s3a``:
 Hadoop's S3A connector and its AWS SDK bundle, for ``s3a://`` paths) is copied
 by ``mvn dependency:copy-dependencies`` into ``<jars root>/<name>/``. A manifest written after a complete
@@ -43,8 +43,8 @@ from akf_devtools.errors import SandboxError
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_SETS = ("kafka", "spark-kafka", "delta", "hadoop-minicluster", "s3a")
-DEMO_SETS = ("kafka", "spark-kafka")
+ARTIFACT_SETS = ("kafka", "mirrormaker", "spark-kafka", "delta", "hadoop-minicluster", "s3a")
+DEMO_SETS = ("kafka", "mirrormaker", "spark-kafka")
 """What the demo loads: the sandbox's brokers and MirrorMaker 2, and Spark's Kafka source for its job, the
 packaged Parquet job (which needs no Delta). The rest (Delta, the Hadoop minicluster, S3A with its 560 MB AWS
 SDK bundle) only tests and benchmarks use."""
@@ -176,9 +176,21 @@ class ArtifactSet:
         log.info("Resolved %d jars into %s", len(jars), self.folder)
 
 
-def kafka_classpath() -> str:
-    """Return the Java classpath of the Kafka broker and MirrorMaker 2, resolving it first if needed."""
-    folder = ArtifactSet("kafka")
+MIRRORMAKER_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
+"""MirrorMaker 2's dedicated driver: the one Kafka main class that runs from the ``mirrormaker`` set."""
+
+
+def kafka_artifact_set(main_class: str) -> str:
+    """The artifact set a Kafka main class runs from: ``mirrormaker`` for MirrorMaker 2's driver, ``kafka``
+    for the rest (the broker, its storage tool). The two are separate releases: the suite's brokers are newer
+    than the newest MirrorMaker 2 Maven Central serves here (``jvm/kafka/pom.xml``)."""
+    return "mirrormaker" if main_class == MIRRORMAKER_MAIN else "kafka"
+
+
+def kafka_classpath(main_class: str = "kafka.Kafka") -> str:
+    """Return the Java classpath of a Kafka main class (:func:`kafka_artifact_set`), resolving it first if
+    needed."""
+    folder = ArtifactSet(kafka_artifact_set(main_class))
     folder.ensure()
     return str(folder.folder / "*")
 

@@ -10,7 +10,8 @@ load of a running test suite a broker answered in 2.6 to 5.9 s against 6.9 to 13
 
 ``make test`` builds them (``python -m akf_devtools.sandbox.jars --all``; 33 s on the quiet machine from a
 fresh clone, 2026-11-27); :func:`java_options` adds an archive to a JVM's command line when it exists and
-matches this machine's ``java`` and the Kafka jars (the file name holds a key of both). A JVM that cannot
+matches this machine's ``java`` and its JVM's jars (the broker's set or MirrorMaker 2's; the file name holds a
+key of both). A JVM that cannot
 use it loads its classes as usual, quietly. A failed build is a warning of the setup, not an error: only
 start-up time is lost.
 """
@@ -31,11 +32,11 @@ from pathlib import Path
 
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.class_sharing import java_identity
-from akf_devtools.sandbox.jars import jars_root, kafka_classpath
+from akf_devtools.sandbox.jars import MIRRORMAKER_MAIN, jars_root, kafka_classpath
 
 log = logging.getLogger(__name__)
 
-ROLES = {"kafka.Kafka": "broker", "org.apache.kafka.connect.mirror.MirrorMaker": "mirrormaker"}
+ROLES = {"kafka.Kafka": "broker", MIRRORMAKER_MAIN: "mirrormaker"}
 """The main classes that get an archive, and the archive's name for each."""
 QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 """No warning when a JVM cannot use its archive (it then loads its classes as usual)."""
@@ -44,9 +45,14 @@ _archiving: Path | None = None
 """While :func:`ensure_archives` runs its sandbox: the folder the sandbox's JVMs write their archives to."""
 
 
-def _key() -> str:
-    """This machine's ``java`` and the Kafka jars (names, sizes, times): an archive is only valid for both."""
-    folder = Path(kafka_classpath().removesuffix("*"))
+def _main_class(role: str) -> str:
+    return next(main for main, name in ROLES.items() if name == role)
+
+
+def _key(role: str) -> str:
+    """This machine's ``java`` and the jars ``role`` runs from (names, sizes, times): an archive is only valid
+    for both."""
+    folder = Path(kafka_classpath(_main_class(role)).removesuffix("*"))
     jars = "\n".join(
         f"{jar.name} {jar.stat().st_size} {jar.stat().st_mtime_ns}" for jar in sorted(folder.glob("*.jar"))
     )
@@ -55,7 +61,7 @@ def _key() -> str:
 
 def archive_path(role: str, key: str | None = None) -> Path:
     """Where the archive of ``role`` (``broker`` or ``mirrormaker``) is, built or not."""
-    return jars_root() / "class-sharing" / f"kafka-{role}-{key or _key()}.jsa"
+    return jars_root() / "class-sharing" / f"kafka-{role}-{key or _key(role)}.jsa"
 
 
 def java_options(main_class: str) -> list[str]:
@@ -80,8 +86,7 @@ def ensure_archives() -> dict[str, Path]:
 
     :raises SandboxError: the archiving sandbox failed, or a JVM wrote no archive or one that does not map.
     """
-    key = _key()
-    archives = {role: archive_path(role, key) for role in ROLES.values()}
+    archives = {role: archive_path(role) for role in ROLES.values()}
     folder = next(iter(archives.values())).parent
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".build-kafka.lock", "w") as lock:
@@ -149,7 +154,14 @@ def _check_maps(archive: Path, role: str) -> None:
     """Start a JVM that must map ``archive`` (``-Xshare:on`` fails otherwise) and print its version."""
     java = shutil.which("java") or "java"
     result = subprocess.run(
-        [java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", kafka_classpath(), "-version"],
+        [
+            java,
+            "-Xshare:on",
+            f"-XX:SharedArchiveFile={archive}",
+            "-cp",
+            kafka_classpath(_main_class(role)),
+            "-version",
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from akf_devtools.sandbox.broker import java_argv
+from akf_devtools.sandbox.jars import MIRRORMAKER_MAIN
 from akf_devtools.sandbox.scram import ScramLogin, write_private
 from akf_devtools.sandbox.tls import TlsMaterial, security_protocol
 
@@ -184,7 +185,7 @@ class MirrorMaker:
         write_private(self.config_path, self.properties())
         self.process.start(
             java_argv(
-                "org.apache.kafka.connect.mirror.MirrorMaker",
+                MIRRORMAKER_MAIN,
                 [str(self.config_path)],
                 heap=MM2_HEAP,
                 run_dir=self.run_dir,

@@ -25,7 +25,7 @@ from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from akf_devtools.errors import SandboxError
 from akf_devtools.sandbox.broker import LOG4J2_PROPERTIES, KafkaBroker, client_security, new_cluster_id
 from akf_devtools.sandbox.cluster import MAX_BROKERS, KafkaCluster, replication_factor
-from akf_devtools.sandbox.jars import kafka_classpath
+from akf_devtools.sandbox.jars import MIRRORMAKER_MAIN, kafka_classpath
 from akf_devtools.sandbox.loopback import free_ports, in_parallel, wait_until
 from akf_devtools.sandbox.mirrormaker import MirrorMaker, ReplicationSettings
 from akf_devtools.sandbox.request_log import REQUEST_LOGGER_LEVEL
@@ -305,6 +305,7 @@ class Sandbox:
         }
         self._save_state()
         kafka_classpath()  # resolve jars once, before parallel broker starts need them
+        kafka_classpath(MIRRORMAKER_MAIN)
         started = time.monotonic()
         try:
             self._start_nodes({name: cluster.nodes for name, cluster in self.clusters.items()}, timeout)

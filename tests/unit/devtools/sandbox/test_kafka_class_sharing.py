@@ -12,13 +12,17 @@ BROKER, MM2 = "kafka.Kafka", "org.apache.kafka.connect.mirror.MirrorMaker"
 
 @pytest.fixture
 def kafka_jars(tmp_path, monkeypatch):
-    """A jars folder whose Kafka set holds two jars (the key is computed from them)."""
+    """A jars folder whose broker set holds two jars and whose MirrorMaker 2 set one (each role's key is
+    computed from its own)."""
     monkeypatch.setenv("AKF_JARS_DIR", str(tmp_path))
-    folder = tmp_path / "kafka-set"
+    folder, mirrormaker = tmp_path / "kafka-set", tmp_path / "mirrormaker-set"
     folder.mkdir()
+    mirrormaker.mkdir()
     for name in ("kafka_2.13-4.1.0.jar", "kafka-clients-4.1.0.jar"):
         (folder / name).write_bytes(b"jar")
-    monkeypatch.setattr(kafka_class_sharing, "kafka_classpath", lambda: f"{folder}/*")
+    (mirrormaker / "connect-mirror-4.1.0.jar").write_bytes(b"jar")
+    sets = {BROKER: folder, MM2: mirrormaker}
+    monkeypatch.setattr(kafka_class_sharing, "kafka_classpath", lambda main_class: f"{sets[main_class]}/*")
     return folder
 
 
@@ -40,10 +44,11 @@ def test_a_built_archive_goes_to_its_own_main_class_only(kafka_jars):
 
 
 def test_other_kafka_jars_make_another_archive(kafka_jars):
-    first = archive_path("broker")
+    first, mirrormaker = archive_path("broker"), archive_path("mirrormaker")
     (kafka_jars / "kafka_2.13-4.1.0.jar").write_bytes(b"another build")
     second = archive_path("broker")
     assert first != second and first.parent == second.parent
+    assert archive_path("mirrormaker") == mirrormaker  # MirrorMaker 2's jars did not change
 
 
 def test_while_archiving_each_jvm_writes_its_own_archive_at_exit(kafka_jars, tmp_path, monkeypatch):

@@ -191,7 +191,7 @@ def resolved_sets(tmp_path: Path, monkeypatch) -> list[str]:
 
 def test_setup_resolves_only_the_demos_sets_and_all_of_them_with_all(resolved_sets, capsys):
     jars.main([])
-    assert set(resolved_sets) == set(jars.DEMO_SETS) == {"kafka", "spark-kafka"}
+    assert set(resolved_sets) == set(jars.DEMO_SETS) == {"kafka", "mirrormaker", "spark-kafka"}
     out = capsys.readouterr().out
     assert f"local file system of the local drivers: {jars.jars_root() / 'local-fs'}" in out
     assert "not resolved (the tests' sets): delta, hadoop-minicluster, s3a" in out
