@@ -355,19 +355,31 @@ class KafkaBroker:
         return (self.data_dir / "meta.properties").exists()
 
     def format_like(self, formatted: KafkaBroker) -> None:
-        """Format the data folder as ``formatted``'s, a node of the same cluster that StorageTool formatted.
+        """Format the data folder as ``formatted``'s, a node of the same cluster and role that StorageTool
+        formatted.
 
-        StorageTool writes two files: ``bootstrap.checkpoint`` (the cluster's initial metadata: its
-        metadata version and feature levels, the same on every node) and ``meta.properties`` (the cluster
-        id, the node id and a directory id of its own). Writing them here costs no JVM start per node, which
-        on two cores is most of the time a cluster of six nodes takes to start.
+        StorageTool writes ``meta.properties`` (the cluster id, the node id and a directory id of its own)
+        and the cluster's initial metadata (its metadata version and feature levels, the same on every node
+        of a role): up to Kafka 4.3 ``bootstrap.checkpoint`` on every node; from 4.4 a snapshot in a
+        controller's metadata log (``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint``) and
+        nothing on a broker. This copies whatever it wrote besides ``meta.properties`` and writes that file.
+        Doing so costs no JVM start per node, which on two cores is most of the time a cluster of six nodes
+        takes to start.
         """
         if self.formatted:
             return
+        if formatted.role != self.role:
+            raise SandboxError(
+                f"{self.label} cannot be formatted like {formatted.label}, a node of another role"
+            )
         self.home.mkdir(parents=True, exist_ok=True)
         write_private(self.home / "server.properties", self.properties())
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(formatted.data_dir / "bootstrap.checkpoint", self.data_dir / "bootstrap.checkpoint")
+        for written in sorted(formatted.data_dir.rglob("*")):
+            if written.is_file() and written.name != "meta.properties":
+                copy = self.data_dir / written.relative_to(formatted.data_dir)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(written, copy)
         (self.data_dir / "meta.properties").write_text(
             f"node.id={self.node_id}\ndirectory.id={new_cluster_id()}\nversion=1\n"
             f"cluster.id={self.cluster_id}\n"

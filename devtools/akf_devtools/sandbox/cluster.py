@@ -360,12 +360,17 @@ class KafkaCluster:
             self.wait_serving(timeout, fully_replicated, quorum=quorum, started=nodes)
 
     def _format(self, nodes: list[KafkaBroker]) -> None:
-        """Format the data folders not formatted yet: one StorageTool run, copied to the other nodes."""
-        unformatted = [node for node in nodes if not node.formatted]
-        if unformatted and not self.combined:
-            unformatted[0].format_storage()
-            for node in unformatted[1:]:
-                node.format_like(unformatted[0])
+        """Format the data folders not formatted yet: one StorageTool run per role, copied to the other nodes
+        of that role (Kafka 4.4 writes a controller's bootstrap metadata in its metadata log and none on a
+        broker, where 4.3 and 3.7 wrote one file on every node)."""
+        if self.combined:
+            return
+        for role in ("controller", "broker"):
+            unformatted = [node for node in nodes if not node.formatted and node.role == role]
+            if unformatted:
+                unformatted[0].format_storage()
+                for node in unformatted[1:]:
+                    node.format_like(unformatted[0])
 
     def wait_serving(
         self,

@@ -74,17 +74,37 @@ def test_state_round_trips(tmp_path: Path):
 
 
 def test_format_like_writes_what_storage_tool_writes(tmp_path: Path):
+    """Kafka 4.3 and 3.7's layout: the bootstrap metadata in one file on every node."""
     cluster = _three(tmp_path)
-    template, other = cluster.controller(1), cluster.broker(2)
+    template, other = cluster.broker(1), cluster.broker(2)
     template.data_dir.mkdir(parents=True)
     (template.data_dir / "bootstrap.checkpoint").write_bytes(b"\x00records")
-    (template.data_dir / "meta.properties").write_text("node.id=101\n")
+    (template.data_dir / "meta.properties").write_text("node.id=1\n")
     other.format_like(template)
     meta = _props((other.data_dir / "meta.properties").read_text())
     assert (meta["node.id"], meta["cluster.id"], meta["version"]) == ("2", "cid", "1")
     assert meta["directory.id"] and not meta["directory.id"].startswith("-")
     assert (other.data_dir / "bootstrap.checkpoint").read_bytes() == b"\x00records"
     assert other.formatted
+
+
+def test_format_like_copies_a_controllers_bootstrap_snapshot(tmp_path: Path):
+    """Kafka 4.4's layout: a snapshot in a controller's metadata log, nothing on a broker; a node is only
+    formatted like one of its own role."""
+    cluster = _three(tmp_path)
+    template, other = cluster.controller(1), cluster.controller(2)
+    snapshot = Path("__cluster_metadata-0") / "00000000000000000000-0000000000.checkpoint"
+    (template.data_dir / snapshot.parent).mkdir(parents=True)
+    (template.data_dir / snapshot).write_bytes(b"\x00features")
+    (template.data_dir / "meta.properties").write_text("node.id=101\n")
+    other.format_like(template)
+    assert (other.data_dir / snapshot).read_bytes() == b"\x00features"
+    assert _props((other.data_dir / "meta.properties").read_text())["node.id"] == "102"
+    written = sorted(path.name for path in other.data_dir.iterdir())
+    assert written == ["__cluster_metadata-0", "meta.properties"]
+    with pytest.raises(SandboxError, match="a node of another role"):
+        cluster.broker(1).format_like(template)
+    assert not cluster.broker(1).formatted
 
 
 def test_mirrormaker_creates_its_topics_with_the_clusters_replication_factor(tmp_path: Path):
