@@ -10,10 +10,9 @@ load of a running test suite a broker answered in 2.6 to 5.9 s against 6.9 to 13
 
 ``make test`` builds them (``python -m akf_devtools.sandbox.jars --all``; 33 s on the quiet machine from a
 fresh clone, 2026-11-27); :func:`java_options` adds an archive to a JVM's command line when it exists and
-matches this machine's ``java`` and its JVM's jars (the broker's set or MirrorMaker 2's; the file name holds a
-key of both). A JVM that cannot
-use it loads its classes as usual, quietly. A failed build is a warning of the setup, not an error: only
-start-up time is lost.
+matches this machine's ``java`` and the jars that JVM runs from (the broker's set or MirrorMaker 2's; the
+file name holds a key of both). A JVM that cannot use it loads its classes as usual, quietly. A failed build
+is a warning of the setup, not an error: only start-up time is lost.
 """
 
 from __future__ import annotations

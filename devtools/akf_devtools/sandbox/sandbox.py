@@ -304,7 +304,8 @@ class Sandbox:
             for name in self.cluster_names
         }
         self._save_state()
-        kafka_classpath()  # resolve jars once, before parallel broker starts need them
+        # Resolve the brokers' and MirrorMaker 2's jars once, before parallel broker starts need them.
+        kafka_classpath()
         kafka_classpath(MIRRORMAKER_MAIN)
         started = time.monotonic()
         try:
