@@ -136,6 +136,25 @@ class HadoopStore:
             return []
         return sorted(str(status.getPath().getName()) for status in statuses)
 
+    def files(self, folder: str) -> list[str]:
+        base = self._path(folder)
+
+        def walk() -> list[str]:
+            prefix = str(self.fs.makeQualified(base).toUri().getPath()).rstrip("/") + "/"
+            listing = self.fs.listFiles(base, True)
+            found = []
+            while listing.hasNext():
+                path = str(listing.next().getPath().toUri().getPath())
+                if path.startswith(prefix):
+                    found.append(path[len(prefix) :])
+            return sorted(found)
+
+        try:
+            listed: list[str] = self._call(folder, walk)
+        except FileNotFoundError:
+            return []
+        return listed
+
     def delete(self, location: str) -> None:
         self._call(location, lambda: self.fs.delete(self._path(location), False))
 

@@ -99,6 +99,18 @@ class FsspecStore:
             posixpath.basename(str(entry).rstrip("/")) for entry in entries if str(entry).rstrip("/") != path
         )
 
+    def files(self, folder: str) -> list[str]:
+        path = self.fs_path(folder).rstrip("/")
+        try:
+            self._invalidate(locations.join(folder, "x"))
+            found = self.fs.find(path, withdirs=False)
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            raise self._unavailable(folder, exc) from None
+        prefix = path + "/"
+        return sorted(str(entry)[len(prefix) :] for entry in found if str(entry).startswith(prefix))
+
     def delete(self, location: str) -> None:
         try:
             self.fs.rm_file(self.fs_path(location))

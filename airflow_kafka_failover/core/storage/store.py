@@ -9,7 +9,8 @@ records, the checkpoint's owner file) is written and read through a :class:`Stor
 - ``create``: create-only: succeeds for exactly one of any number of concurrent writers and says whether this
   one won (``O_EXCL``-like ``link`` locally, a rename without overwrite on HDFS, ``If-None-Match: *`` on S3).
   The fence and the record's compare-and-set are built on it, with no lock anywhere.
-- ``exists``, ``names`` (a folder's entries; ``[]`` for a missing folder), ``delete`` (missing is fine).
+- ``exists``, ``names`` (a folder's entries; ``[]`` for a missing folder), ``files`` (every file below a
+  folder, as paths relative to it; ``[]`` for a missing folder), ``delete`` (missing is fine).
 
 Any failure other than "not found" raises :class:`StoreUnavailable` naming the location, so a store that
 cannot be reached is an error with its URI, never mistaken for an absent file.
@@ -77,6 +78,11 @@ class Store(Protocol):
         """The names of a folder's entries; [] when the folder does not exist."""
         ...
 
+    def files(self, folder: str) -> list[str]:
+        """Every file below ``folder`` (at any depth), as sorted ``/``-separated paths relative to it; [] when
+        the folder does not exist."""
+        ...
+
     def delete(self, location: str) -> None:
         """Remove an object; an absent one is fine."""
         ...
@@ -136,6 +142,18 @@ class LocalStore:
             return []
         except OSError as exc:
             raise StoreUnavailable(folder, exc.strerror or str(exc)) from None
+
+    def files(self, folder: str) -> list[str]:
+        found: list[str] = []
+
+        def failed(exc: OSError) -> None:
+            if not isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+                raise StoreUnavailable(folder, exc.strerror or str(exc))
+
+        for top, _folders, names in os.walk(folder, onerror=failed):
+            relative = os.path.relpath(top, folder)
+            found.extend(name if relative == "." else f"{relative}/{name}" for name in names)
+        return sorted(found)
 
     def delete(self, location: str) -> None:
         try:
