@@ -34,6 +34,7 @@ from airflow_kafka_failover.core.storage.store import (
     read_json,
     replace_json,
 )
+from airflow_kafka_failover.jobs.progress_log import batch_numbers
 
 OWNER_FILE = "_owner.json"
 PROCESS_NAME = "job"
@@ -162,7 +163,8 @@ def mark_killed(run_dir: str, reason: str) -> bool:
 def claim_checkpoint(checkpoint: str, pair: str, cluster: str, epoch: int, bootstrap_servers: str) -> bool:
     """Make sure ``checkpoint`` belongs to this run; write the owner file for a new checkpoint.
 
-    :return: True when the checkpoint already holds batches of this run (Spark will resume it).
+    :return: True when the checkpoint already holds batches of this run (Spark will resume it); the batch a
+        carried checkpoint starts after (``carried_from`` in its owner file) is not one of them.
     :raises CheckpointError: when it belongs to another pair, cluster or epoch, or has batches but no owner.
     """
     root = str(checkpoint)
@@ -187,6 +189,11 @@ def claim_checkpoint(checkpoint: str, pair: str, cluster: str, epoch: int, boots
                 f"checkpoint {root} belongs to {found}, not to {wanted}: a checkpoint is never reused across "
                 "clusters or epochs (Spark would resume from another cluster's offsets); give this run its "
                 "own checkpoint directory"
+            )
+        carried = owner.get("carried_from")
+        if has_batches and isinstance(carried, dict) and isinstance(carried.get("batch_id"), int):
+            return any(
+                batch > carried["batch_id"] for batch in batch_numbers(locations.join(root, "offsets"))
             )
         return has_batches
     if has_batches:

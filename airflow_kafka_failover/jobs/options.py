@@ -58,6 +58,20 @@ CHOSEN_DEPLOY_MODES = (DeployMode.CLIENT, DeployMode.CLUSTER)
 """The deploy modes the ``deploy_mode`` option names."""
 
 
+class StatePolicy(StrEnum):
+    """What a switch does with the state of a stateful query (aggregations, deduplication, state stores,
+    stream-stream joins): the ``state`` option."""
+
+    CARRY = "carry"
+    """The new run's checkpoint starts as a copy of the old run's last committed batch, its source positions
+    rewritten to the plan's start offsets on the target: every operator keeps its state."""
+    FRESH = "fresh"
+    """The new run starts on an empty checkpoint: the state is dropped, and the switch's history entry and
+    the status say so."""
+    REFUSE = "refuse"
+    """The switch stops before the fence moves, naming the state it would drop or carry."""
+
+
 class StreamOptions(Schema):
     """What the job does with the stream it reads; the job reads these on the Spark driver."""
 
@@ -195,6 +209,15 @@ class JobOptions(StreamOptions):
     )
     check_timeout_seconds: JobSeconds = Field(
         10.0, description="Time the checks against the Kafka cluster (topics, partitions) may take."
+    )
+    state: Annotated[StatePolicy, choice(StatePolicy)] = Field(
+        StatePolicy.CARRY,
+        description="What a switch does with a stateful query's state (windowed aggregations, "
+        "`dropDuplicates`, state stores, stream-stream joins): `carry` starts the new run from a copy of the "
+        "old run's last committed batch with its positions rewritten to the plan's start offsets, so every "
+        "operator keeps its state; `fresh` starts it empty and records the dropped state in the switch's "
+        "history and the status; `refuse` stops the switch before the fence moves. A stateless query costs "
+        'nothing either way (docs/jobs.md, "Stateful jobs").',
     )
 
     @field_validator("spark_conf")

@@ -4,6 +4,9 @@ The position is the last batch Spark committed in the checkpoint (``offsets/`` +
 count and the time of the commit come from the job's progress entry of that batch
 (:mod:`~airflow_kafka_failover.jobs.progress_log`). The checkpoint may be a local folder or a store
 URI.
+
+A checkpoint carried from another run (:mod:`~airflow_kafka_failover.jobs.state_carry`) starts with the batch
+it was carried from: that batch is the old run's, so until the run commits one of its own it has none here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.jobs import progress_log
 from airflow_kafka_failover.jobs.progress_log import progress_folder, read_batch_record
 from airflow_kafka_failover.jobs.spark_checkpoint import last_committed_offsets, read_checkpoint
+from airflow_kafka_failover.jobs.state_carry import carried_batch
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,8 @@ def read_progress(checkpoint: str) -> JobProgress:
     if reading.position is None or reading.position.batch_id is None:
         return JobProgress(None, {}, 0)
     committed = reading.position.batch_id
+    if committed == carried_batch(root):
+        return JobProgress(None, {}, 0, None, True)  # only the batch it was carried from: none of its own
     summary = progress_log.read_progress(root, committed)
     wrote_any = summary is not None or bool(open_store(root).names(progress_folder(root)))
     if summary is None:
