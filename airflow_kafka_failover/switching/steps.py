@@ -45,6 +45,7 @@ from airflow_kafka_failover.jobs.settings import SwitchPlan
 from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets
 from airflow_kafka_failover.switching.job_request import JobRequest, started_plan
 from airflow_kafka_failover.switching.old_run import OldRun, old_run
+from airflow_kafka_failover.switching.state import carry_state, check_state_policy, state_entry
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ def fence_and_stop(
     """
     record = current_record(pair, kind, seen)
     _source, target = direction(pair, kind)
+    check_state_policy(pair, kind, old_run(pair, record))
     new_epoch = record.epoch + 1
     marker = fencing_marker(pair)
     current = marker.read()
@@ -322,6 +324,7 @@ def make_plan(
     )
     in_flight = _in_flight(old.checkpoint, getattr(position, "batch_id", None))
     summary["uncommitted_output_records"] = uncommitted
+    summary["position_batch"] = getattr(position, "batch_id", None)
     summary["in_flight_offsets"] = in_flight
     # The batch in flight holds the uncommitted output; whichever is larger bounds what it adds.
     extra = max(uncommitted, in_flight)
@@ -425,8 +428,11 @@ def dry_run_plan(pair: PairConfig, kind: str, seen: ActiveRecord | None) -> dict
     """The plan step of a dry run: the plan from the record as it is now; nothing is moved.
 
     :raises NotApplicable: the record, read now, does not call for this switch.
+    :raises StateRefused: the job holds state and ``job.state`` is ``refuse`` (the switch would stop there).
     """
-    return make_plan(pair, kind, current_record(pair, kind, seen), dry_run=True)
+    record = current_record(pair, kind, seen)
+    check_state_policy(pair, kind, old_run(pair, record))
+    return make_plan(pair, kind, record, dry_run=True)
 
 
 def plan_after_fence(pair: PairConfig, kind: str, fenced: dict[str, Any]) -> dict[str, Any]:
@@ -483,6 +489,8 @@ def submit(
     switch_plan = (
         None if plan is None else SwitchPlan(summary=plan["summary"], gap_records=plan["gap_records"])
     )
+    if plan is not None:
+        carry_state(pair, cluster, epoch, plan)
     request = JobRequest.for_pair(pair, cluster, epoch, starting_offsets, switch_plan)
     return request.submit(StreamingJobHook.for_options(pair.job)).to_dict()
 
@@ -549,6 +557,11 @@ def commit(
         "plan": plan["summary"],
         "gap_records": plan["gap_records"],
     }
+    state = state_entry(pair, plan, handle["checkpoint"], record.epoch + 1)
+    if state is not None:
+        entry["state"] = state
+        if "warning" in state:
+            log.warning("pair %s: %s (job.state: %s)", pair.name, state["warning"], state["policy"])
     new = record.switched(
         to=target,
         job=handle,
