@@ -228,7 +228,53 @@ class FailoverStream:
 
     # ---- what the run writes ------------------------------------------------------------------------
 
-    def foreach_batch(self, df: Any, function: Callable[[Any, int], Any], *, cache_batch: bool = True) -> int:
+    def drop_redelivered(self, df: Any, *, event_time: str, delay: str, id_column: str | None = None) -> Any:
+        """``df`` without the records a switch delivers again: put it ahead of your stateful operators.
+
+        A switch starts the new run before the old run's position, so up to the plan's ``max_duplicates``
+        records arrive a second time. With ``job.state: carry`` the new run keeps the state of this
+        deduplication, so those records are dropped here, and the aggregations after it count each record
+        once: the results are exact across switches (docs/jobs.md, "Stateful jobs"). It is Spark's
+        ``withWatermark(event_time, delay)`` and ``dropDuplicatesWithinWatermark`` on the record id.
+
+        :param df: a streaming DataFrame built on :meth:`read_kafka`.
+        :param event_time: its event-time column (a timestamp).
+        :param delay: the watermark delay, e.g. ``"10 minutes"``: longer than an outage plus the time the
+            re-delivered records take to arrive, since an id is forgotten once the watermark passes it (and a
+            record older than the watermark is dropped as late, as any watermark does).
+        :param id_column: the column holding the record id; None: the pair's ``record_id_field``, read from
+            the Kafka ``value`` (or ``key``) column, which ``df`` must then still have.
+        """
+        from pyspark.sql import functions as F
+
+        column = id_column or "_akf_record_id"
+        if id_column is None:
+            df = df.withColumn(column, self.record_id())
+        elif id_column not in df.columns:
+            raise ConfigError(
+                f"drop_redelivered: id_column {id_column!r} is not a column of the DataFrame (it has "
+                f"{', '.join(df.columns)})"
+            )
+        if event_time not in df.columns:
+            raise ConfigError(
+                f"drop_redelivered: event_time {event_time!r} is not a column of the DataFrame (it has "
+                f"{', '.join(df.columns)})"
+            )
+        deduplicated = (
+            df.where(F.col(column).isNotNull())
+            .withWatermark(event_time, delay)
+            .dropDuplicatesWithinWatermark([column])
+        )
+        return deduplicated if id_column else deduplicated.drop(column)
+
+    def foreach_batch(
+        self,
+        df: Any,
+        function: Callable[[Any, int], Any],
+        *,
+        cache_batch: bool = True,
+        output_mode: str = "append",
+    ) -> int:
         """Run the query, calling ``function(batch_df, batch_id)`` for each micro-batch; block until it ends.
 
         ``function`` must be idempotent per batch id: after a crash Spark calls it again with the same id.
@@ -237,12 +283,16 @@ class FailoverStream:
         :param cache_batch: keep the batch cached while ``function`` runs (default), so that the progress
             line counts each record once however many actions ``function`` runs; ``False`` for a function
             that runs exactly one action (one write), which saves the cache.
+        :param output_mode: Spark's output mode: ``append`` (default), ``update`` (a stateful query's changed
+            rows each batch: pair it with an upsert) or ``complete``.
 
         :return: the exit code (also kept for the ``with`` block).
         """
         self._check_built_on_source(df)
+        if output_mode not in ("append", "update", "complete"):
+            raise ConfigError(f"output_mode must be append, update or complete, got {output_mode!r}")
         batch = self._run.guarded(function, cache=cache_batch)
-        writer = self._run.stream_writer(df.writeStream.foreachBatch(batch))
+        writer = self._run.stream_writer(df.writeStream.outputMode(output_mode).foreachBatch(batch))
         return self._finish(self._run.run(writer.start))
 
     def write_delta(
@@ -254,17 +304,21 @@ class FailoverStream:
         merge_on: str | list[str] | None = None,
         partition_by: list[str] | None = None,
         merge_window: tuple[str, str] | None = None,
+        output_mode: str = "append",
     ) -> int:
         """Write to the Delta table at ``path``; block until the run ends.
 
         :param mode: ``append`` (Delta's transaction ids ``txnAppId``/``txnVersion`` make a replayed batch
-            write nothing) or ``merge`` (insert the rows whose ``merge_on`` key is not in the table:
-            exactly once across switches, no dedup step afterwards).
+            write nothing), ``merge`` (insert the rows whose ``merge_on`` key is not in the table:
+            exactly once across switches, no dedup step afterwards) or ``upsert`` (update the rows whose key
+            is in the table, insert the others: the newest value of each key, for a stateful query in
+            ``update`` output mode).
         :param merge_on: the key column(s) of ``merge`` mode.
         :param partition_by: the table's partition columns when the sink creates it.
         :param merge_window: ``(column, interval)``, e.g. ``("order_date", "7 days")``: a merge only looks at
             table rows whose ``column`` is within ``interval`` of the batch's oldest value, which bounds its
             cost as the table grows (partition pruning when the table is partitioned by ``column``).
+        :param output_mode: Spark's output mode (:meth:`foreach_batch`); ``update`` with ``upsert``.
         :return: the exit code.
         """
         from airflow_kafka_failover.jobs.delta_sink import DeltaSink
@@ -281,7 +335,7 @@ class FailoverStream:
         )
         sink.check(df)
         # An append is one action; a merge reads the batch several times and is better off cached anyway.
-        return self.foreach_batch(df, sink.write_batch, cache_batch=mode == "merge")
+        return self.foreach_batch(df, sink.write_batch, cache_batch=mode != "append", output_mode=output_mode)
 
     def write_stream(self, writer: Any) -> int:
         """Start ``writer`` (``df.writeStream.format(...)...``) with the run's checkpoint and trigger.

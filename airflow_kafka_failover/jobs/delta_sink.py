@@ -1,4 +1,4 @@
-"""Delta Lake as the job's sink, idempotent per batch in two ways.
+"""Delta Lake as the job's sink, idempotent per batch in three ways.
 
 - ``append``: each micro-batch is one Delta transaction written with ``txnAppId`` = the run's application
   id (``akf-<pair>-<cluster>-epoch-<n>``) and ``txnVersion`` = the batch id. Delta skips a write whose
@@ -9,6 +9,11 @@
   unique on the key). A replayed batch and a record re-delivered after a switch find their key in the table
   and are not inserted: exactly once across switches without a dedup step afterwards. Its cost grows with the
   table unless ``merge_window`` limits the rows it looks at.
+- ``upsert``: ``MERGE ... WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *``: each row is the
+  newest value of its key, as a stateful query writes in ``update`` output mode (a window's count per key).
+  A replayed batch writes the same values again; a batch that a switch re-delivers writes what the carried
+  state computes, which the re-delivered records do not change when they are dropped as duplicates ahead of
+  the aggregation (``FailoverStream.drop_redelivered``; docs/jobs.md, "Stateful jobs").
 
 Needs the ``delta-spark`` package and Delta's jars on the driver and executors.
 """
@@ -23,7 +28,7 @@ from airflow_kafka_failover.core.exceptions import ConfigError
 
 log = logging.getLogger("airflow_kafka_failover.job")
 
-MODES = ("append", "merge")
+MODES = ("append", "merge", "upsert")
 _INTERVAL = re.compile(r"[0-9]+ (?:second|minute|hour|day|week|month|year)s?", re.IGNORECASE)
 
 
@@ -53,10 +58,12 @@ class DeltaSink:
         if mode not in MODES:
             raise ConfigError(f"Delta sink mode {mode!r} is not one of {', '.join(MODES)}")
         keys = [merge_on] if isinstance(merge_on, str) else list(merge_on or [])
-        if mode == "merge" and not keys:
-            raise ConfigError("Delta sink mode 'merge' needs merge_on, the key column(s) of a record")
+        if mode in ("merge", "upsert") and not keys:
+            raise ConfigError(f"Delta sink mode {mode!r} needs merge_on, the key column(s) of a row")
         if mode == "append" and (keys or merge_window):
-            raise ConfigError("merge_on and merge_window apply to mode 'merge' only; mode is 'append'")
+            raise ConfigError(
+                "merge_on and merge_window apply to modes 'merge' and 'upsert' only; mode is 'append'"
+            )
         if merge_window is not None and (
             not isinstance(merge_window, tuple | list)
             or len(merge_window) != 2
@@ -142,13 +149,11 @@ class DeltaSink:
                 # it. Rows without the column are outside every window: they are merged on the key alone.
                 bound = F.col(f"t.`{column}`") >= F.lit(oldest) - F.expr(f"INTERVAL {interval}")
                 condition = condition & (bound | F.col(f"s.`{column}`").isNull())
-        (
-            DeltaTable.forPath(self.spark, self.path)
-            .alias("t")
-            .merge(batch.alias("s"), condition)
-            .whenNotMatchedInsert(values={name: f"s.`{name}`" for name in batch_df.columns})
-            .execute()
-        )
+        values: dict[str, str | Any] = {str(name): f"s.`{name}`" for name in batch_df.columns}
+        merge = DeltaTable.forPath(self.spark, self.path).alias("t").merge(batch.alias("s"), condition)
+        if self.mode == "upsert":
+            merge = merge.whenMatchedUpdate(set=values)
+        merge.whenNotMatchedInsert(values=values).execute()
 
 
 def _holds_files(spark: Any, path: str) -> bool:

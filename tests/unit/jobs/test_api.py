@@ -59,9 +59,10 @@ def test_a_fence_at_another_epoch_is_refused_before_spark_starts(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"mode": "upsert"}, "'upsert' is not one of append, merge"),
-        ({"mode": "merge"}, "needs merge_on"),
-        ({"mode": "append", "merge_on": "id"}, "apply to mode 'merge' only"),
+        ({"mode": "replace"}, "'replace' is not one of append, merge, upsert"),
+        ({"mode": "merge"}, "'merge' needs merge_on"),
+        ({"mode": "upsert"}, "'upsert' needs merge_on"),
+        ({"mode": "append", "merge_on": "id"}, "apply to modes 'merge' and 'upsert' only"),
         ({"mode": "merge", "merge_on": "id", "merge_window": ("d", "two days")}, "merge_window must be"),
         ({"mode": "merge", "merge_on": "id", "merge_window": ("d",)}, "merge_window must be"),
     ],
