@@ -87,7 +87,7 @@ def test_history_reads_the_stored_record(config, monkeypatch, capfd):
     assert cli.main(["history", "--config", str(config), "--pair", "orders"]) == 0
     out = capfd.readouterr().out.splitlines()
     assert out[0] == "pair orders: active B at epoch 1; 1 switch(es):"
-    assert out[2].split()[:10] == [
+    assert out[2].split()[:11] == [
         "2026-11-23T10:00:00+00:00",
         "failover",
         "A",
@@ -97,6 +97,7 @@ def test_history_reads_the_stored_record(config, monkeypatch, capfd):
         "yes",
         "2",
         "4",
+        "-",
         "manual__1",
     ]
     assert out[2].endswith("A is down")

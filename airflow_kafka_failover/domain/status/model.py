@@ -257,6 +257,9 @@ class SwitchRow(_View):
     :param triggered_by: the DAG run.
     :param gap_records: offsets missing on the target when it switched.
     :param max_duplicates: the plan's bound on records read twice (None: unbounded or not recorded).
+    :param state: what the switch did with a stateful query's state: ``carried 2 operators``, or the warning
+        ``state of 2 operators dropped at epoch 3``; None for a stateless query (or a switch recorded before
+        the state was recorded).
     """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
@@ -271,6 +274,7 @@ class SwitchRow(_View):
     triggered_by: str
     gap_records: int
     max_duplicates: int | None
+    state: str | None = None
 
     @classmethod
     def of(cls, entry: SwitchEntry) -> SwitchRow:
@@ -291,8 +295,23 @@ class SwitchRow(_View):
                 "triggered_by": entry.triggered_by,
                 "gap_records": entry.gap_records,
                 "max_duplicates": bound if isinstance(bound, int) and not isinstance(bound, bool) else None,
+                "state": _state_words(entry),
             }
         )
+
+
+def _state_words(entry: SwitchEntry) -> str | None:
+    """The history entry's ``state`` in a few words (see :class:`SwitchRow`)."""
+    state = (entry.model_extra or {}).get("state")
+    if not isinstance(state, dict):
+        return None
+    if isinstance(state.get("warning"), str):
+        return str(state["warning"])
+    operators = state.get("operators")
+    if state.get("policy") == "carry" and isinstance(operators, list):
+        plural = "s" if len(operators) != 1 else ""
+        return f"carried {len(operators)} operator{plural} from batch {state.get('batch_id')}"
+    return None
 
 
 class Problem(_View):

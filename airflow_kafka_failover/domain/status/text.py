@@ -37,7 +37,18 @@ def switch_table(rows: Sequence[SwitchRow], indent: str = "    ") -> list[str]:
     :param rows: the switches, in the order to show.
     :param indent: put before every line.
     """
-    headers = ("at", "kind", "from -> to", "epoch", "forced", "gap_records", "max_duplicates", "by", "reason")
+    headers = (
+        "at",
+        "kind",
+        "from -> to",
+        "epoch",
+        "forced",
+        "gap_records",
+        "max_duplicates",
+        "state",
+        "by",
+        "reason",
+    )
     cells = [
         (
             row.at,
@@ -47,6 +58,7 @@ def switch_table(rows: Sequence[SwitchRow], indent: str = "    ") -> list[str]:
             "yes" if row.forced else "no",
             str(row.gap_records),
             "unbounded" if row.max_duplicates is None else str(row.max_duplicates),
+            row.state or "-",
             row.triggered_by or "-",
             row.reason or "-",
         )

@@ -338,6 +338,30 @@ def test_switch_row_of_an_entry():
     assert row.model_dump(mode="json")["from"] == "A"
 
 
+@pytest.mark.parametrize(
+    ("state", "words"),
+    [
+        (None, None),
+        (
+            {"policy": "carry", "operators": ["0", "1"], "batch_id": 41, "files": 20},
+            "carried 2 operators from batch 41",
+        ),
+        (
+            {
+                "policy": "fresh",
+                "dropped_operators": ["0"],
+                "warning": "state of 1 operator dropped at epoch 3",
+            },
+            "state of 1 operator dropped at epoch 3",
+        ),
+        ("not a dict", None),
+    ],
+)
+def test_switch_row_says_what_became_of_the_state(state, words):
+    extra = {} if state is None else {"state": state}
+    assert SwitchRow.of(entry(1, **extra)).state == words
+
+
 def test_history_view_limits_and_formats():
     rec = record(history=[entry(1), entry(2)])
     history = PairHistory.of(rec, stored=True, limit=1)
@@ -354,11 +378,12 @@ def test_history_view_limits_and_formats():
         "forced",
         "gap_records",
         "max_duplicates",
+        "state",
         "by",
         "reason",
     ]
     assert lines[2].split()[:8] == ["2026-11-22T10:00:00+00:00", "failover", "A", "->", "B", "2", "no", "0"]
-    assert lines[2].split()[8:10] == ["20", "scheduled__2"]
+    assert lines[2].split()[8:11] == ["20", "-", "scheduled__2"]
     assert PairHistory.of(rec, stored=True).switches_total == 2
     assert len(PairHistory.of(rec, stored=True).switches) == 2
 
