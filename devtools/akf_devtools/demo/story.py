@@ -365,12 +365,19 @@ class Story:
 
         folder = locations.join(self.state("checkpoints"), self.pair, cluster, f"epoch-{epoch}", "progress")
 
-        def batches() -> list[int]:
-            return [int(name) for name in open_store(folder).names(folder) if name.isdigit()]
+        def first_entry() -> dict[str, Any] | None:
+            numbers = sorted(int(name) for name in open_store(folder).names(folder) if name.isdigit())
+            for number in numbers:
+                entry = read_json(locations.join(folder, str(number)))
+                if not entry.get("carried"):  # a carried checkpoint's first entry is the old run's batch
+                    return entry
+            return None
 
-        if not wait_until(batches, timeout):
+        if not wait_until(first_entry, timeout):
             raise AssertionError(f"no progress entry in {folder} {timeout:.0f} s after the switch ended")
-        return float(read_json(locations.join(folder, str(min(batches()))))["written_at"])
+        entry = first_entry()
+        assert entry is not None
+        return float(entry["written_at"])
 
     def caught_up_time(self, cluster: str, epoch: int, within_s: float) -> float | None:
         """Epoch seconds of the first batch of the run of (cluster, epoch) that was caught up (see

@@ -32,6 +32,8 @@ class Delivery(NamedTuple):
     partition: int
     offset: int
     acked_at: float
+    produced_ms: int = 0
+    """The record's own ``ts`` (its event time)."""
 
 
 class SteadyProducer:
@@ -62,6 +64,7 @@ class SteadyProducer:
         self.rate, self.prefix, self.partitions = rate, prefix, partitions
         self.acked: dict[str, Delivery] = {}
         self.failed = 0
+        self.failed_records: dict[str, int] = {}  # id -> ts of each record whose delivery failed
         self.acked_per_cluster: Counter = Counter()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -96,17 +99,21 @@ class SteadyProducer:
         while not self._stop.is_set():
             cluster = self.target()
             record_id = f"{self.prefix}-{n}"
+            ts = int(time.time() * 1000)
             value = json.dumps(
-                {"id": record_id, "ts": int(time.time() * 1000), "customer": f"c-{n % 50}", "amount": n % 250}
+                {"id": record_id, "ts": ts, "customer": f"c-{n % 50}", "amount": n % 250}
             ).encode()
 
-            def delivered(err, msg, record_id=record_id, cluster=cluster) -> None:
+            def delivered(err, msg, record_id=record_id, cluster=cluster, ts=ts) -> None:
                 with self._lock:
                     if err is None:
-                        self.acked[record_id] = Delivery(cluster, msg.partition(), msg.offset(), time.time())
+                        self.acked[record_id] = Delivery(
+                            cluster, msg.partition(), msg.offset(), time.time(), ts
+                        )
                         self.acked_per_cluster[cluster] += 1
                     else:
                         self.failed += 1
+                        self.failed_records[record_id] = ts
 
             try:
                 self._producer(cluster).produce(
@@ -118,7 +125,7 @@ class SteadyProducer:
                 )
             except BufferError:
                 with self._lock:
-                    self.failed += 1
+                    self.failed += 1  # never handed to the client: not in any log
             n += 1
             for producer in self._producers.values():
                 producer.poll(0)
