@@ -1,5 +1,6 @@
 """What the compatibility lane runs outside this pytest run: a command with another interpreter, and the
-switch story of ``tests/integration/test_switch_dags.py`` on a Spark driver of another virtualenv."""
+stateful switch story of ``tests/integration/test_stateful_switch.py`` on a Spark driver of another
+virtualenv."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ scala/collection/SeqOps``; Spark 4.0's Kafka source on a Spark 4.2 driver is the
 story fills its own from its jars folder. The suite's timeline (tests/conftest.py) holds the lane's test,
 not the tests of the pytest run inside it."""
 
-STORY_STEPS = "start_runs_the_job or crash_of_a_fails_over or restart_of_a_fails_back"
-"""The steps of the switch story a lane runs: the start DAG, a crash of A and the failover DAG, A's restart
-and the failback DAG (which checks each acknowledged id is in the table once)."""
+STORY_FILE = REPO / "tests" / "integration" / "test_stateful_switch.py"
+"""The switch story a lane runs: the stateful example job (``examples/jobs/order_counts_to_delta``), whose
+state the switches carry in the checkpoint format of the lane's Spark."""
+STORY_STEPS = "test_start or crash_fails_over or restart_fails_back or table_equals"
+"""The steps of the story a lane runs: the start DAG, a crash of A and the failover DAG, A's restart and the
+failback DAG (each carrying the state), and the table compared with the counts of the acknowledged records."""
 
 
 def run_outside(command: list[str], timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
@@ -65,7 +69,7 @@ def run_switch_story(
     basetemp, results = tmp_path / "t", tmp_path / "results"
     done = run_outside(
         [str(airflow_python), "-m", "pytest", "-q", "-s", "-p", "no:randomly", "-p", "no:cacheprovider"]
-        + ["--basetemp", str(basetemp), str(REPO / "tests" / "integration" / "test_switch_dags.py")]
+        + ["--basetemp", str(basetemp), str(STORY_FILE)]
         + ["-k", STORY_STEPS],
         timeout=1200,
         AKF_POMS_DIR=str(poms),

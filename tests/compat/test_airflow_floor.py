@@ -14,9 +14,10 @@ Each test drives those environments from the outside, as a deployment would run 
   driver without Airflow (docs/jobs.md);
 - the unit tests of the Airflow side (hooks, I/O, switching, triggers, operators, sensors, DAG factory, the
   bad-input suite and the command line) pass there;
-- the end-to-end story of ``tests/integration/test_switch_dags.py`` (the start DAG, a crash of A and the
-  failover DAG, A's restart and the failback DAG, with the user's Delta MERGE job, each acknowledged id read
-  back once) runs on the oldest stack.
+- the end-to-end story of ``tests/integration/test_stateful_switch.py`` (the start DAG, a crash of A and the
+  failover DAG, A's restart and the failback DAG, with the user's stateful job, whose state each switch
+  carries in Spark 3.5's checkpoint format; its Delta table equal to the counts of the acknowledged
+  records) runs on the oldest stack.
 """
 
 from __future__ import annotations
@@ -261,16 +262,17 @@ _AIRFLOW_SIDE = (
 @pytest.mark.sandbox
 @pytest.mark.spark
 def test_the_switch_story_runs_on_the_oldest_stack(compat_python, tmp_path):
-    """The end-to-end story of ``tests/integration/test_switch_dags.py`` (the start DAG, a crash of A and the
-    failover DAG, A's restart and the failback DAG, each acknowledged id once in the table) with every part
-    at its floor: the DAGs run by ``dag.test()`` on the lowest Airflow; the job, the user's Delta MERGE job
-    of ``examples/jobs/orders_to_delta``, on the oldest Spark and Delta (``.venv-compat-driver``, chosen
+    """The end-to-end story of ``tests/integration/test_stateful_switch.py`` (the start DAG, a crash of A and
+    the failover DAG, A's restart and the failback DAG, each carrying the job's state; the table equal to the
+    counts of the acknowledged records) with every part at its floor: the DAGs run by ``dag.test()`` on the
+    lowest Airflow; the job, the user's stateful job of ``examples/jobs/order_counts_to_delta`` (a Delta
+    upsert), on the oldest Spark and Delta (``.venv-compat-driver``, chosen
     with ``SPARK_HOME`` and ``PYSPARK_PYTHON`` as a deployment would); the oldest Kafka brokers and
     MirrorMaker 2 (``jvm/compat/``, resolved into ``.jars-compat``)."""
     jvm, jars = REPO / "jvm" / "compat", REPO / ".jars-compat"
     story = run_switch_story(compat_python, COMPAT_DRIVER, jvm, jars, tmp_path)
     assert story.passed(), story.failure()
-    print("figures:", (story.results / "e2e_switch_figures.json").read_text())
+    print("figures:", (story.results / "stateful_switch_figures.json").read_text())
     # The stack really was the oldest one: the drivers' and brokers' own words.
     spark, delta = (pinned(COMPAT_DRIVER_CONSTRAINTS, name) for name in ("pyspark", "delta-spark"))
     assert story.spark_versions() == {spark}

@@ -12,6 +12,7 @@ and the history entry says so.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -90,6 +91,8 @@ def differences(table: dict, expected: dict, unsure: Counter) -> list[str]:
 
 @pytest.fixture(scope="module")
 def story(own_sandbox, airflow_home, tmp_path_factory):
+    """The pair's story; its jobs run on this run's pyspark, or on the Spark ``SPARK_HOME`` names (the
+    compatibility lane runs the first steps on its oldest stack: ``tests/compat/lanes.py``)."""
     with new_pair_story(
         own_sandbox,
         airflow_home,
@@ -99,6 +102,12 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
     ) as story:
         yield story
     print("figures:", story.figures)
+    # AKF_RESULTS_DIR: the compatibility lane keeps the figures of its oldest stack apart.
+    results = Path(os.environ.get("AKF_RESULTS_DIR") or Path(__file__).resolve().parents[2] / "results")
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "stateful_switch_figures.json").write_text(
+        json.dumps({"figures": story.figures, "machine": f"{os.cpu_count()} cores"}, indent=1)
+    )
 
 
 def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) -> tuple[dict, float, str]:
