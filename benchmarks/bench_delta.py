@@ -50,7 +50,7 @@ from akf_devtools.sandbox.sandbox import Sandbox  # noqa: E402
 from airflow_kafka_failover.cluster_managers.local import job_environment  # noqa: E402
 from airflow_kafka_failover.core.process_group import ManagedProcess  # noqa: E402
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook  # noqa: E402
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME  # noqa: E402
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME  # noqa: E402
 from benchmarks.bench_job import (  # noqa: E402
     MASTER,
     SPARK_CONF,

@@ -50,9 +50,9 @@ from akf_devtools.local_airflow import LocalAirflow, pair_names  # noqa: E402
 from akf_devtools.sandbox.loopback import free_ports  # noqa: E402
 from akf_devtools.sandbox.request_log import RequestCounter, by_client  # noqa: E402
 
-from airflow_kafka_failover.jobs.layout import RunLayout  # noqa: E402
-from airflow_kafka_failover.jobs.progress_log import batch_numbers, progress_folder, read_batch_record  # noqa: E402
 from airflow_kafka_failover.jobs.sink import SinkReader  # noqa: E402
+from airflow_kafka_failover.run_format.layout import RunLayout  # noqa: E402
+from airflow_kafka_failover.run_format.progress_log import batch_numbers, progress_folder, read_batch_record  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 from benchmarks.process_usage import tree_cpu_seconds  # noqa: E402
 

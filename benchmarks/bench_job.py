@@ -95,12 +95,13 @@ from airflow_kafka_failover.hooks.streaming_job import (  # noqa: E402
     StreamingJobHook,
 )
 from airflow_kafka_failover.io.planner import load_position  # noqa: E402
-from airflow_kafka_failover.jobs.fencing import FencingMarker  # noqa: E402
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME, RunLayout  # noqa: E402
-from airflow_kafka_failover.jobs.progress import read_progress, uncommitted_output_records  # noqa: E402
-from airflow_kafka_failover.jobs.progress_log import read_batch_record  # noqa: E402
-from airflow_kafka_failover.jobs.settings import JobSettings  # noqa: E402
-from airflow_kafka_failover.jobs.spark_checkpoint import parse_offsets_file, read_checkpoint  # noqa: E402
+from airflow_kafka_failover.jobs.sink import uncommitted_output_records  # noqa: E402
+from airflow_kafka_failover.run_format.fencing import FencingMarker  # noqa: E402
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME, RunLayout  # noqa: E402
+from airflow_kafka_failover.run_format.progress import read_progress  # noqa: E402
+from airflow_kafka_failover.run_format.progress_log import read_batch_record  # noqa: E402
+from airflow_kafka_failover.run_format.settings import JobSettings  # noqa: E402
+from airflow_kafka_failover.run_format.spark_checkpoint import parse_offsets_file, read_checkpoint  # noqa: E402
 from benchmarks.json_output import json_line_output  # noqa: E402
 from benchmarks.state_store import KINDS, STORAGE_TIMEOUT_S, StateStore  # noqa: E402
 

@@ -164,7 +164,7 @@ def start_ours(conns: dict[str, str], job: JobStandIn) -> tuple[dict[int, int], 
     from airflow_kafka_failover.domain.config import parse_pair
     from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
     from airflow_kafka_failover.io.planner import build_plan
-    from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+    from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition
 
     pair = parse_pair(
         "bench",

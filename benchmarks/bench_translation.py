@@ -33,7 +33,7 @@ from airflow_kafka_failover.core.types import TopicPartition  # noqa: E402
 from airflow_kafka_failover.domain.config import parse_pair  # noqa: E402
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook  # noqa: E402
 from airflow_kafka_failover.io.planner import build_plan  # noqa: E402
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition  # noqa: E402
+from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition  # noqa: E402
 
 # Hook calls that send requests; each is one batched round trip (read_topic_to_end: metadata, two
 # ListOffsets and the fetches of one consumer, counted as one read).

@@ -44,9 +44,9 @@ from airflow_kafka_failover.jobs.job_run import (
     prepare,
     write_refusal,
 )
-from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.jobs.sink import COMPLETE, batch_dir
-from airflow_kafka_failover.jobs.spark_checkpoint import last_committed_offsets
+from airflow_kafka_failover.run_format.settings import JobSettings
+from airflow_kafka_failover.run_format.spark_checkpoint import last_committed_offsets
 
 log = logging.getLogger("airflow_kafka_failover.job")
 

@@ -1,7 +1,8 @@
 """Build airflow-kafka-failover-job, the job side as a distribution of its own (wheel and sdist).
 
 The distribution's metadata lives in ``job-distribution/`` (its ``pyproject.toml`` and README); its code is
-the provider's own ``airflow_kafka_failover/jobs`` and ``airflow_kafka_failover/core`` with the package's
+the provider's own ``airflow_kafka_failover/jobs``, ``airflow_kafka_failover/run_format`` and
+``airflow_kafka_failover/core`` with the package's
 ``__init__.py`` and ``py.typed``, staged beside that metadata in a temporary folder and built there with
 ``uv build`` (isolated, as a package index would build the sdist). Nothing is copied into the repository.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 METADATA = REPO / "job-distribution"
 PACKAGE = REPO / "airflow_kafka_failover"
-JOB_SIDE = ("jobs", "core")
+JOB_SIDE = ("jobs", "run_format", "core")
 """The provider's subpackages that run on the Spark driver (no Airflow import: the import contracts)."""
 UV = Path(sys.executable).with_name("uv")
 

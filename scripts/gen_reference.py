@@ -44,8 +44,8 @@ def _models() -> dict[str, Any]:
         SwitchSpec,
         TranslationSpec,
     )
-    from airflow_kafka_failover.jobs.options import JobOptions
-    from airflow_kafka_failover.jobs.settings import JobSettings
+    from airflow_kafka_failover.run_format.options import JobOptions
+    from airflow_kafka_failover.run_format.settings import JobSettings
 
     return {
         "pair-config": [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_kafka_failover.jobs.layout import RunLayout
-from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.run_format.layout import RunLayout
+from airflow_kafka_failover.run_format.settings import JobSettings
 
 
 def run_of(

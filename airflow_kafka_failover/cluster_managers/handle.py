@@ -21,8 +21,8 @@ from airflow_kafka_failover.cluster_managers.kubernetes_pods import DriverPodRef
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.core.storage.locations import is_remote
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME, read_status
-from airflow_kafka_failover.jobs.options import DeployMode
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME, read_status
+from airflow_kafka_failover.run_format.options import DeployMode
 
 APPLICATION_ID = re.compile(r"application_\d+_\d+")
 """A YARN application id."""

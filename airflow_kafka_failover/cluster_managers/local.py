@@ -24,7 +24,7 @@ from airflow_kafka_failover.cluster_managers.manager import (
     Submission,
     stopped_on_request,
 )
-from airflow_kafka_failover.jobs.layout import RunLayout, mark_killed, read_status, status_file
+from airflow_kafka_failover.run_format.layout import RunLayout, mark_killed, read_status, status_file
 
 log = logging.getLogger(__name__)
 

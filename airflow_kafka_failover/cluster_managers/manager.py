@@ -10,7 +10,7 @@ API server does not answer, or does not know the id) raises instead of answering
 submits a second driver of one epoch; a caller that waits anyway uses ``alive_or_unknown``.
 
 **Stop on request, then kill.** Every stop first writes the run's stop request (the job finishes its batch
-and stops, ``jobs/layout.py``) and waits; a driver that did not stop within the timeout is killed the
+and stops, ``run_format/layout.py``) and waits; a driver that did not stop within the timeout is killed the
 manager's way, and the kill is recorded in the run's ``status.json`` (``killed``).
 """
 
@@ -26,7 +26,7 @@ from airflow_kafka_failover.cluster_managers.handle import JobHandle, ManagerNam
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable, read_json, replace_json
-from airflow_kafka_failover.jobs.layout import RunLayout, mark_killed, request_stop
+from airflow_kafka_failover.run_format.layout import RunLayout, mark_killed, request_stop
 
 log = logging.getLogger(__name__)
 

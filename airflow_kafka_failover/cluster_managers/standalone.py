@@ -36,8 +36,8 @@ from airflow_kafka_failover.cluster_managers.manager import (
     stopped_on_request,
 )
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.jobs.layout import RunLayout
-from airflow_kafka_failover.jobs.options import DeployMode
+from airflow_kafka_failover.run_format.layout import RunLayout
+from airflow_kafka_failover.run_format.options import DeployMode
 
 log = logging.getLogger(__name__)
 

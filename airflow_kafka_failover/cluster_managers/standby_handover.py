@@ -1,4 +1,4 @@
-"""The launching side of a warm standby driver (``jobs/standby.py``): start one, and hand it a run.
+"""The launching side of a warm standby driver (``run_format/standby.py``): start one, and hand it a run.
 
 A warm driver is started with the run's own spark-submit command line, except ``--standby <slot>`` for
 ``--settings <file>`` and its ``--name``; its process record and log live in the slot
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from airflow_kafka_failover.core.atomic_file import write_atomically
 from airflow_kafka_failover.core.process_group import ManagedProcess
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.jobs.standby import StandbySlot
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME
+from airflow_kafka_failover.run_format.settings import JobSettings
+from airflow_kafka_failover.run_format.standby import StandbySlot
 
 log = logging.getLogger(__name__)
 

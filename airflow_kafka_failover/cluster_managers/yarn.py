@@ -45,7 +45,7 @@ from airflow_kafka_failover.cluster_managers.manager import (
 )
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
 from airflow_kafka_failover.core.storage import locations
-from airflow_kafka_failover.jobs.layout import RunLayout
+from airflow_kafka_failover.run_format.layout import RunLayout
 
 log = logging.getLogger(__name__)
 

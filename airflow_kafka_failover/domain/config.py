@@ -50,7 +50,7 @@ from airflow_kafka_failover.core.schema import (
 )
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds
 from airflow_kafka_failover.domain.translation.plan import CONFIGURABLE_METHODS, TranslationMethod
-from airflow_kafka_failover.jobs.options import PATH_OPTIONS, JobOptions
+from airflow_kafka_failover.run_format.options import PATH_OPTIONS, JobOptions
 
 __all__ = [
     "ClusterSpec",

@@ -75,10 +75,10 @@ from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.hooks import spark_submit_compat
 from airflow_kafka_failover.hooks.storage import spark_store_properties, use_storage
-from airflow_kafka_failover.jobs.layout import RunLayout, clear_run_state
-from airflow_kafka_failover.jobs.options import DeployMode, JobOptions
-from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
+from airflow_kafka_failover.run_format.layout import RunLayout, clear_run_state
+from airflow_kafka_failover.run_format.options import DeployMode, JobOptions
+from airflow_kafka_failover.run_format.settings import JobSettings
+from airflow_kafka_failover.run_format.standby import StandbySlot, standby_dir
 from airflow_kafka_failover.version_compat import conf
 
 __all__ = ["CLUSTER_HANDLE_FILE", "JOB_APPLICATION", "JobStartError", "StreamingJobHook"]
@@ -348,9 +348,9 @@ class StreamingJobHook(BaseHook):
         application: str | os.PathLike[str] = JOB_APPLICATION,
         env: dict[str, str] | None = None,
     ) -> int | None:
-        """Start a warm standby driver for the pair and cluster of ``settings`` (``jobs/standby.py``) unless
-        one holds the slot; return its pid (None: one was there). The next submission of a run of that pair
-        and cluster with the same launch is handed to it instead of starting spark-submit.
+        """Start a warm standby driver for the pair and cluster of ``settings`` (``run_format/standby.py``)
+        unless one holds the slot; return its pid (None: one was there). The next submission of a run of that
+        pair and cluster with the same launch is handed to it instead of starting spark-submit.
 
         :param settings: the settings of a run on that cluster (only its pair, cluster and store paths are
             used: the warm driver learns its run from the handoff).

@@ -17,7 +17,7 @@ from airflow_kafka_failover.domain.replication_lag import records_not_replicated
 from airflow_kafka_failover.domain.translation.choosing import PartitionRequest, translate_partition
 from airflow_kafka_failover.domain.translation.plan import PartitionTranslation
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from airflow_kafka_failover.io.gap_measure import (
     show_replication_complete,
 )
 from airflow_kafka_failover.io.mm2_topics import read_checkpoints, read_offset_syncs
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition, read_checkpoint
+from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition, read_checkpoint
 
 log = logging.getLogger(__name__)
 

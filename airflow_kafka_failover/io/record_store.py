@@ -2,8 +2,8 @@
 
 Variables have no compare-and-set, and no lock is shared by every host that may switch a pair. So a commit is
 the creation of ``<fencing folder>/epoch-<n>.record.json``, create-only like the fence's own markers
-(:mod:`airflow_kafka_failover.jobs.fencing`): of two switches that reach epoch ``n`` together, exactly one
-creates it; the other finds it and is a no-op when it names the same run of the job, "another switch won"
+(:mod:`airflow_kafka_failover.run_format.fencing`): of two switches that reach epoch ``n`` together, exactly
+one creates it; the other finds it and is a no-op when it names the same run of the job, "another switch won"
 when not. Only then is the record written to the Variable, which the UI, the CLI and every task read.
 
 The Variable may lag the store (a worker that died between the two writes) or even go back (a worker that
@@ -25,7 +25,7 @@ from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import create_json, read_json
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
-from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
+from airflow_kafka_failover.run_format.fencing import FencedError, FencingMarker
 
 log = logging.getLogger(__name__)
 

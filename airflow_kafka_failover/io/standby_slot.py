@@ -1,11 +1,11 @@
-"""Where a pair's warm standby driver waits (``switch.standby: warm``; ``jobs/standby.py``)."""
+"""Where a pair's warm standby driver waits (``switch.standby: warm``; ``run_format/standby.py``)."""
 
 from __future__ import annotations
 
 from airflow_kafka_failover.core.exceptions import CheckpointError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.domain.config import PairConfig, StandbyMode
-from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
+from airflow_kafka_failover.run_format.standby import StandbySlot, standby_dir
 
 
 def wants_standby(pair: PairConfig) -> bool:

@@ -32,8 +32,8 @@ from airflow_kafka_failover.io.health_watch import RecoveryWatch
 from airflow_kafka_failover.io.lease_file import read_lease
 from airflow_kafka_failover.io.probe import probe_cluster
 from airflow_kafka_failover.io.record_store import fencing_marker, read_stored_record
-from airflow_kafka_failover.jobs.options import DeployMode
-from airflow_kafka_failover.jobs.progress import read_progress
+from airflow_kafka_failover.run_format.options import DeployMode
+from airflow_kafka_failover.run_format.progress import read_progress
 
 log = logging.getLogger(__name__)
 

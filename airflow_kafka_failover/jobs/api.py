@@ -52,8 +52,8 @@ from airflow_kafka_failover.jobs.job_run import (
     write_refusal,
 )
 from airflow_kafka_failover.jobs.record_id import record_id_column, register_reader
-from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.jobs.standby import Handoff, SlotBusy, StandbySlot, StandbyStopped
+from airflow_kafka_failover.run_format.settings import JobSettings
+from airflow_kafka_failover.run_format.standby import Handoff, SlotBusy, StandbySlot, StandbyStopped
 
 __all__ = ["DELTA_SESSION_CONFIG", "FailoverStream"]
 
@@ -103,11 +103,11 @@ class FailoverStream:
         up, naming the jars' Maven coordinates).
 
         With ``--standby <slot>`` instead of ``--settings``, the driver is a warm standby
-        (:mod:`~airflow_kafka_failover.jobs.standby`): it holds the slot (a second warm driver of the slot
-        exits with code 2), starts Spark and loads the Kafka source, and waits without reading anything until
-        a switch hands it a run's settings file; from there on the checks above apply to that run as to a
-        submitted one (a handoff of an epoch the fence has left behind is refused). A stop request in the slot
-        before any handoff ends it with code 0.
+        (:mod:`~airflow_kafka_failover.run_format.standby`): it holds the slot (a second warm driver of the
+        slot exits with code 2), starts Spark and loads the Kafka source, and waits without reading anything
+        until a switch hands it a run's settings file; from there on the checks above apply to that run as to
+        a submitted one (a handoff of an epoch the fence has left behind is refused). A stop request in the
+        slot before any handoff ends it with code 0.
 
         :param argv: the arguments (``sys.argv[1:]`` by default); other arguments than ``--settings`` or
             ``--standby`` are left to your job (see :attr:`extra_args`).
@@ -419,9 +419,9 @@ def _warm_standby(
     folder: str, app_name: str | None, config: dict[str, str]
 ) -> tuple[Any, StandbySlot, Handoff]:
     """Be a warm standby in the slot ``folder``: hold it, start Spark, load the Kafka source, wait for the
-    handoff (``jobs/standby.py``); return the session, the slot (still held) and the handoff. Exits with code
-    2 when another warm driver holds the slot or the classpath lacks the Kafka source, with 0 when stopped
-    before a handoff."""
+    handoff (``run_format/standby.py``); return the session, the slot (still held) and the handoff. Exits with
+    code 2 when another warm driver holds the slot or the classpath lacks the Kafka source, with 0 when
+    stopped before a handoff."""
     slot = StandbySlot(folder)
     try:
         slot.claim()

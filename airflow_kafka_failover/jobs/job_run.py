@@ -13,7 +13,7 @@ runs it through :class:`JobRun`:
 - **progress**: after Spark commits batch ``b``, its progress entry ``<checkpoint>/progress/<b>`` (epoch,
   batch id, the end offsets of ``offsets/<b>``, records, and per partition the newest record's timestamp and
   offset over the run, observed on the Kafka source itself so that any transformation of the user's keeps
-  them; see :mod:`~airflow_kafka_failover.jobs.progress_log`);
+  them; see :mod:`~airflow_kafka_failover.run_format.progress_log`);
 - **bookkeeping group**: then the batch's end offsets are committed to the bookkeeping group on the cluster
   the run reads, so MirrorMaker 2 checkpoints the job's position to the other cluster.
 
@@ -46,23 +46,23 @@ from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable, open_store, replace_json
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.java_classes import JavaClasses
-from airflow_kafka_failover.jobs.layout import (
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.layout import (
     claim_checkpoint,
     status_file,
     stop_request_file,
     stop_requested,
 )
-from airflow_kafka_failover.jobs.progress_log import (
+from airflow_kafka_failover.run_format.progress_log import (
     KEEP_RECORDS,
     batch_numbers,
     progress_folder,
     progress_location,
     read_progress,
 )
-from airflow_kafka_failover.jobs.settings import JobSettings
-from airflow_kafka_failover.jobs.spark_checkpoint import last_committed_offsets, parse_offsets_file
+from airflow_kafka_failover.run_format.settings import JobSettings
+from airflow_kafka_failover.run_format.spark_checkpoint import last_committed_offsets, parse_offsets_file
 
 log = logging.getLogger("airflow_kafka_failover.job")
 

@@ -20,7 +20,7 @@ import logging
 import re
 from typing import Any
 
-from airflow_kafka_failover.jobs.settings import RECORD_ID_FROM_KEY
+from airflow_kafka_failover.run_format.settings import RECORD_ID_FROM_KEY
 
 log = logging.getLogger("airflow_kafka_failover.job")
 

@@ -38,6 +38,7 @@ from typing import Any
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import open_store, read_json, replace_json
+from airflow_kafka_failover.run_format.spark_checkpoint import read_checkpoint
 
 log = logging.getLogger("airflow_kafka_failover.job")
 
@@ -177,6 +178,21 @@ def rows_written_after(sink_root: str, epoch: int, batch_id: int) -> int:
         if batch_epoch == epoch and batch > batch_id
         for file in parquet_files(path)
     )
+
+
+def uncommitted_output_records(checkpoint: str, sink_root: str, epoch: int) -> int:
+    """Rows a run wrote to the sink in batches its checkpoint does not count as committed.
+
+    A run killed between a batch's output and Spark's commit (for instance while its group commit to a
+    dead cluster hangs) leaves such a batch; the next run reads those records again, on top of what the
+    translation re-delivers, so they add to a switch's duplicate bound. The sink is the evidence: its
+    batch directories only appear once complete.
+    """
+    root = str(checkpoint)
+    offsets = locations.join(root, "offsets")
+    committed = read_checkpoint(root).position if open_store(offsets).exists(offsets) else None
+    last = committed.batch_id if committed is not None and committed.batch_id is not None else -1
+    return rows_written_after(sink_root, epoch, last)
 
 
 class ParquetBatchSink:

@@ -79,7 +79,7 @@ class KeeperMemory:
 
 def _log_redelivery(handle: Any) -> None:
     """Log the records the dead run wrote in a batch it never committed: the restart writes them again."""
-    from airflow_kafka_failover.jobs.progress import uncommitted_output_records
+    from airflow_kafka_failover.jobs.sink import uncommitted_output_records
 
     try:
         again = uncommitted_output_records(handle.checkpoint, handle.sink_root, handle.epoch)
@@ -393,7 +393,7 @@ class KeepStreamingJobOperator(BaseOperator):
         from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError, FailoverError
         from airflow_kafka_failover.io import metrics
         from airflow_kafka_failover.io.record_store import commit_record
-        from airflow_kafka_failover.jobs.fencing import FencedError
+        from airflow_kafka_failover.run_format.fencing import FencedError
         from airflow_kafka_failover.switching import steps
 
         restarts = state["restarts"] + 1

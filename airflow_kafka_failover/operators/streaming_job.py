@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.core.schema import problem_of
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.jobs.options import JobOptions
+from airflow_kafka_failover.run_format.fencing import FencedError
+from airflow_kafka_failover.run_format.options import JobOptions
 from airflow_kafka_failover.switching.job_request import JobRequest, parse_epoch
 
 
@@ -54,7 +54,7 @@ class SubmitStreamingJobOperator(BaseOperator):
     """Submit the streaming job on one cluster, detached; return its handle (a dict) to XCom.
 
     Besides the arguments below it takes every job option of
-    :class:`~airflow_kafka_failover.jobs.options.JobOptions` by its name (the pair config's ``job``
+    :class:`~airflow_kafka_failover.run_format.options.JobOptions` by its name (the pair config's ``job``
     section): ``sink_root``, ``checkpoint_root``, ``run_root`` and ``fencing_marker`` are required;
     ``record_id_field``, ``kafka_options``, ``max_offsets_per_trigger``, ``trigger_interval_seconds``,
     ``jars``, ``packages``, ``driver_memory``, ``executor_memory``, ``total_executor_cores``,

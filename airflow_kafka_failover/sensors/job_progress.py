@@ -11,8 +11,8 @@ from airflow.sdk import BaseSensorOperator
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.core.exceptions import ConfigError
-from airflow_kafka_failover.jobs.progress import read_progress
-from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
+from airflow_kafka_failover.run_format.progress import read_progress
+from airflow_kafka_failover.run_format.source_offsets import kafka_offsets_from_json
 
 SILENT_BATCHES = 3
 """Committed batches without a single progress entry after which a job is taken to break the contract

@@ -22,8 +22,8 @@ from airflow_kafka_failover.core.exceptions import FailoverError
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.domain.switch_gate import FAILOVER, SwitchParams, direction
-from airflow_kafka_failover.jobs.fencing import FenceState
-from airflow_kafka_failover.jobs.progress import read_progress
+from airflow_kafka_failover.run_format.fencing import FenceState
+from airflow_kafka_failover.run_format.progress import read_progress
 from airflow_kafka_failover.switching import steps
 from airflow_kafka_failover.switching.old_run import old_run
 

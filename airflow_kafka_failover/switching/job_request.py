@@ -21,10 +21,10 @@ from airflow_kafka_failover.domain.kafka_options import java_client_options
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.hooks.storage import use_job_storage
 from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE, JOB_APPLICATION
-from airflow_kafka_failover.jobs.fencing import FencedError, FencingMarker
-from airflow_kafka_failover.jobs.layout import SETTINGS_FILE, RunLayout, claim_checkpoint
-from airflow_kafka_failover.jobs.options import STORE_PATH_OPTIONS, DeployMode, JobOptions
-from airflow_kafka_failover.jobs.settings import (
+from airflow_kafka_failover.run_format.fencing import FencedError, FencingMarker
+from airflow_kafka_failover.run_format.layout import SETTINGS_FILE, RunLayout, claim_checkpoint
+from airflow_kafka_failover.run_format.options import STORE_PATH_OPTIONS, DeployMode, JobOptions
+from airflow_kafka_failover.run_format.settings import (
     JobSettings,
     SwitchPlan,
     missing_partitions,
@@ -70,7 +70,7 @@ class JobRequest:
     :param starting_offsets: ``earliest``, ``latest`` or a start map (dict or JSON).
     :param bookkeeping_group: consumer group the job commits its position to ('' for the pair's default).
     :param switch_plan: the plan of the switch that submits the run (kept in its settings, see
-        :class:`~airflow_kafka_failover.jobs.settings.SwitchPlan`); None for the start and the operator.
+        :class:`~airflow_kafka_failover.run_format.settings.SwitchPlan`); None for the start and the operator.
     """
 
     pair: str

@@ -3,9 +3,9 @@
 A switch stops the job of the record's epoch on the record's cluster and plans from its checkpoint. That run
 is named by the record once the start DAG (or the last switch) committed it; until then it may still exist:
 a start DAG that submitted the job and is waiting for its first batch has not committed it yet. Every run of
-a (pair, cluster, epoch) has fixed folders (``jobs/layout.py``), so a record without a job is completed from
-the run folder and the checkpoint of its epoch: whatever ran there is stopped, and its committed batches are
-its position. A cluster-mode handle is refreshed from the run folder's newest submission
+a (pair, cluster, epoch) has fixed folders (``run_format/layout.py``), so a record without a job is completed
+from the run folder and the checkpoint of its epoch: whatever ran there is stopped, and its committed batches
+are its position. A cluster-mode handle is refreshed from the run folder's newest submission
 (``cluster_handle.json``), which a restart in place rewrites with the new application or pod.
 """
 
@@ -22,7 +22,7 @@ from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.hooks.streaming_job import CLUSTER_HANDLE_FILE
 from airflow_kafka_failover.io.record_store import RUN_IDENTITY, same_run
-from airflow_kafka_failover.jobs.options import DeployMode
+from airflow_kafka_failover.run_format.options import DeployMode
 from airflow_kafka_failover.switching.job_request import JobRequest
 
 log = logging.getLogger(__name__)

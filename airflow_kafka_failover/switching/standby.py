@@ -1,7 +1,7 @@
 """The pair's warm standby driver (``switch.standby: warm``): where it waits, and starting one.
 
-The warm driver waits on the cluster the job does not read, for the next switch (``jobs/standby.py`` is its
-side, ``cluster_managers/standby_handover.py`` the launching side, ``io/standby_slot.py`` where it waits).
+The warm driver waits on the cluster the job does not read, for the next switch (``run_format/standby.py`` is
+its side, ``cluster_managers/standby_handover.py`` the launching side, ``io/standby_slot.py`` where it waits).
 The keeper starts it when it is missing; a switch's submit hands it the new run when it waits with the
 pair's current launch.
 """

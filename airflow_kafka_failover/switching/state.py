@@ -6,8 +6,8 @@
   damaged state file stops the switch while the fence, the record and the running job are untouched.
 - In the submit step, :func:`carry_state` writes the new run's checkpoint as a copy of the batch the plan
   started from, its positions rewritten to the plan's start offsets
-  (:mod:`~airflow_kafka_failover.jobs.state_carry`). It runs after the fence moved and the old job stopped,
-  so what it reads is the last batch that job committed.
+  (:mod:`~airflow_kafka_failover.run_format.state_carry`). It runs after the fence moved and the old job
+  stopped, so what it reads is the last batch that job committed.
 - The commit step records what happened in the switch's history entry (:func:`state_entry`): what was
   carried, or, under ``fresh``, the warning that state was dropped.
 """
@@ -25,9 +25,9 @@ from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.config import PairConfig
 from airflow_kafka_failover.domain.translation.plan import TranslationPlan
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
-from airflow_kafka_failover.jobs.layout import OWNER_FILE, claim_checkpoint
-from airflow_kafka_failover.jobs.options import StatePolicy
-from airflow_kafka_failover.jobs.state_carry import (
+from airflow_kafka_failover.run_format.layout import OWNER_FILE, claim_checkpoint
+from airflow_kafka_failover.run_format.options import StatePolicy
+from airflow_kafka_failover.run_format.state_carry import (
     CarriedCheckpoint,
     carried_from,
     carry_checkpoint,

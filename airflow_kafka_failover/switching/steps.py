@@ -39,10 +39,10 @@ from airflow_kafka_failover.io import metrics
 from airflow_kafka_failover.io.lease_file import holding_lease, release_lease, write_lease
 from airflow_kafka_failover.io.planner import build_plan, load_position
 from airflow_kafka_failover.io.record_store import commit_record, fencing_marker, load_record, same_run
-from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.jobs.progress import uncommitted_output_records
-from airflow_kafka_failover.jobs.settings import SwitchPlan
-from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets
+from airflow_kafka_failover.jobs.sink import uncommitted_output_records
+from airflow_kafka_failover.run_format.fencing import FencedError
+from airflow_kafka_failover.run_format.settings import SwitchPlan
+from airflow_kafka_failover.run_format.spark_checkpoint import in_flight_offsets
 from airflow_kafka_failover.switching.job_request import JobRequest, started_plan
 from airflow_kafka_failover.switching.old_run import OldRun, old_run
 from airflow_kafka_failover.switching.state import carry_state, check_state_policy, state_entry

@@ -43,11 +43,11 @@ from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.hooks.storage import use_storage
 from airflow_kafka_failover.io import metrics
 from airflow_kafka_failover.io.lease_file import read_lease
-from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.layout import stop_requested
-from airflow_kafka_failover.jobs.options import DeployMode
-from airflow_kafka_failover.jobs.progress import read_last_commit
-from airflow_kafka_failover.jobs.standby import StandbySlot
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.layout import stop_requested
+from airflow_kafka_failover.run_format.options import DeployMode
+from airflow_kafka_failover.run_format.progress import read_last_commit
+from airflow_kafka_failover.run_format.standby import StandbySlot
 
 WARN_EVERY_S = 300.0
 """How often the same kind of trouble (a job whose state cannot be told, a checkpoint that cannot be read, a

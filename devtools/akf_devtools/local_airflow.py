@@ -488,7 +488,7 @@ class LocalAirflow:
 
     def active_cluster(self, pair: str = PAIR) -> str:
         """The cluster the pair's fencing folder names (A before any switch)."""
-        from airflow_kafka_failover.jobs.fencing import FencingMarker
+        from airflow_kafka_failover.run_format.fencing import FencingMarker
 
         try:
             fence = FencingMarker(str(self.fencing_marker_of(pair)), pair).read()
@@ -498,7 +498,7 @@ class LocalAirflow:
 
     def stop(self) -> None:
         """Stop everything this run directory holds: producer, streaming jobs, Airflow, the sandbox."""
-        from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+        from airflow_kafka_failover.run_format.layout import PROCESS_NAME
 
         for producer in self.producers.values():
             producer.stop(flush_timeout=2.0)

@@ -9,7 +9,8 @@ Each test drives those environments from the outside, as a deployment would run 
 - the built wheel installs into a fresh virtualenv with that Airflow and no pyspark, Airflow's own
   command line lists the provider and every trigger it ships, and the installer refuses the wheel beside
   an Airflow below the floor;
-- the job side's own distribution (``airflow-kafka-failover-job``: ``jobs/`` and ``core/``) builds, and
+- the job side's own distribution (``airflow-kafka-failover-job``: ``jobs/``, ``run_format/`` and ``core/``)
+  builds, and
   installs from its sdist with its ``spark`` and ``delta`` extras on the oldest Spark and Delta, on a
   driver without Airflow (docs/jobs.md);
 - the unit tests of the Airflow side (hooks, I/O, switching, triggers, operators, sensors, DAG factory, the
@@ -38,6 +39,8 @@ from tests.conftest import AIRFLOW_SIDE
 from tests.packaging import COMPAT_DRIVER, UV, built_wheel, floor_release, fresh_venv, pinned
 
 REPO = Path(__file__).resolve().parents[2]
+JOB_SIDE = ("jobs", "run_format", "core")
+"""The provider's subpackages the job distribution ships (scripts/build_job_distribution.py)."""
 COMPAT = REPO / ".venv-compat"
 CONSTRAINTS = REPO / "constraints-compat.txt"
 COMPAT_DRIVER_CONSTRAINTS = REPO / "constraints-compat-driver.txt"
@@ -117,7 +120,8 @@ def test_the_job_distribution_installs_on_a_driver_without_airflow(tmp_path):
     """docs/jobs.md's driver install: airflow-kafka-failover-job, built by
     ``scripts/build_job_distribution.py`` and installed from its source distribution (so that the sdist
     builds too) with the ``spark`` and ``delta`` extras, pinned to the oldest Spark and Delta lines
-    (``constraints-compat-driver.txt``). It ships exactly the provider's ``jobs/`` and ``core/``, depends on
+    (``constraints-compat-driver.txt``). It ships exactly the provider's ``jobs/``, ``run_format/`` and
+    ``core/``, depends on
     no Airflow, declares what they import, and every module imports there without bringing in Airflow."""
     built = run_outside(
         [
@@ -136,9 +140,7 @@ def test_the_job_distribution_installs_on_a_driver_without_airflow(tmp_path):
         metadata = archive.read(next(n for n in archive.namelist() if n.endswith("dist-info/METADATA")))
     package = REPO / "airflow_kafka_failover"
     job_side = {
-        path.relative_to(REPO).as_posix()
-        for sub in ("jobs", "core")
-        for path in (package / sub).rglob("*.py")
+        path.relative_to(REPO).as_posix() for sub in JOB_SIDE for path in (package / sub).rglob("*.py")
     } | {"airflow_kafka_failover/__init__.py"}
     assert shipped == job_side, shipped ^ job_side
     requires = re.findall(r"^Requires-Dist: ([A-Za-z0-9_.-]+)", metadata.decode(), flags=re.MULTILINE)
@@ -176,9 +178,9 @@ def test_the_job_distribution_installs_on_a_driver_without_airflow(tmp_path):
 
 
 def _third_party_imports(package: Path) -> set[str]:
-    """The top-level modules outside the standard library that ``jobs/`` and ``core/`` import."""
+    """The top-level modules outside the standard library that the job side's packages import."""
     found = set()
-    for sub in ("jobs", "core"):
+    for sub in JOB_SIDE:
         for path in (package / sub).rglob("*.py"):
             found |= set(re.findall(r"^\s*(?:from|import) ([A-Za-z_][A-Za-z0-9_]*)", path.read_text(), re.M))
     return found - set(sys.stdlib_module_names) - {"airflow_kafka_failover", "__future__"}
@@ -186,9 +188,9 @@ def _third_party_imports(package: Path) -> set[str]:
 
 _IMPORT_JOB_SIDE = """
 import importlib, json, pkgutil, sys
-import airflow_kafka_failover.core, airflow_kafka_failover.jobs
+import airflow_kafka_failover.core, airflow_kafka_failover.jobs, airflow_kafka_failover.run_format
 failed, count = {}, 0
-for package in (airflow_kafka_failover.core, airflow_kafka_failover.jobs):
+for package in (airflow_kafka_failover.core, airflow_kafka_failover.jobs, airflow_kafka_failover.run_format):
     for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         count += 1
         try:

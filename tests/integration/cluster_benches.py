@@ -47,8 +47,8 @@ from airflow_kafka_failover.cluster_managers.standalone import StandaloneMasterU
 from airflow_kafka_failover.cluster_managers.yarn import ResourceManagerUnreachable
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.jobs.layout import RunLayout, read_status, stop_requested
-from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.run_format.layout import RunLayout, read_status, stop_requested
+from airflow_kafka_failover.run_format.settings import JobSettings
 from tests.builders import run_of
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.contract_job import IGNORE_STOP_REQUEST

@@ -52,7 +52,7 @@ def fence_text(location: str | Path, pair: str) -> str | None:
     """Every epoch marker of a fencing folder, name and JSON text (None before the first): equal texts mean
     that nothing advanced the fence."""
     from airflow_kafka_failover.core.storage.store import read_text
-    from airflow_kafka_failover.jobs.fencing import FencingMarker
+    from airflow_kafka_failover.run_format.fencing import FencingMarker
 
     marker = FencingMarker(str(location), pair)
     epochs = marker.epochs()

@@ -22,7 +22,7 @@ from akf_devtools.sandbox.local_fs import CLASS_PATH, with_class_path
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.exceptions import FailoverError
 from airflow_kafka_failover.core.storage.store import replace_json
-from airflow_kafka_failover.jobs.layout import read_status
+from airflow_kafka_failover.run_format.layout import read_status
 from tests.integration.switch_story import Story, assert_one_job
 
 STATE_FILE_NAMES = ("settings.json", "status.json", "_owner.json", "stop-request", "switch-lease.json")

@@ -24,8 +24,8 @@ from akf_devtools.sandbox.kafka_io import end_offsets
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME, SETTINGS_FILE
-from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME, SETTINGS_FILE
+from airflow_kafka_failover.run_format.settings import JobSettings
 
 TEST_HEALTH = QUICK_HEALTH
 

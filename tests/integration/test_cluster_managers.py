@@ -37,7 +37,7 @@ from airflow_kafka_failover.cluster_managers.yarn import (
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.process_group import ManagedProcess
 from airflow_kafka_failover.hooks.streaming_job import JobStartError
-from airflow_kafka_failover.jobs.layout import stop_requested
+from airflow_kafka_failover.run_format.layout import stop_requested
 from tests.integration.cluster_benches import (
     CLUSTER,
     PAIR,

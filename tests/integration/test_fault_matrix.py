@@ -48,7 +48,7 @@ from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.storage.store import forget_all, replace_json
-from airflow_kafka_failover.jobs.layout import read_status
+from airflow_kafka_failover.run_format.layout import read_status
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.job_support import CRASH_AFTER_SINK, crash_after_sink
 from tests.integration.jobs.crash_after_sink import CRASHED

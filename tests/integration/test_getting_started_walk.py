@@ -32,8 +32,8 @@ from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.producer import SteadyProducer
 
 from airflow_kafka_failover.core.process_group import ManagedProcess
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.jobs.sink import read_sink
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME
 from tests.packaging import COMPAT_DRIVER, UV, built_wheel, floor_release, fresh_venv, lane_driver
 
 REPO = Path(__file__).resolve().parents[2]

@@ -38,8 +38,8 @@ from akf_devtools.demo.user_sinks import read_sqlite_orders
 
 from airflow_kafka_failover.cluster_managers.standby_handover import STANDBY_PROCESS
 from airflow_kafka_failover.core.process_group import ManagedProcess
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME
-from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME
+from airflow_kafka_failover.run_format.standby import StandbySlot, standby_dir
 from tests.integration.switch_story import new_pair_story, run_chain
 
 pytestmark = pytest.mark.spark

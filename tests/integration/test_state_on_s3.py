@@ -38,7 +38,7 @@ from akf_devtools.sandbox.s3 import FAIL_FAST_S3A, S3Server
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.storage.store import forget_all, read_json
-from airflow_kafka_failover.jobs.layout import read_status
+from airflow_kafka_failover.run_format.layout import read_status
 from tests.integration.conftest import RUN_ROOT
 from tests.integration.state_on_store import (
     a_foreign_checkpoint_is_refused,

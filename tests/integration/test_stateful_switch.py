@@ -23,7 +23,7 @@ import yaml
 from akf_devtools.demo.user_sinks import delta_files
 
 from airflow_kafka_failover.cluster_managers.registry import job_alive
-from airflow_kafka_failover.jobs.state_carry import carried_from
+from airflow_kafka_failover.run_format.state_carry import carried_from
 from tests.integration.switch_story import new_pair_story, run_chain, timed
 from tests.integration.test_switch_dags import back_from_outage
 

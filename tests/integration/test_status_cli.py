@@ -17,7 +17,7 @@ import pytest
 from akf_devtools.sandbox.airflow_env import airflow_env
 
 from airflow_kafka_failover.cluster_managers.registry import job_alive
-from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.run_format.fencing import FencingMarker
 from tests.integration.switch_story import new_pair_story
 
 pytestmark = pytest.mark.spark

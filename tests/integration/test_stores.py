@@ -317,6 +317,81 @@ def test_the_secret_reached_spark_through_the_properties_file_only(driver_run, s
     assert s3.credentials().secret_key not in Path(driver_run["log"]).read_text(errors="replace")
 
 
+STATEFUL_CHECKPOINT = {
+    # What Spark 4.0 wrote for a dropDuplicatesWithinWatermark + windowed count query (two operators, two
+    # state partitions, the HDFS-backed store), committed batches 0 and 1; the contents are shortened.
+    "metadata": '{"id":"0b5c1f39-6a1b-4a55-9d7e-3f0f5f0e2a11"}',
+    "offsets/0": 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.shuffle.partitions":'
+    '"2"}}\n{"orders":{"0":10,"1":12}}',
+    "offsets/1": 'v1\n{"batchWatermarkMs":5,"batchTimestampMs":2,"conf":{"spark.sql.shuffle.partitions":'
+    '"2"}}\n{"orders":{"0":50,"1":51}}',
+    "commits/0": 'v1\n{"nextBatchWatermarkMs":5}',
+    "commits/1": 'v1\n{"nextBatchWatermarkMs":9}',
+    "sources/0/0": '{"orders":{"0":0,"1":0}}',
+    **{
+        f"state/{op}/{part}/{version}.delta": f"delta {op}/{part}/{version}"
+        for op in (0, 1)
+        for part in (0, 1)
+        for version in (1, 2)
+    },
+    "state/0/0/_metadata/schema": "schema",
+    "state/0/_metadata/metadata": "operator metadata",
+    "state/1/_metadata/metadata": "operator metadata",
+}
+
+
+def test_a_stateful_checkpoint_is_carried_from_hdfs_to_hdfs(stores):
+    """The state carry through the Airflow side's WebHDFS store: every file listed and copied, the positions
+    rewritten to the target's topic, the old checkpoint unchanged, a second carry a no-op."""
+    import getpass
+
+    from fsspec.implementations.webhdfs import WebHDFS
+
+    from airflow_kafka_failover.core.storage import store as stores_registry
+    from airflow_kafka_failover.core.storage.fsspec_store import WebHdfsStore
+    from airflow_kafka_failover.core.types import TopicPartition
+    from airflow_kafka_failover.run_format.state_carry import carried_from, carry_checkpoint, inspect_state
+
+    _, hdfs = stores
+    host, port = hdfs.webhdfs_url.split("//", 1)[1].split("/", 1)[0].split(":")
+    fs = WebHDFS(host=host, port=int(port), user=getpass.getuser(), skip_instance_cache=True)
+    stores_registry.register(hdfs.uri, lambda root: WebHdfsStore(fs, root))
+    try:
+        old, new = hdfs.path("carry", "A", "epoch-0"), hdfs.path("carry", "B", "epoch-1")
+        store = stores_registry.open_store(old)
+        for name, text in STATEFUL_CHECKPOINT.items():
+            store.replace(f"{old}/{name}", text.encode())
+        before = {name: store.read(f"{old}/{name}") for name in store.files(old)}
+        state = inspect_state(old)
+        assert state is not None and state.operators == ("0", "1") and state.batch_id == 1
+        targets = {TopicPartition("orders", p): TopicPartition("A.orders", p) for p in (0, 1)}
+        starts = {TopicPartition("A.orders", 0): 48, TopicPartition("A.orders", 1): 50}
+        owner = {"pair": "orders", "cluster": "B", "epoch": 1, "bootstrap_servers": "b:9092"}
+        started = time.monotonic()
+        carried = carry_checkpoint(state, new, owner, targets, starts)
+        took = time.monotonic() - started
+        print(f"carried {carried.files} files ({carried.bytes} bytes) over WebHDFS in {took:.2f} s")
+        copied = set(store.files(new))
+        assert copied == {
+            "_owner.json",
+            "metadata",
+            "offsets/0",
+            "offsets/1",
+            "commits/1",
+            "progress/1",
+            *(name for name in STATEFUL_CHECKPOINT if name.startswith("state/")),
+        }
+        assert store.read(f"{new}/offsets/1").decode().splitlines()[2] == '{"A.orders":{"0":48,"1":50}}'
+        assert store.read(f"{new}/state/1/1/2.delta") == b"delta 1/1/2"
+        assert {name: store.read(f"{old}/{name}") for name in store.files(old)} == before
+        recorded = carried_from(new)
+        assert recorded is not None
+        assert (recorded.source, recorded.batch_id, recorded.files) == (old, 1, carried.files)
+        assert carry_checkpoint(state, new, owner, targets, starts) == recorded  # a retried step
+    finally:
+        stores_registry.forget_all()
+
+
 def test_hdfs_comes_back_from_a_restart_with_its_files_at_the_same_uri(stores, driver_run):
     _, hdfs = stores
     uri = hdfs.uri

@@ -26,12 +26,12 @@ from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.hooks.streaming_job import JOB_APPLICATION, StreamingJobHook
 from airflow_kafka_failover.io.planner import build_plan, load_position
-from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.layout import read_status
-from airflow_kafka_failover.jobs.progress import read_progress
 from airflow_kafka_failover.jobs.sink import batch_dirs, parquet_files, read_sink
-from airflow_kafka_failover.jobs.spark_checkpoint import in_flight_offsets, last_committed_offsets
-from airflow_kafka_failover.jobs.standby import StandbySlot, standby_dir
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.layout import read_status
+from airflow_kafka_failover.run_format.progress import read_progress
+from airflow_kafka_failover.run_format.spark_checkpoint import in_flight_offsets, last_committed_offsets
+from airflow_kafka_failover.run_format.standby import StandbySlot, standby_dir
 from airflow_kafka_failover.sensors.job_progress import StreamingJobProgressSensor
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections

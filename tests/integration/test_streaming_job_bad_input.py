@@ -11,8 +11,8 @@ import pytest
 from akf_devtools.sandbox.kafka_io import create_topic
 from akf_devtools.sandbox.loopback import free_ports
 
-from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.layout import OWNER_FILE, RunLayout
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.layout import OWNER_FILE, RunLayout
 from airflow_kafka_failover.version_compat import AirflowFailException
 from tests.integration.conftest import register_connections
 from tests.integration.job_support import JobWorld, register_spark_connection
@@ -124,7 +124,7 @@ def user_job(world: JobWorld, text: str) -> str:
 def test_a_job_that_never_reports_running_fails_the_submit_naming_status_json(world, topic):
     from airflow_kafka_failover.core.process_group import ManagedProcess
     from airflow_kafka_failover.hooks.streaming_job import JobStartError
-    from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+    from airflow_kafka_failover.run_format.layout import PROCESS_NAME
 
     FencingMarker(str(world.fence), world.pair).advance(None, 0, "A")
     fence_before = world.fence_text()

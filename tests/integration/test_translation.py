@@ -19,7 +19,7 @@ from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.domain.translation.mm2_records import Checkpoint
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.io.planner import build_plan, load_position
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections
 from tests.integration.waiting import wait_for

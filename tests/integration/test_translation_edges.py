@@ -43,7 +43,7 @@ from airflow_kafka_failover.domain.translation.plan import TranslationPlan
 from airflow_kafka_failover.domain.translation.replication_policy import offset_syncs_topic
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.io.planner import build_plan, load_position
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition
 from airflow_kafka_failover.switching.steps import make_plan
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections

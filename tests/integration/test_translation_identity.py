@@ -16,7 +16,7 @@ from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.io.planner import build_plan
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition
 from tests.integration import translation_support as data
 from tests.integration.conftest import register_connections, start_sandbox, stop_sandbox
 

@@ -11,8 +11,8 @@ The world every case runs in: pair ``orders`` with A active at epoch 2; its acti
 ``kafka_failover.orders.active_record`` of a migrated SQLite metadata DB; the fencing marker at epoch 2 for
 A; and a running job with a committed checkpoint. The running job is a stand-in for the Spark job, so the
 suite stays fast: a Python sleep loop started as the submit hook starts the job (a ``ManagedProcess`` named
-``job`` in the run folder that ``jobs/layout.py`` gives (orders, A, 2)), its handle in the record; it writes
-down every signal it receives. The variants with a real Spark job and real Kafka are in
+``job`` in the run folder that ``run_format/layout.py`` gives (orders, A, 2)), its handle in the record; it
+writes down every signal it receives. The variants with a real Spark job and real Kafka are in
 tests/integration/test_streaming_job_bad_input.py.
 
 No Kafka is needed: every consumer fails before the network, except where a cluster's answer is part of the
@@ -49,8 +49,8 @@ from airflow_kafka_failover.domain.translation.replication_policy import (
     offset_syncs_topic,
 )
 from airflow_kafka_failover.io.record_store import variable_key
-from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.layout import OWNER_FILE, PROCESS_NAME, RunLayout, stop_requested
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.layout import OWNER_FILE, PROCESS_NAME, RunLayout, stop_requested
 from airflow_kafka_failover.switching.job_request import JobRequest
 
 PAIR, EPOCH = "orders", 2

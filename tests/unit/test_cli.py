@@ -22,7 +22,7 @@ from packaging.version import Version
 from airflow_kafka_failover import cli
 from airflow_kafka_failover.io import status_readers as readers
 from airflow_kafka_failover.io.record_store import variable_key
-from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.run_format.fencing import FencingMarker
 from airflow_kafka_failover.version_compat import AIRFLOW_VERSION
 
 

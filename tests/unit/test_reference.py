@@ -15,8 +15,8 @@ from pydantic import BaseModel
 
 from airflow_kafka_failover.domain.config import ClusterSpec, PairConfig, PairsFile, load_pairs
 from airflow_kafka_failover.domain.health.verdict import HealthThresholds
-from airflow_kafka_failover.jobs.options import JobOptions
-from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.run_format.options import JobOptions
+from airflow_kafka_failover.run_format.settings import JobSettings
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gen_reference.py"

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_kafka_failover.domain.active_record import ActiveRecord, SwitchEntry
 from airflow_kafka_failover.domain.switch_lease import SwitchLease
-from airflow_kafka_failover.jobs.fencing import FenceState
-from airflow_kafka_failover.jobs.progress import JobProgress
+from airflow_kafka_failover.run_format.fencing import FenceState
+from airflow_kafka_failover.run_format.progress import JobProgress
 
 
 class JobState(StrEnum):

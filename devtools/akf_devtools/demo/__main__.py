@@ -268,7 +268,7 @@ class Demo:
 def _forget_previous_run(home: Path, pair_root: Path) -> None:
     """Start the pair afresh: stop a job a previous demo left, delete its files and its active record."""
     from airflow_kafka_failover.core.process_group import ManagedProcess
-    from airflow_kafka_failover.jobs.layout import PROCESS_NAME
+    from airflow_kafka_failover.run_format.layout import PROCESS_NAME
     from akf_devtools.demo.story import stop_warm_standbys
     from akf_devtools.sandbox.airflow_env import delete_variable
 

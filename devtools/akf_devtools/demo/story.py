@@ -21,8 +21,8 @@ import yaml
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.process_group import ManagedProcess
-from airflow_kafka_failover.jobs.layout import PROCESS_NAME
 from airflow_kafka_failover.jobs.sink import SinkContents, SinkReader
+from airflow_kafka_failover.run_format.layout import PROCESS_NAME
 from akf_devtools.sandbox.airflow_env import (
     airflow_env,
     read_variable,
@@ -291,7 +291,7 @@ class Story:
     def fence(self) -> str:
         """The newest epoch marker of the pair's fencing folder as its JSON text ("" before the first)."""
         from airflow_kafka_failover.core.storage.store import read_text
-        from airflow_kafka_failover.jobs.fencing import FencingMarker
+        from airflow_kafka_failover.run_format.fencing import FencingMarker
 
         marker = FencingMarker(self.state("fence"), self.pair)
         epochs = marker.epochs()

@@ -21,7 +21,7 @@ from airflow_kafka_failover.cluster_managers.kubernetes_pods import (
 )
 from airflow_kafka_failover.cluster_managers.registry import ClusterManagers
 from airflow_kafka_failover.core.exceptions import ConfigError
-from airflow_kafka_failover.jobs.layout import mark_killed
+from airflow_kafka_failover.run_format.layout import mark_killed
 from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
 
 POD = "akf-orders-b-e1-0a1b2c3d-driver"

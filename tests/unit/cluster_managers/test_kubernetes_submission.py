@@ -24,7 +24,7 @@ from airflow_kafka_failover.hooks.streaming_job import (
     JobStartError,
     StreamingJobHook,
 )
-from airflow_kafka_failover.jobs.layout import read_status, stop_request_file
+from airflow_kafka_failover.run_format.layout import read_status, stop_request_file
 from tests.unit.cluster_managers.test_kubernetes import kubernetes_connection
 from tests.unit.fake_kubernetes_api import FakeKubernetesApi, kubeconfig, running
 from tests.unit.hooks.test_streaming_job import (  # noqa: F401 - a fixture

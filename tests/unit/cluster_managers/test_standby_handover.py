@@ -17,7 +17,7 @@ from airflow_kafka_failover.cluster_managers.standby_handover import (
     waiting_standby,
 )
 from airflow_kafka_failover.core.process_group import ManagedProcess
-from airflow_kafka_failover.jobs.standby import StandbySlot
+from airflow_kafka_failover.run_format.standby import StandbySlot
 
 RUN = [
     "spark-submit",
@@ -109,7 +109,7 @@ def start_holder(slot: StandbySlot, ready_after: float | None) -> ManagedProcess
     when None)."""
     code = (
         "import sys, time\n"
-        "from airflow_kafka_failover.jobs.standby import StandbySlot\n"
+        "from airflow_kafka_failover.run_format.standby import StandbySlot\n"
         "slot = StandbySlot(sys.argv[1]); slot.claim(); slot.write_state('starting')\n"
         f"ready_after = {ready_after!r}\n"
         "if ready_after is not None:\n"

@@ -16,9 +16,9 @@ from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from airflow_kafka_failover.get_provider_info import get_provider_info
 from airflow_kafka_failover.hooks.streaming_job import StreamingJobHook
-from airflow_kafka_failover.jobs.layout import RunLayout, read_status, status_file, stop_requested
-from airflow_kafka_failover.jobs.settings import JobSettings
 from airflow_kafka_failover.operators.streaming_job import StopStreamingJobOperator
+from airflow_kafka_failover.run_format.layout import RunLayout, read_status, status_file, stop_requested
+from airflow_kafka_failover.run_format.settings import JobSettings
 from tests.builders import run_of
 from tests.unit.fake_resource_manager import FakeResourceManager, running
 
@@ -494,7 +494,7 @@ def test_a_yarn_application_that_ends_on_the_stop_request_is_stopped_not_killed(
 
 def test_stopping_a_handle_with_a_pod_on_yarn_changes_nothing(tmp_path, fake_yarn):
     from airflow_kafka_failover.core.exceptions import ConfigError
-    from airflow_kafka_failover.jobs.layout import stop_request_file
+    from airflow_kafka_failover.run_format.layout import stop_request_file
 
     _bin_dir, _calls, rm = fake_yarn
     settings, layout = _settings(tmp_path)

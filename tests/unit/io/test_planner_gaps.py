@@ -18,7 +18,7 @@ from airflow_kafka_failover.io.gap_measure import (
     mark_replication_gaps,
     show_replication_complete,
 )
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition
+from airflow_kafka_failover.run_format.spark_checkpoint import StreamPosition
 
 SRC = TopicPartition("orders", 0)
 DST = TopicPartition("A.orders", 0)

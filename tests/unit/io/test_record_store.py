@@ -16,7 +16,7 @@ import pytest
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.io import record_store
-from airflow_kafka_failover.jobs.fencing import FencedError
+from airflow_kafka_failover.run_format.fencing import FencedError
 
 
 class SlowVariables:

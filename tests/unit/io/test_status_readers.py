@@ -22,8 +22,8 @@ from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
 from airflow_kafka_failover.domain.status.model import FenceAgreement, JobState
 from airflow_kafka_failover.io.status_readers import read_history_record, read_pair
-from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.layout import status_file
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.layout import status_file
 
 WRITTEN_AT = 1_790_000_000.5
 

@@ -10,8 +10,8 @@ import pytest
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.api import FailoverStream
 from airflow_kafka_failover.jobs.delta_sink import DeltaSink
-from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.settings import JobSettings
 
 
 def settings_file(tmp_path: Path, **changes) -> Path:

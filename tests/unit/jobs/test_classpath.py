@@ -11,7 +11,7 @@ import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.classpath import check_kafka_classpath, kafka_source_coordinates
-from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.run_format.fencing import FencingMarker
 from tests.unit.jobs.test_api import settings_file
 
 

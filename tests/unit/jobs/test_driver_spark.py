@@ -9,7 +9,7 @@ import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.jobs.driver_spark import SUPPORTED_SPARK_LINES, check_driver_spark, spark_line
-from airflow_kafka_failover.jobs.fencing import FencingMarker
+from airflow_kafka_failover.run_format.fencing import FencingMarker
 from tests.unit.jobs.test_api import refusal, settings_file
 
 

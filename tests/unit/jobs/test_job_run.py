@@ -19,9 +19,9 @@ import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs.fencing import FencingMarker
 from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, JobRun, RunStopping
-from airflow_kafka_failover.jobs.settings import JobSettings
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.settings import JobSettings
 
 BENCH_JOB = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_job.py"
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'

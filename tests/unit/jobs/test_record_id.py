@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_kafka_failover.jobs import record_id
-from airflow_kafka_failover.jobs.settings import RECORD_ID_FROM_KEY
 from airflow_kafka_failover.jobs.sink import batch_id_column
+from airflow_kafka_failover.run_format.settings import RECORD_ID_FROM_KEY
 
 EDGE_CASES = [
     '{"id": "r-1"}',

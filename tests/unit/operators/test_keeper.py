@@ -14,10 +14,10 @@ import yaml
 
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.io.record_store import variable_key
-from airflow_kafka_failover.jobs.fencing import FencingMarker
-from airflow_kafka_failover.jobs.layout import RunLayout
 from airflow_kafka_failover.operators import keeper as keeper_module
 from airflow_kafka_failover.operators.keeper import KeepStreamingJobOperator, keeper_variable
+from airflow_kafka_failover.run_format.fencing import FencingMarker
+from airflow_kafka_failover.run_format.layout import RunLayout
 from airflow_kafka_failover.triggers.job_keeper import JobKeeperTrigger, KeeperPauseTrigger
 from airflow_kafka_failover.version_compat import AirflowFailException, TaskDeferred
 
@@ -440,7 +440,7 @@ def test_a_pair_without_a_warm_standby_gives_its_trigger_no_slot(world):
 def test_a_warm_driver_left_idle_on_the_active_cluster_is_asked_to_stop(warm_world, monkeypatch):
     """A switch to A submitted without A's warm driver (it was still starting): that driver is of no use
     while A is active, and the keeper stops it when it starts the one for B."""
-    from airflow_kafka_failover.jobs.standby import StandbySlot
+    from airflow_kafka_failover.run_format.standby import StandbySlot
     from airflow_kafka_failover.switching import standby
 
     operator, _, tmp_path = warm_world

@@ -7,7 +7,7 @@ import pytest
 from airflow_kafka_failover.core.exceptions import FailoverError
 from airflow_kafka_failover.domain.active_record import ActiveRecord
 from airflow_kafka_failover.domain.config import parse_pair
-from airflow_kafka_failover.jobs.fencing import FenceState
+from airflow_kafka_failover.run_format.fencing import FenceState
 from airflow_kafka_failover.switching.healing import switch_kind
 
 PAIR = parse_pair(

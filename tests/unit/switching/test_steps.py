@@ -23,9 +23,9 @@ from airflow_kafka_failover.domain.config import parse_pair
 from airflow_kafka_failover.domain.switch_gate import FAILOVER, NotApplicable, SwitchParams
 from airflow_kafka_failover.domain.translation.plan import TranslationPlan
 from airflow_kafka_failover.io import record_store
-from airflow_kafka_failover.jobs.fencing import FencedError
-from airflow_kafka_failover.jobs.layout import SETTINGS_FILE
-from airflow_kafka_failover.jobs.settings import JobSettings, SwitchPlan
+from airflow_kafka_failover.run_format.fencing import FencedError
+from airflow_kafka_failover.run_format.layout import SETTINGS_FILE
+from airflow_kafka_failover.run_format.settings import JobSettings, SwitchPlan
 from airflow_kafka_failover.switching import steps
 from airflow_kafka_failover.switching.job_request import JobRequest
 from airflow_kafka_failover.switching.old_run import old_run

@@ -19,8 +19,8 @@ from airflow_kafka_failover.domain.status.model import (
     SwitchRow,
 )
 from airflow_kafka_failover.domain.status.text import history_to_text, statuses_to_json, to_text
-from airflow_kafka_failover.jobs.fencing import FenceState
-from airflow_kafka_failover.jobs.progress import JobProgress
+from airflow_kafka_failover.run_format.fencing import FenceState
+from airflow_kafka_failover.run_format.progress import JobProgress
 
 NOW = 1_800_000_000.0
 JOB = {

@@ -9,8 +9,8 @@ from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.domain.status.assembly import assemble
 from airflow_kafka_failover.domain.status.fleet import fleet_counts, fleet_rows
 from airflow_kafka_failover.domain.status.text import fleet_to_text, statuses_to_json
-from airflow_kafka_failover.jobs.fencing import FenceState
-from airflow_kafka_failover.jobs.progress import JobProgress
+from airflow_kafka_failover.run_format.fencing import FenceState
+from airflow_kafka_failover.run_format.progress import JobProgress
 from tests.unit.domain.status.test_assembly import NOW, healthy
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError
-from airflow_kafka_failover.jobs.standby import (
+from airflow_kafka_failover.run_format.standby import (
     SlotBusy,
     StandbySlot,
     StandbyStopped,
@@ -19,7 +19,7 @@ from airflow_kafka_failover.jobs.standby import (
 
 HOLDER = """
 import sys, time
-from airflow_kafka_failover.jobs.standby import StandbySlot
+from airflow_kafka_failover.run_format.standby import StandbySlot
 slot = StandbySlot(sys.argv[1])
 slot.claim()
 slot.write_state("waiting")

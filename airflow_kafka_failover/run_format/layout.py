@@ -34,7 +34,7 @@ from airflow_kafka_failover.core.storage.store import (
     read_json,
     replace_json,
 )
-from airflow_kafka_failover.jobs.progress_log import batch_numbers
+from airflow_kafka_failover.run_format.progress_log import batch_numbers
 
 OWNER_FILE = "_owner.json"
 PROCESS_NAME = "job"

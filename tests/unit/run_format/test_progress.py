@@ -7,12 +7,12 @@ import pytest
 
 from airflow_kafka_failover.core.exceptions import CheckpointError
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs.progress import (
+from airflow_kafka_failover.jobs.sink import uncommitted_output_records
+from airflow_kafka_failover.run_format.progress import (
     JobProgress,
     LastCommit,
     read_last_commit,
     read_progress,
-    uncommitted_output_records,
 )
 
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
@@ -164,7 +164,7 @@ def test_the_last_commit_read_cheaply_agrees_with_the_full_read(tmp_path):
 def test_the_last_commit_reads_one_record_however_long_the_run(tmp_path, monkeypatch):
     """4,000 batches: the last commit is two listings and the record of the committed batch."""
     from airflow_kafka_failover.core.storage.store import LOCAL
-    from airflow_kafka_failover.jobs import progress
+    from airflow_kafka_failover.run_format import progress
 
     batch(tmp_path, 3999, {"t": {"0": 4000}})
     for n in range(3900, 4000):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.jobs.fencing import (
+from airflow_kafka_failover.run_format.fencing import (
     FencedError,
     FenceState,
     FencingMarker,

@@ -7,7 +7,7 @@ import pytest
 
 from airflow_kafka_failover.core.atomic_file import write_json_atomically
 from airflow_kafka_failover.core.exceptions import CheckpointError
-from airflow_kafka_failover.jobs.layout import (
+from airflow_kafka_failover.run_format.layout import (
     OWNER_FILE,
     RunLayout,
     claim_checkpoint,

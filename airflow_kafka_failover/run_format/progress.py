@@ -2,11 +2,12 @@
 
 The position is the last batch Spark committed in the checkpoint (``offsets/`` + ``commits/``); the record
 count and the time of the commit come from the job's progress entry of that batch
-(:mod:`~airflow_kafka_failover.jobs.progress_log`). The checkpoint may be a local folder or a store
+(:mod:`~airflow_kafka_failover.run_format.progress_log`). The checkpoint may be a local folder or a store
 URI.
 
-A checkpoint carried from another run (:mod:`~airflow_kafka_failover.jobs.state_carry`) starts with the batch
-it was carried from: that batch is the old run's, so until the run commits one of its own it has none here.
+A checkpoint carried from another run (:mod:`~airflow_kafka_failover.run_format.state_carry`) starts with the
+batch it was carried from: that batch is the old run's, so until the run commits one of its own it has none
+here.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from dataclasses import dataclass, field
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import open_store
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs import progress_log
-from airflow_kafka_failover.jobs.progress_log import progress_folder, read_batch_record
-from airflow_kafka_failover.jobs.spark_checkpoint import last_committed_offsets, read_checkpoint
-from airflow_kafka_failover.jobs.state_carry import carried_batch
+from airflow_kafka_failover.run_format import progress_log
+from airflow_kafka_failover.run_format.progress_log import progress_folder, read_batch_record
+from airflow_kafka_failover.run_format.spark_checkpoint import last_committed_offsets, read_checkpoint
+from airflow_kafka_failover.run_format.state_carry import carried_batch
 
 
 @dataclass(frozen=True)
@@ -54,23 +55,6 @@ class JobProgress:
 def _written_at(record: dict[str, object] | None) -> float | None:
     value = (record or {}).get("written_at")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def uncommitted_output_records(checkpoint: str, sink_root: str, epoch: int) -> int:
-    """Rows a run wrote to the sink in batches its checkpoint does not count as committed.
-
-    A run killed between a batch's output and Spark's commit (for instance while its group commit to a
-    dead cluster hangs) leaves such a batch; the next run reads those records again, on top of what the
-    translation re-delivers, so they add to a switch's duplicate bound. The sink is the evidence: its
-    batch directories only appear once complete.
-    """
-    from airflow_kafka_failover.jobs.sink import rows_written_after
-
-    root = str(checkpoint)
-    offsets = locations.join(root, "offsets")
-    committed = read_checkpoint(root).position if open_store(offsets).exists(offsets) else None
-    last = committed.batch_id if committed is not None and committed.batch_id is not None else -1
-    return rows_written_after(sink_root, epoch, last)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.schema import JobSeconds, Text, problem_of
-from airflow_kafka_failover.jobs.options import RECORD_ID_FROM_KEY, StreamOptions
+from airflow_kafka_failover.run_format.options import RECORD_ID_FROM_KEY, StreamOptions
 
 __all__ = [
     "RECORD_ID_FROM_KEY",
@@ -93,7 +93,7 @@ class JobSettings(StreamOptions):
     """Everything one run of the streaming job needs: the file the operator writes and the job reads.
 
     Its stream options (``record_id_field``, ``trigger_interval_seconds``, ``max_offsets_per_trigger``,
-    ``kafka_options``) are those of :class:`~airflow_kafka_failover.jobs.options.StreamOptions`;
+    ``kafka_options``) are those of :class:`~airflow_kafka_failover.run_format.options.StreamOptions`;
     ``kafka_options`` here are the connection's options merged with the pair's, and may hold secrets:
     the file is written owner-only. A bad value raises :class:`ConfigError` naming the setting.
     """

@@ -3,7 +3,7 @@
 :class:`JobOptions` is the pair config's ``job`` section, the options ``SubmitStreamingJobOperator`` takes
 (as keyword arguments of the same names) and part of every job request. Its stream part,
 :class:`StreamOptions`, is what the job itself reads on the Spark driver: the settings file
-(:class:`~airflow_kafka_failover.jobs.settings.JobSettings`) extends it.
+(:class:`~airflow_kafka_failover.run_format.settings.JobSettings`) extends it.
 
 Pure module: pydantic only, no Airflow, no pyspark.
 """
@@ -28,7 +28,7 @@ from airflow_kafka_failover.core.schema import (
 
 OFFSET_LOG_FORMAT_CONF = "spark.sql.streaming.offsetLog.formatVersion"
 """Spark 4.2's opt-in offset log format; the plan reads the position from format 1 only
-(jobs/spark_checkpoint.py)."""
+(run_format/spark_checkpoint.py)."""
 
 RECORD_ID_FROM_KEY = "key"
 """``record_id_field`` value meaning: the record id is the Kafka key (as UTF-8 text)."""

@@ -28,7 +28,7 @@ from airflow_kafka_failover.core.exceptions import CheckpointError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable, open_store
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
+from airflow_kafka_failover.run_format.source_offsets import kafka_offsets_from_json
 
 PROGRESS_DIR = "progress"
 """The folder of per-batch progress entries in a checkpoint."""

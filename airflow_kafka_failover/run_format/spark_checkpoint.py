@@ -9,7 +9,7 @@ are not plain batch numbers (``.3.crc`` checksums, ``.3.<uuid>.tmp`` temporaries
 as Spark ignores them.
 
 The job also writes a progress entry per committed batch
-(:mod:`~airflow_kafka_failover.jobs.progress_log`), which carries what Spark's checkpoint does not
+(:mod:`~airflow_kafka_failover.run_format.progress_log`), which carries what Spark's checkpoint does not
 keep: the newest record timestamp and the newest record offset per partition. The position is the next
 offset after the batch, which may lie past transaction markers; the newest record offset tells the planner
 that the offsets between it and the position held no record.
@@ -27,8 +27,8 @@ from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.core.storage import locations
 from airflow_kafka_failover.core.storage.store import StoreUnavailable, open_store
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs.progress_log import batch_numbers, check_against, read_progress
-from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
+from airflow_kafka_failover.run_format.progress_log import batch_numbers, check_against, read_progress
+from airflow_kafka_failover.run_format.source_offsets import kafka_offsets_from_json
 
 OFFSET_LOG_VERSION = "v1"
 _WHERE_HINT = "check the path: a job's checkpoint is the folder <checkpoint_root>/<pair>/<cluster>/epoch-<n>"

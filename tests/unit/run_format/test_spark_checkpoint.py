@@ -8,8 +8,12 @@ import pytest
 
 from airflow_kafka_failover.core.exceptions import CheckpointError, ConfigError
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs.source_offsets import kafka_offsets_from_json
-from airflow_kafka_failover.jobs.spark_checkpoint import StreamPosition, in_flight_offsets, read_checkpoint
+from airflow_kafka_failover.run_format.source_offsets import kafka_offsets_from_json
+from airflow_kafka_failover.run_format.spark_checkpoint import (
+    StreamPosition,
+    in_flight_offsets,
+    read_checkpoint,
+)
 
 METADATA = (
     '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"2"}}'

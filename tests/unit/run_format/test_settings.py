@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError
-from airflow_kafka_failover.jobs.options import JobOptions, StreamOptions
-from airflow_kafka_failover.jobs.settings import (
+from airflow_kafka_failover.run_format.options import JobOptions, StreamOptions
+from airflow_kafka_failover.run_format.settings import (
     SETTINGS_SCHEMA_VERSION,
     JobSettings,
     SwitchPlan,
