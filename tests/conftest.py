@@ -42,10 +42,11 @@ LONGEST_FIRST = (
     "integration/test_translation_edges.py",  # 159, 151; 133
     "integration/test_health_watch.py",  # 153, 155; 153
     "integration/test_security.py",  # 138, 144; 139
-    "integration/test_stateful_switch.py",  # 143 alone on 2026-12-05, beside two helpers' work
+    "integration/test_stateful_switch.py",  # 133, 143 alone on 2026-12-05, beside two helpers' work
     "integration/test_airflow_ui.py",  # 142, 99; 113
     "integration/test_translation.py",  # 87, 94; 73
     "integration/test_switch_wake_event.py",  # 92, 76; 83
+    "integration/test_stateful_switch_on_hdfs.py",  # 80 alone on 2026-12-05
     "integration/test_stores.py",  # 76; 68
     "integration/test_delta_sink.py",  # 69
 )

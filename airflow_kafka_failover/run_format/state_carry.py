@@ -25,10 +25,11 @@ store provider) of ``offsets/<b>``'s metadata line, and every stateful operator 
   goes on from batch ``b + 1``, which the old run may have written to a sink before it was stopped, and a
   sink that keys its idempotence on (query id, batch id), as Delta's streaming sink does, would skip the new
   run's batch, records the old run's never held among them. No state depends on the query id;
-- **written**: ``progress/<b>``, the new run's first progress entry (the start offsets, no records, marked
-  ``carried``), then ``_owner.json`` with ``carried_from``, last: it marks the copy whole. The job refuses a
-  checkpoint that holds batches but no owner file, so a copy that stopped half way is never started; the
-  next carry into it clears it first.
+- **written**: ``_carrying.json`` first (a copy under way), ``progress/<b>``, the new run's first progress
+  entry (the start offsets, no records, marked ``carried``), then ``_owner.json`` with ``carried_from``, last:
+  it marks the copy whole. The job refuses a checkpoint that holds batches but no owner file, so a copy that
+  stopped half way is never started; the next carry into it, or the submit of a run that starts without
+  state, clears it first (:func:`clear_interrupted_carry`).
 - **left out**: ``sources/`` (the Kafka source's initial offsets, read only by a query without an offsets
   log; the new run's ``startingOffsets`` are the same start offsets anyway), the old run's ``progress/``
   and owner file, checksums (``.crc``) and Spark's temporaries (names starting with ``.``), and every file of
@@ -58,6 +59,7 @@ from airflow_kafka_failover.core.storage.store import (
     create_json,
     open_store,
     read_json,
+    replace_json,
 )
 from airflow_kafka_failover.core.types import TopicPartition
 from airflow_kafka_failover.run_format.layout import OWNER_FILE
@@ -65,6 +67,10 @@ from airflow_kafka_failover.run_format.progress_log import PROGRESS_DIR, batch_n
 from airflow_kafka_failover.run_format.source_offsets import kafka_offsets_from_json
 from airflow_kafka_failover.run_format.spark_checkpoint import parse_offsets_file
 
+CARRYING_FILE = "_carrying.json"
+"""Written before a carry copies anything and removed once the owner file is there: the mark of a copy that
+stopped half way, which the next carry or submit clears (a folder with files and neither file is left
+alone)."""
 STATE_DIR = "state"
 """The folder of the stateful operators' stores in a checkpoint (Spark makes it for a stateful query only)."""
 COMMIT_LOG_VERSION = "v1"
@@ -347,11 +353,18 @@ def rewrite_offsets(
         if uncovered:
             raise CheckpointError(
                 f"{where}:{number}: the checkpoint's batch reads {', '.join(map(str, uncovered[:5]))}, which "
-                "the "
-                "switch's plan does not cover (the plan was made for other topics): re-plan for the topics "
-                "the job reads, or set job.state: fresh"
+                "the switch's plan does not cover (the plan was made for other topics): re-plan for the "
+                "topics the job reads, or set job.state: fresh"
             )
-        rewritten.append({targets[tp]: starts[targets[tp]] for tp in read if targets[tp] in starts})
+        absent = sorted(targets[tp] for tp in read if targets[tp] not in starts)
+        if absent:
+            raise CheckpointError(
+                f"{where}:{number}: the state holds records of {len(absent)} partitions whose counterparts "
+                f"{', '.join(map(str, absent[:5]))} the target does not have (its topics have fewer "
+                "partitions than the source's): the state cannot be carried onto them; give the target's "
+                "topics the source's partition counts, or set job.state: fresh"
+            )
+        rewritten.append({targets[tp]: starts[targets[tp]] for tp in read})
     _place_untracked(where, lines, rewritten, starts)
     body = [lines[0], lines[1]] + [
         "-" if not offsets and lines[index + 2].strip() == "-" else _offsets_json(offsets)
@@ -419,9 +432,14 @@ def carry_checkpoint(
     done = _already_carried(root, state)
     if done is not None:
         return done
-    store = open_store(root)
-    for leftover in store.files(root):  # a carry stopped half way: nothing else writes here before the owner
-        store.delete(locations.join(root, leftover))
+    clear_interrupted_carry(root)
+    if open_store(root).files(root):
+        raise CheckpointError(
+            f"{root} holds files but no {OWNER_FILE} and no {CARRYING_FILE}: they were not written by a "
+            "carry or a run of this provider; the state is not copied over them. Remove them if nothing "
+            "needs them, or give the pair another checkpoint_root"
+        )
+    replace_json(locations.join(root, CARRYING_FILE), {"from": source, "batch_id": state.batch_id})
     texts = {
         batch: _read(locations.join(source, "offsets", str(batch)), f"the offsets of batch {batch}")
         for batch in {state.batch_id, max(state.batch_id - 1, 0)}
@@ -466,7 +484,27 @@ def carry_checkpoint(
             "switch run wrote this run's checkpoint at the same time; run the switch again (it adopts the "
             "run)"
         )
+    open_store(root).delete(locations.join(root, CARRYING_FILE))
     return carried
+
+
+def clear_interrupted_carry(checkpoint: str) -> bool:
+    """Remove what a carry left half way in ``checkpoint`` (its :data:`CARRYING_FILE` and no owner file), so
+    that no run starts on part of a copy; return whether there was such a leftover.
+
+    A run's submit calls it before the run claims its checkpoint: a switch retried with ``job.state: fresh``
+    after a carry failed starts on an empty checkpoint, not on the carry's state files.
+    """
+    root = str(checkpoint)
+    store = open_store(root)
+    marker = locations.join(root, CARRYING_FILE)
+    if not store.exists(marker) or store.exists(locations.join(root, OWNER_FILE)):
+        return False
+    for leftover in store.files(root):
+        if leftover != CARRYING_FILE:
+            store.delete(locations.join(root, leftover))
+    store.delete(marker)  # last: a clear that stops half way is resumed by the next one
+    return True
 
 
 def _already_carried(root: str, state: CheckpointState) -> CarriedCheckpoint | None:

@@ -30,6 +30,7 @@ from airflow_kafka_failover.run_format.settings import (
     missing_partitions,
     parse_starting_offsets,
 )
+from airflow_kafka_failover.run_format.state_carry import clear_interrupted_carry
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,11 @@ class JobRequest:
         """Check everything, then submit through ``hook`` (a StreamingJobHook); return the handle."""
         settings = self.settings()
         new_marker = self.fence_to_create()
+        if clear_interrupted_carry(settings.checkpoint):
+            log.warning(
+                "removed what an interrupted state carry left in %s (no run had started on it)",
+                settings.checkpoint,
+            )
         if claim_checkpoint(
             settings.checkpoint, self.pair, self.cluster, self.epoch, settings.bootstrap_servers
         ):
