@@ -354,13 +354,20 @@ class JobRun:
         batch_id: Any = progress.get("batchId")
         try:
             self.record_batch(
-                int(batch_id), progress.get("observedMetrics") or {}, progress.get("durationMs")
+                int(batch_id),
+                progress.get("observedMetrics") or {},
+                progress.get("durationMs"),
+                state_of(progress.get("stateOperators")),
             )
         except Exception:  # a listener that raises is dropped by Spark; keep it and say why
             log.exception("could not record batch %s", batch_id)
 
     def record_batch(
-        self, batch_id: int, metrics: dict[str, dict[str, Any]], durations: dict[str, int] | None = None
+        self,
+        batch_id: int,
+        metrics: dict[str, dict[str, Any]],
+        durations: dict[str, int] | None = None,
+        state: dict[str, int] | None = None,
     ) -> None:
         """Write the progress entry of committed batch ``batch_id`` and commit it to the bookkeeping group.
 
@@ -369,6 +376,7 @@ class JobRun:
         :param batch_id: the batch.
         :param metrics: the batch's observed metrics (:data:`SOURCE_METRICS`, :data:`RECORD_ID_METRICS`).
         :param durations: Spark's ``durationMs`` of the batch, for the log line.
+        :param state: the stateful operators after the batch (:func:`state_of`); None for a stateless query.
         """
         with self.progress_lock:
             self._carried()
@@ -386,6 +394,8 @@ class JobRun:
                     batch_id,
                     self.settings.record_id_field,
                 )
+            if state:
+                stats = {**stats, "state": state}
             self._write_progress(batch_id, end_offsets, stats)
             progress_seconds = time.monotonic() - started
             self._commit_group(end_offsets)
@@ -709,6 +719,23 @@ class ProgressListener:
 
     class Java:
         implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
+def state_of(operators: Any) -> dict[str, int] | None:
+    """What a progress event's ``stateOperators`` say of the query's state: ``operators``, ``rows`` (Spark's
+    ``numRowsTotal``) and ``memory_bytes`` (``memoryUsedBytes``) over all of them; None for a stateless
+    query. A switch carries this state (``job.state``; docs/jobs.md, "Stateful jobs")."""
+    if not isinstance(operators, list) or not operators:
+        return None
+
+    def total(key: str) -> int:
+        return sum(int(op.get(key) or 0) for op in operators if isinstance(op, dict))
+
+    return {
+        "operators": len(operators),
+        "rows": total("numRowsTotal"),
+        "memory_bytes": total("memoryUsedBytes"),
+    }
 
 
 def _nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:

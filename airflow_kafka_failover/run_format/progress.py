@@ -34,6 +34,8 @@ class JobProgress:
         ``written_at``); while that record is still being written (the job writes it after Spark's commit),
         the newest earlier record's, so that the age is never understated; None before the first record.
     :param written_any: whether the job wrote any progress entry (a job that never does breaks the contract).
+    :param state: the query's stateful operators after the newest recorded batch (``operators``, ``rows``,
+        ``memory_bytes``); None for a stateless query.
     """
 
     batch_id: int | None
@@ -41,6 +43,7 @@ class JobProgress:
     records: int
     committed_at: float | None = None
     written_any: bool = field(default=False, compare=False)
+    state: dict[str, int] | None = field(default=None, compare=False)
 
     def reached(self, position: dict[TopicPartition, int]) -> list[str]:
         """The partitions of ``position`` not reached yet, as ``topic-partition: committed < wanted``."""
@@ -108,4 +111,4 @@ def read_progress(checkpoint: str) -> JobProgress:
         return JobProgress(committed, dict(reading.position.offsets), 0, None, wrote_any)
     # summary.batch_id < committed while the job writes the committed batch's record: its time is older
     position = dict(reading.position.offsets)
-    return JobProgress(committed, position, summary.records, summary.written_at, wrote_any)
+    return JobProgress(committed, position, summary.records, summary.written_at, wrote_any, summary.state)

@@ -13,6 +13,10 @@ carries forward the partitions earlier batches saw), so the newest record at or 
 the whole answer: a reader reads one object, however old the run. The job keeps the last 100 records and
 the run's first (when it began) and removes the others.
 
+A stateful query's entry also holds ``state``: ``{"operators": 2, "rows": 8123, "memory_bytes": 901234}`` (from
+Spark's ``stateOperators``), which the status shows. The first entry of a carried checkpoint
+(:mod:`~airflow_kafka_failover.run_format.state_carry`) is the old run's batch, marked ``"carried": true``.
+
 A job of your own that writes per-batch marks instead of cumulative ones is safe: the planner then knows
 less (older timestamps, fewer known-empty offsets), which re-reads more, never less.
 """
@@ -57,6 +61,8 @@ class ProgressSummary:
     :param end_offsets: that batch's end offsets (None when the record has none).
     :param written_at: unix seconds when that record was written (None when unknown).
     :param source: where the record was read, for messages.
+    :param state: the query's stateful operators after that batch (``operators``, ``rows``, ``memory_bytes``);
+        None for a stateless query (or a job that does not record it).
     """
 
     batch_id: int
@@ -66,6 +72,7 @@ class ProgressSummary:
     end_offsets: dict[TopicPartition, int] | None = None
     written_at: float | None = None
     source: str = ""
+    state: dict[str, int] | None = None
 
 
 def batch_numbers(folder: str) -> list[int]:
@@ -127,6 +134,7 @@ def summary_of(value: dict[str, Any], where: str) -> ProgressSummary:
         end_offsets,
         _seconds(value.get("written_at")),
         where,
+        _state(value.get("state")),
     )
 
 
@@ -177,6 +185,13 @@ def check_against(
                 f"at or beyond the committed position {committed[tp]}; are these progress entries from "
                 "another checkpoint directory?"
             )
+
+
+def _state(value: Any) -> dict[str, int] | None:
+    """The entry's ``state``, its counts kept when they are numbers (an entry is never refused for it)."""
+    if not isinstance(value, dict):
+        return None
+    return {key: _count(value.get(key)) for key in ("operators", "rows", "memory_bytes")}
 
 
 def _count(value: Any) -> int:

@@ -150,6 +150,8 @@ def _job_view(readings: PairReadings, agreement: FenceAgreement) -> tuple[JobVie
         last_batch_at=_iso(committed_at) if committed_at is not None else None,
         last_batch_age_seconds=_age(readings.now, committed_at),
         records=progress.records if progress else None,
+        state_operators=progress.state.get("operators") if progress and progress.state else None,
+        state_rows=progress.state.get("rows") if progress and progress.state else None,
     )
     if state not in NOT_RUNNING:
         return view, None

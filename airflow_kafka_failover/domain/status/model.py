@@ -196,6 +196,8 @@ class JobView(_View):
     :param last_batch_at: when that batch was committed (ISO 8601, UTC).
     :param last_batch_age_seconds: how long ago.
     :param records: records written by its committed batches.
+    :param state_operators: its stateful operators (None: a stateless query, or not recorded).
+    :param state_rows: the rows their state holds after its last recorded batch.
     """
 
     state: JobState
@@ -210,6 +212,8 @@ class JobView(_View):
     last_batch_at: str | None = None
     last_batch_age_seconds: float | None = None
     records: int | None = None
+    state_operators: int | None = None
+    state_rows: int | None = None
 
 
 class PartitionLag(_View):

@@ -94,6 +94,10 @@ def _job_lines(job: JobView) -> list[str]:
             + (f" ({job.last_batch_age_seconds:g} s ago)" if job.last_batch_age_seconds is not None else "")
             + f", {job.records} records in all"
         )
+    if job.state_operators:
+        operators = f"{job.state_operators} stateful operator{'' if job.state_operators == 1 else 's'}"
+        rows = job.state_rows if job.state_rows is not None else "?"
+        lines.append(f"          state: {operators}, {rows} rows (a switch carries it: job.state)")
     return lines
 
 

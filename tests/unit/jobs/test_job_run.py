@@ -19,7 +19,7 @@ import pytest
 
 from airflow_kafka_failover.core.exceptions import ConfigError
 from airflow_kafka_failover.core.types import TopicPartition
-from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, JobRun, RunStopping
+from airflow_kafka_failover.jobs.job_run import SOURCE_METRICS, JobRun, RunStopping, state_of
 from airflow_kafka_failover.run_format.fencing import FencingMarker
 from airflow_kafka_failover.run_format.settings import JobSettings
 
@@ -346,3 +346,31 @@ def test_the_checks_between_batches_are_timed_and_counted_in_the_runs_last_lines
     match = bench.BETWEEN_CHECKS_LINE.search(f"[akf-job] {line}")
     assert match is not None and match["count"] == "2", line
     assert 0 <= float(match["median"]) <= float(match["max"]) < 5
+
+
+def test_the_state_of_a_progress_event_sums_its_operators():
+    operators = [
+        {"operatorName": "dedupeWithinWatermark", "numRowsTotal": 30, "memoryUsedBytes": 1000},
+        {"operatorName": "stateStoreSave", "numRowsTotal": 12, "memoryUsedBytes": 500},
+    ]
+    assert state_of(operators) == {"operators": 2, "rows": 42, "memory_bytes": 1500}
+    assert state_of([]) is None and state_of(None) is None
+    assert state_of([{"numRowsTotal": None}]) == {"operators": 1, "rows": 0, "memory_bytes": 0}
+
+
+def test_a_stateful_batch_records_its_state_and_a_stateless_one_none(run):
+    run.partitions = [TopicPartition("orders", 0)]
+    committed_batch(run, 0, {"orders": {"0": 5}})
+    run.record_batch(0, {SOURCE_METRICS: {"records": 5}})
+    committed_batch(run, 1, {"orders": {"0": 9}})
+    run.on_progress(
+        {
+            "id": None,
+            "batchId": 1,
+            "observedMetrics": {SOURCE_METRICS: {"records": 4}},
+            "stateOperators": [{"numRowsTotal": 7, "memoryUsedBytes": 300}],
+        }
+    )
+    first, second = progress_lines(run)
+    assert "state" not in first
+    assert second["state"] == {"operators": 1, "rows": 7, "memory_bytes": 300}

@@ -189,3 +189,14 @@ def test_written_any_tells_a_job_that_writes_no_progress_records(tmp_path):
     assert read_progress(tmp_path).written_any is False
     write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=5)
     assert read_progress(tmp_path).written_any is True
+
+
+def test_the_state_of_a_stateful_query_is_read_from_its_newest_entry(tmp_path):
+    batch(tmp_path, 0, {"t": {"0": 5}})
+    state = {"operators": 2, "rows": 40, "memory_bytes": 4096}
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=5, records_total=5, state=state)
+    assert read_progress(tmp_path).state == state
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=5, records_total=5, state="junk")
+    assert read_progress(tmp_path).state is None  # never a reason to refuse the entry
+    write_record(tmp_path, 0, end_offsets={"t": {"0": 5}}, records=5, records_total=5)
+    assert read_progress(tmp_path).state is None

@@ -464,3 +464,14 @@ def test_a_warm_standby_is_shown_and_a_missing_one_warns_without_changing_the_ex
     ]
     assert exit_code([status]) == 0
     assert assemble(healthy()).standby is None  # a pair that wants none shows nothing
+
+
+def test_a_stateful_job_shows_its_state_and_a_stateless_one_none():
+    progress = JobProgress(
+        7, {TopicPartition("orders", 0): 100}, 140, NOW - 2.5, True, {"operators": 2, "rows": 1234}
+    )
+    status = assemble(healthy(progress=progress))
+    assert (status.job.state_operators, status.job.state_rows) == (2, 1234)
+    assert "state: 2 stateful operators, 1234 rows (a switch carries it: job.state)" in to_text(status)
+    stateless = assemble(healthy())
+    assert stateless.job.state_operators is None and "state:" not in to_text(stateless)
