@@ -13,8 +13,8 @@ carries forward the partitions earlier batches saw), so the newest record at or 
 the whole answer: a reader reads one object, however old the run. The job keeps the last 100 records and
 the run's first (when it began) and removes the others.
 
-A stateful query's entry also holds ``state``: ``{"operators": 2, "rows": 8123, "memory_bytes": 901234}`` (from
-Spark's ``stateOperators``), which the status shows. The first entry of a carried checkpoint
+A stateful query's entry also holds ``state``: ``{"operators": 2, "rows": 8123, "memory_bytes": 901234}``
+(from Spark's ``stateOperators``), which the status shows. The first entry of a carried checkpoint
 (:mod:`~airflow_kafka_failover.run_format.state_carry`) is the old run's batch, marked ``"carried": true``.
 
 A job of your own that writes per-batch marks instead of cumulative ones is safe: the planner then knows
