@@ -222,7 +222,10 @@ def _offsets_lines(root: str, batch_id: int) -> list[str]:
     """The lines of ``offsets/<batch_id>``, checked to be a format-1 offset log of Kafka sources."""
     where = locations.join(root, "offsets", str(batch_id))
     text = _read(where, f"the offsets of batch {batch_id}")
-    parse_offsets_file(where, text)  # version, metadata and every source line (Kafka offsets or '-')
+    try:
+        parse_offsets_file(where, text)  # version, metadata and every source line (Kafka offsets or '-')
+    except CheckpointError as err:
+        raise CheckpointError(f"{err}; the state cannot be carried: {_WHAT_TO_DO}") from None
     lines = text.split("\n")
     return lines[:-1] if lines and lines[-1] == "" else lines
 
