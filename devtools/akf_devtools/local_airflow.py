@@ -631,6 +631,13 @@ def main(argv: list[str] | None = None) -> int:
         help="records per second written to 'orders' on the active cluster (0: none)",
     )
     parser.add_argument(
+        "--standby",
+        choices=("none", "warm"),
+        default="none",
+        help="warm: the keeper keeps a warm standby driver for each switch's run (switch.standby: warm), as "
+        "make demo does; none (default): the example pair's setting",
+    )
+    parser.add_argument(
         "--stop",
         action="store_true",
         help="stop what a killed launcher left running in the run directory, then exit",
@@ -647,6 +654,7 @@ def main(argv: list[str] | None = None) -> int:
         automatic=args.automatic,
         login=not args.no_login,
         produce_rate=args.produce_rate,
+        pair_settings={"switch": {"standby": "warm"}} if args.standby == "warm" else {},
     )
     if args.stop:
         try:

@@ -60,3 +60,21 @@ def test_connections_are_shared_and_carry_extra_client_options(tmp_path):
     extra_a = json.loads(env["AIRFLOW_CONN_KAFKA_A"])["extra"]
     assert extra_a == {"bootstrap.servers": "127.0.0.1:1", "client.id": "akf-airflow"}
     assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])["host"] == "local[2]"
+
+
+def test_standby_warm_asks_the_keeper_for_a_warm_driver(tmp_path, monkeypatch):
+    from akf_devtools import local_airflow
+
+    import akf_devtools.sandbox.jars as jars
+
+    launched = []
+    monkeypatch.setattr(local_airflow, "run", lambda airflow: launched.append(airflow) or 0)
+    monkeypatch.setattr(jars, "use_job_jars", lambda delta: None)
+    assert local_airflow.main(["--run-dir", str(tmp_path), "--port", "18080", "--standby", "warm"]) == 0
+    assert launched[0].pair_settings == {"switch": {"standby": "warm"}}
+    config = sandbox_pair_config(EXAMPLE, False, tmp_path / "home", launched[0].pair_settings)
+    path = tmp_path / "pairs.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert str(load_pairs(path)[PAIR].switch.standby) == "warm"
+    assert local_airflow.main(["--run-dir", str(tmp_path), "--port", "18080"]) == 0
+    assert launched[1].pair_settings == {}
