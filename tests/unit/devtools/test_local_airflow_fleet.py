@@ -63,9 +63,8 @@ def test_connections_are_shared_and_carry_extra_client_options(tmp_path):
 
 
 def test_standby_warm_asks_the_keeper_for_a_warm_driver(tmp_path, monkeypatch):
-    from akf_devtools import local_airflow
-
     import akf_devtools.sandbox.jars as jars
+    from akf_devtools import local_airflow
 
     launched = []
     monkeypatch.setattr(local_airflow, "run", lambda airflow: launched.append(airflow) or 0)
