@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from akf_devtools.demo.story import LOCAL_SPARK_CONF
+from akf_devtools.sandbox.hdfs import HdfsCluster
 from akf_devtools.sandbox.local_fs import CLASS_PATH, with_class_path
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.exceptions import FailoverError
 from airflow_kafka_failover.core.storage.store import replace_json
 from airflow_kafka_failover.run_format.layout import read_status
+from tests.integration.conftest import RUN_ROOT
 from tests.integration.switch_story import Story, assert_one_job
 
 STATE_FILE_NAMES = ("settings.json", "status.json", "_owner.json", "stop-request", "switch-lease.json")
@@ -30,6 +35,17 @@ STATE_FILE_NAMES = ("settings.json", "status.json", "_owner.json", "stop-request
 STATE_FOLDER_NAMES = ("offsets", "commits", "progress", "sources")
 LOCAL_RUN_FILES = {"job.log", "job.json", "store.properties", "submit.lock"}
 """What the Airflow side may keep of a run in its local root."""
+
+
+@contextmanager
+def running_hdfs(name: str) -> Iterator[HdfsCluster]:
+    """A MiniDFSCluster of its own under the run root (``<name>-<random>``), stopped on the way out."""
+    cluster = HdfsCluster(RUN_ROOT / f"{name}-{uuid.uuid4().hex[:6]}")
+    try:
+        print(f"HDFS up in {cluster.start():.1f} s at {cluster.uri}")
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def sides(root: Path) -> tuple[Path, Path]:

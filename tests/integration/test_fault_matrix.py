@@ -37,19 +37,16 @@ from __future__ import annotations
 import getpass
 import json
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
 from akf_devtools.sandbox.airflow_env import register_webhdfs_connection, write_variable
-from akf_devtools.sandbox.hdfs import HdfsCluster
 from akf_devtools.sandbox.loopback import free_ports
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
 from airflow_kafka_failover.core.storage.store import forget_all, replace_json
 from airflow_kafka_failover.run_format.layout import read_status
-from tests.integration.conftest import RUN_ROOT
 from tests.integration.job_support import CRASH_AFTER_SINK, crash_after_sink
 from tests.integration.jobs.crash_after_sink import CRASHED
 from tests.integration.state_on_store import (
@@ -57,6 +54,7 @@ from tests.integration.state_on_store import (
     a_frozen_store_fails_what_needs_it_and_the_pair_converges,
     assert_nothing_of_the_pair_on_local_disk,
     refused_submit,
+    running_hdfs,
     story_fields,
 )
 from tests.integration.switch_story import (
@@ -75,12 +73,8 @@ HDFS_CONNECTION = "akf_state_hdfs"
 
 @pytest.fixture(scope="module")
 def hdfs():
-    cluster = HdfsCluster(RUN_ROOT / f"faults-hdfs-{uuid.uuid4().hex[:6]}")
-    try:
-        print(f"HDFS up in {cluster.start():.1f} s at {cluster.uri}")
+    with running_hdfs("faults-hdfs") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import yaml
 from airflow_kafka_failover.cluster_managers.registry import job_alive
 from airflow_kafka_failover.run_format.state_carry import carried_from
 from tests.integration.switch_story import new_pair_story, run_chain, timed
-from tests.integration.test_switch_dags import back_from_outage
+from tests.integration.test_switch_dags import switch_after_fault
 
 pytestmark = pytest.mark.spark
 
@@ -121,23 +121,6 @@ def story(own_sandbox, airflow_home, tmp_path_factory):
     (results / "stateful_switch_figures.json").write_text(
         json.dumps({"figures": story.figures, "machine": f"{os.cpu_count()} cores"}, indent=1)
     )
-
-
-def switch_after_fault(story, kind: str, fault: str, producer_to: str | None) -> tuple[dict, float, str]:
-    from akf_devtools.demo.story import WATCHING, WATCHING_WITHIN_S
-
-    running = story.start_run(kind)
-    running.wait_for_text(WATCHING, WATCHING_WITHIN_S)
-    fault_at = time.time()
-    if fault == "restart":
-        back_from_outage(story, fault)
-    else:
-        story.sandbox.fault(fault, "A")
-    if producer_to:
-        story.active_for_producer = producer_to
-    state, output = running.wait()
-    assert state == "success", output[-6000:]
-    return story.record(), fault_at, output
 
 
 def assert_carried(story, record: dict) -> None:

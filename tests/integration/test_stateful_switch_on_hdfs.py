@@ -12,16 +12,17 @@ local-disk story.
 from __future__ import annotations
 
 import getpass
-import uuid
 from collections.abc import Callable
 
 import pytest
 from akf_devtools.sandbox.airflow_env import register_webhdfs_connection
-from akf_devtools.sandbox.hdfs import HdfsCluster
 
 from airflow_kafka_failover.core.storage.store import forget_all
-from tests.integration.conftest import RUN_ROOT
-from tests.integration.state_on_store import assert_nothing_of_the_pair_on_local_disk, story_fields
+from tests.integration.state_on_store import (
+    assert_nothing_of_the_pair_on_local_disk,
+    running_hdfs,
+    story_fields,
+)
 from tests.integration.switch_story import new_pair_story, run_chain
 from tests.integration.test_stateful_switch import (
     EXAMPLE_JOB,
@@ -37,12 +38,8 @@ HDFS_CONNECTION = "akf_stateful_hdfs"
 
 @pytest.fixture(scope="module")
 def hdfs():
-    cluster = HdfsCluster(RUN_ROOT / f"stateful-hdfs-{uuid.uuid4().hex[:6]}")
-    try:
-        print(f"HDFS up in {cluster.start():.1f} s at {cluster.uri}")
+    with running_hdfs("stateful-hdfs") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")
