@@ -187,7 +187,8 @@ def inspect_state(checkpoint: str, batch_id: int | None = None) -> CheckpointSta
     present but corrupt is found by Spark when the new run loads it (the run then fails at its start, with
     Spark's error in its status).
 
-    :return: None for a stateless query (no ``state/`` folder).
+    :return: None for a stateless query (no ``state/`` folder), or one that never committed a batch (the new
+        run then starts where the plan's initial position says, with nothing to carry).
     :raises CheckpointError: naming the file and what to do, when the batch or its state is missing or
         damaged,
         or the logs are in a format this provider does not carry.
@@ -199,10 +200,7 @@ def inspect_state(checkpoint: str, batch_id: int | None = None) -> CheckpointSta
     committed = batch_numbers(locations.join(root, "commits"))
     if batch_id is None:
         if not committed:
-            raise CheckpointError(
-                f"{root}: the query holds state ({len(operators)} operators) but no committed batch; "
-                f"its state cannot be carried: {_WHAT_TO_DO}"
-            )
+            return None  # a first batch that never committed: its state files hold nothing processed
         batch_id = committed[-1]
     elif batch_id not in committed:
         raise CheckpointError(

@@ -27,6 +27,7 @@ from airflow_kafka_failover.domain.translation.plan import TranslationPlan
 from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
 from airflow_kafka_failover.run_format.layout import OWNER_FILE, claim_checkpoint
 from airflow_kafka_failover.run_format.options import StatePolicy
+from airflow_kafka_failover.run_format.spark_checkpoint import last_committed_offsets
 from airflow_kafka_failover.run_format.state_carry import (
     CarriedCheckpoint,
     carried_from,
@@ -165,8 +166,8 @@ def state_entry(pair: PairConfig, plan: dict[str, Any], checkpoint: str, epoch: 
         return {"policy": str(StatePolicy.CARRY), **carried.to_dict()}
     old_checkpoint = (plan.get("old_run") or {}).get("checkpoint")
     operators = state_operators(old_checkpoint) if old_checkpoint else []
-    if not operators:
-        return None
+    if not operators or last_committed_offsets(str(old_checkpoint)) is None:
+        return None  # stateless, or a first batch that never committed: no state was dropped
     warning = (
         f"state of {len(operators)} operator{'s' if len(operators) != 1 else ''} dropped at epoch {epoch}"
     )

@@ -126,7 +126,6 @@ def test_rocksdb_files_and_a_join_s_store_folders_are_chosen_by_version(tmp_path
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda root: [p.unlink() for p in (root / "commits").iterdir()], "but no committed batch"),
         (lambda root: (root / "offsets" / "0").unlink(), "offsets/0: the offsets of batch 0 is missing"),
         (lambda root: write(root, "offsets/1", "v2\n{}\n{}"), "unsupported offset log version 'v2'"),
         (lambda root: write(root, "commits/1", "v2\n{}"), "commit log version 'v2'"),
@@ -145,6 +144,13 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage, messa
     with pytest.raises(CheckpointError, match=message) as refused:
         inspect_state(str(root))
     assert "job.state: fresh" in str(refused.value)  # and what to do
+
+
+def test_a_query_that_never_committed_a_batch_has_no_state_to_carry(tmp_path):
+    root = stateful_checkpoint(tmp_path / "old")
+    for commit in (root / "commits").iterdir():
+        commit.unlink()
+    assert inspect_state(str(root)) is None
 
 
 def test_a_batch_that_is_not_committed_cannot_be_carried(tmp_path):

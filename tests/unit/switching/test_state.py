@@ -138,3 +138,12 @@ def test_a_stateless_switch_records_no_state(tmp_path):
     plan = {"old_run": {"checkpoint": str(tmp_path / "old")}}
     assert state_entry(pair_with(tmp_path), plan, str(tmp_path / "new"), 1) is None
     assert state_entry(pair_with(tmp_path), {"old_run": None}, str(tmp_path / "new"), 1) is None
+
+
+def test_a_query_that_never_committed_a_batch_drops_no_state(tmp_path):
+    old = stateful_checkpoint(tmp_path / "old")
+    for commit in (old / "commits").iterdir():
+        commit.unlink()
+    plan = {"old_run": {"checkpoint": str(old)}}
+    assert state_entry(pair_with(tmp_path, "fresh"), plan, str(tmp_path / "new"), 3) is None
+    check_state_policy(pair_with(tmp_path), "failover", old_run_at(old))  # nothing to check under carry
