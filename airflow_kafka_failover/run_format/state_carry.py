@@ -211,6 +211,7 @@ def inspect_state(checkpoint: str, batch_id: int | None = None) -> CheckpointSta
     if batch_id > 0:
         _offsets_lines(root, batch_id - 1)
     _check_commit_file(root, batch_id)
+    _new_query_id(root)  # the carry writes it with a new id: a metadata it cannot use is refused here
     partitions = _shuffle_partitions(locations.join(root, "offsets", str(batch_id)), offsets[1])
     files = tuple(_state_files(root, operators, batch_id, partitions))
     return CheckpointState(root, batch_id, tuple(operators), files)

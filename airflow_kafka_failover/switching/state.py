@@ -75,9 +75,11 @@ def check_state_policy(pair: PairConfig, kind: str, old: OldRun) -> None:
     try:
         state = inspect_state(old.checkpoint)
     except CheckpointError as exc:
+        epoch = (old.identity or {}).get("epoch")
+        run = f"epoch {epoch}" if epoch is not None else f"the checkpoint {old.checkpoint}"
         raise CheckpointError(
-            f"pair {pair.name!r}, {kind} from epoch {old.identity and old.identity.get('epoch')}: {exc} "
-            "(checked before the fence moved: nothing was changed)"
+            f"pair {pair.name!r}, {kind} from {run}: {exc} (checked before the fence moved: nothing was "
+            "changed)"
         ) from None
     if state is not None:
         log.info("%s is whole; the %s carries it to the new run", state.describe(), kind)
