@@ -300,6 +300,25 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         quick_args=("--runs", "2"),
         timeout_s=600,
     ),
+    Benchmark(
+        "state",
+        "bench_state.py",
+        (
+            Figure(
+                "carry_added_s_100mb_local_to_local",
+                "state carry adds, 100 MB on local disk, median",
+                "s",
+                "<= 2",
+            ),
+            Figure("carry_added_s_10mb_local_to_local", "state carry adds, 10 MB on local disk, median", "s"),
+            Figure("carry_added_s_1gb_local_to_local", "state carry adds, 1 GB on local disk, median", "s"),
+            Figure("carry_added_s_100mb_hdfs_to_hdfs", "state carry adds, 100 MB HDFS to HDFS, median", "s"),
+            Figure("carried_files_100mb_local_to_local", "files the 100 MB carry writes", "files"),
+            Figure("state_bytes_100mb", "the 100 MB state's size on disk", "bytes"),
+        ),
+        quick_args=("--quick",),
+        timeout_s=3600,
+    ),
 )
 
 
