@@ -37,8 +37,9 @@ class CrashAfterSink(api.FailoverStream):
 
     crash_after: int | None = None
 
-    def foreach_batch(self, df: Any, function: Callable[[Any, int], Any], *, cache_batch: bool = True) -> int:
-        return super().foreach_batch(df, self._dying(function), cache_batch=cache_batch)
+    def foreach_batch(self, df: Any, function: Callable[[Any, int], Any], **options: Any) -> int:
+        # Every other option passes through untouched, so a new one of the API cannot break this job.
+        return super().foreach_batch(df, self._dying(function), **options)
 
     def _dying(self, function: Callable[[Any, int], Any]) -> Callable[[Any, int], Any]:
         crash_after = self.crash_after
