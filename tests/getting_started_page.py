@@ -32,14 +32,14 @@ def blocks(language: str) -> list[str]:
     return [body for lang, body in BLOCK.findall(PAGE.read_text()) if lang == language]
 
 
+def block_lines(block: str) -> list[str]:
+    """The command lines of one shell block, in order (comments and blank lines left out)."""
+    return [line.strip() for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
 def shell_lines() -> list[str]:
-    """Every command line of the page's ``bash`` blocks, in order (comments and blank lines left out)."""
-    return [
-        line.strip()
-        for block in blocks("bash")
-        for line in block.splitlines()
-        if line.strip() and not line.strip().startswith("#")
-    ]
+    """Every command line of the page's ``bash`` blocks, in order."""
+    return [line for block in blocks("bash") for line in block_lines(block)]
 
 
 def step_kind(line: str) -> str:
