@@ -253,3 +253,18 @@ def test_what_the_reference_says_about_the_provider_metadata_is_so():
                 "listed" if module in listed else "not listed"
             )
     assert claims, "the reference no longer says which sensors the provider metadata lists"
+
+
+def test_the_history_entry_table_names_every_reason_a_switch_records_when_given_none():
+    """docs/concepts.md's history entry: the reasons ``steps._default_reason`` writes for an empty Param."""
+    from airflow_kafka_failover.switching.steps import _default_reason
+
+    runs = ((True, "manual__1"), (False, "manual__1"), (False, "scheduled__1"), (False, "asset_triggered__1"))
+    reasons = {_default_reason("failover", forced, by).replace("failover", "<kind>") for forced, by in runs}
+    assert reasons == {"forced", "manual <kind>", "automatic <kind>"}, reasons
+    (row,) = [
+        line
+        for line in (REPO / "docs" / "concepts.md").read_text().splitlines()
+        if line.startswith("| `reason` |")
+    ]
+    assert {reason for reason in reasons if f"`{reason}`" not in row} == set(), row
