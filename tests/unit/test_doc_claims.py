@@ -268,3 +268,40 @@ def test_the_history_entry_table_names_every_reason_a_switch_records_when_given_
         if line.startswith("| `reason` |")
     ]
     assert {reason for reason in reasons if f"`{reason}`" not in row} == set(), row
+
+
+VERSION_PAGES = ("docs/getting-started.md", "docs/limits.md")
+"""The two version tables: what a new user installs on, and what the project supports and tests."""
+
+
+def version_cell(page: str, part: str) -> str:
+    """The second cell (the supported versions) of the row of ``part`` in ``page``'s version table."""
+    (row,) = [line for line in (REPO / page).read_text().splitlines() if re.match(rf"^\| {part}\b", line)]
+    return row.split(" | ")[1]
+
+
+def test_the_version_ranges_stated_twice_are_the_ones_pyproject_and_the_job_side_define():
+    import tomllib
+
+    from airflow_kafka_failover.jobs.driver_spark import SUPPORTED_SPARK_LINES
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (airflow,) = [d for d in project["dependencies"] if re.match(r"apache-airflow[><=]", d)]
+    floor, ceiling = re.fullmatch(r"apache-airflow>=(\d+\.\d+),<(\d+)", airflow).groups()
+    python = re.fullmatch(r">=(\d+\.\d+)", project["requires-python"]).group(1)
+    expected = {
+        "Airflow": (f"{floor}.0 to {int(ceiling) - 1}.x", f"`{airflow}`"),
+        "Python": (f"{python} and later", f'`requires-python = "{project["requires-python"]}"`'),
+    }
+    wrong = []
+    for page in VERSION_PAGES:
+        for part, claims in expected.items():
+            cell = version_cell(page, part)
+            wrong += [f"{page}: {part} says {cell!r}, not {claim}" for claim in claims if claim not in cell]
+        spark = set(re.findall(r"\b(\d+\.\d+)\.x\b", version_cell(page, "Spark")))
+        if spark != set(SUPPORTED_SPARK_LINES):
+            wrong.append(f"{page}: Spark lines {sorted(spark)}, the job side accepts {SUPPORTED_SPARK_LINES}")
+    kafka = {page: re.match(r"(\d+\.\d+ to \d+\.x)", version_cell(page, "Kafka")) for page in VERSION_PAGES}
+    if len({match.group(1) if match else None for match in kafka.values()}) != 1:
+        wrong.append(f"the Kafka ranges differ: { {p: m and m.group(1) for p, m in kafka.items()} }")
+    assert not wrong, wrong
