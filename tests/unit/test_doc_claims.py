@@ -305,3 +305,24 @@ def test_the_version_ranges_stated_twice_are_the_ones_pyproject_and_the_job_side
     if len({match.group(1) if match else None for match in kafka.values()}) != 1:
         wrong.append(f"the Kafka ranges differ: { {p: m and m.group(1) for p, m in kafka.items()} }")
     assert not wrong, wrong
+
+
+PATH_CLAIM = re.compile(r"(?<![\w./-])((?:[\w.-]+/)+[\w-]+\.py)\b")
+"""A module path as the docs write it: from the repository, the package or its development tools."""
+
+
+def test_every_module_path_the_docs_and_pyproject_name_exists():
+    import airflow
+
+    roots = [REPO, REPO / "airflow_kafka_failover", REPO / "devtools" / "akf_devtools", REPO / "tests"]
+    airflow_root = Path(airflow.__file__).parents[1]  # Airflow's own modules, named as airflow/...
+    missing, named = [], 0
+    for path in [*DOCS, REPO / "pyproject.toml", REPO / "examples" / "pairs.yaml"]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for claim in PATH_CLAIM.findall(line):
+                named += 1
+                where = [airflow_root] if claim.startswith("airflow/") else roots
+                if not any((root / claim).is_file() for root in where):
+                    missing.append(f"{path.relative_to(REPO)}:{number}: {claim}")
+    assert named >= 50, f"only {named} module paths found: did the pattern stop matching?"
+    assert not missing, f"module paths that do not exist: {missing}"
