@@ -1,16 +1,20 @@
 """The ``kafka-failover`` command line.
 
 Subcommands:
+    validate the pair config file alone, offline: each pair and the topics its job reads on each cluster
+    check    ask both clusters of each pair whether they hold every topic a start or a switch needs
     plan     translate a job's position to start offsets on the other cluster
     status   the operator's view of each pair: record, fence, job, lag, replication, last switches (over
              several pairs, first a table of all of them, the ones in trouble first)
     history  the switch history of a pair's active record
 
 Exit codes: 0 success; 1 an error (named on stderr); 2 bad arguments; 3 (``plan``) the plan was printed,
-but some partitions have no start offset, so a switch with it would be refused; 4 (``status``) some pair
-needs a person (an interrupted switch, a fence that disagrees with the record, no running job); 5
-(``status``) something could not be read (e.g. a cluster that does not answer), and nothing needs a person
-as far as could be seen; 130 interrupted. ``status`` and ``history`` change nothing.
+but some partitions have no start offset, so a switch with it would be refused, or (``check``) the report
+was printed, but a cluster lacks a topic the job reads there (or a copy's partitions differ from its
+origin's), so a start or switch there would be refused; 4 (``status``) some pair needs a person (an
+interrupted switch, a fence that disagrees with the record, no running job); 5 (``status``) something could
+not be read (e.g. a cluster that does not answer), and nothing needs a person as far as could be seen; 130
+interrupted. No command changes anything.
 
 The local Kafka sandbox is a development tool of the repository (``akf-dev sandbox``), not part of the
 provider.
@@ -25,10 +29,10 @@ import logging
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_kafka_failover.core.exceptions import ConfigError, FailoverError
-from airflow_kafka_failover.domain.config import load_pair, load_pairs
+from airflow_kafka_failover.domain.config import defaulted_state_options, load_pair, load_pairs
 from airflow_kafka_failover.domain.status.assembly import EXIT_ACT, EXIT_UNREAD, assemble, exit_code
 from airflow_kafka_failover.domain.status.model import PairHistory
 from airflow_kafka_failover.domain.status.text import (
@@ -37,6 +41,7 @@ from airflow_kafka_failover.domain.status.text import (
     statuses_to_json,
     to_text,
 )
+from airflow_kafka_failover.domain.topic_needs import topic_needs, topic_problems
 from airflow_kafka_failover.hooks.storage import use_job_storage
 
 if TYPE_CHECKING:
@@ -52,12 +57,154 @@ log = logging.getLogger("airflow_kafka_failover.cli")
 
 EXIT_INCOMPLETE_PLAN = 3
 """``plan`` printed a plan in which some partitions have no start offset."""
+EXIT_CHECK_REFUSED = 3
+"""``check`` printed its report, and a cluster lacks a topic (or its partitions) a start or switch needs."""
 EXIT_STATUS_ACT = EXIT_ACT
 """``status``: some pair needs a person."""
 EXIT_STATUS_UNREAD = EXIT_UNREAD
 """``status``: something could not be read; nothing seen needs a person."""
 STATUS_READERS = 8
 """``status``: how many pairs are read at the same time."""
+
+
+def _add_validate_command(subparsers: argparse._SubParsersAction) -> None:
+    validate = subparsers.add_parser(
+        "validate",
+        help="check the pair config file alone, offline, and show what each cluster must hold",
+        description="Load the pair config file as the DAG file does, without Airflow's database or any "
+        "cluster, and print each pair: its clusters and connections, its replication flows, the topics the "
+        "job reads on each cluster and who makes each (you, or a MirrorMaker 2 flow), and the job paths left "
+        "at this host's defaults. Exits 1 naming the file, the pair and the field of the first problem.",
+    )
+    validate.add_argument("--config", required=True, help="the pair config file (YAML)")
+    validate.add_argument("--pair", help="one pair's name in the config (default: every pair)")
+
+
+def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
+    pairs = _chosen_pairs(args.config, args.pair, "or leave --pair out to validate every pair", storage=False)
+    lines = [f"{args.config}: valid, {len(pairs)} pair(s)"]
+    for pair in pairs:
+        clusters = ", ".join(f"{name} (connection {spec.connection})" for name, spec in pair.clusters.items())
+        flows = ", ".join(f"{source}->{target}" for source, target in pair.replication.flows)
+        lines += [
+            f"pair {pair.name}: clusters {clusters}; primary {pair.primary}; "
+            f"policy {pair.replication.policy.value}, flows {flows}",
+        ]
+        for cluster in pair.clusters:
+            needs = [need for need in topic_needs(pair) if need.cluster == cluster]
+            refused = f"a start or switch to {cluster} refuses without them"
+            lines.append(f"  on {cluster} the job reads ({refused}):")
+            lines += [f"    {need.topic}: made by {need.made_by}" for need in needs]
+        defaulted = defaulted_state_options(pair)
+        if defaulted:
+            lines.append(
+                f"  note: {', '.join(defaulted)} left at this host's defaults under $AIRFLOW_HOME: right "
+                "only when every task runs on one host (LocalExecutor); the DAG file refuses them under "
+                "executors that run tasks on other hosts"
+            )
+    print("\n".join(lines), file=out, flush=True)
+    return 0
+
+
+def _add_check_command(subparsers: argparse._SubParsersAction) -> None:
+    check = subparsers.add_parser(
+        "check",
+        help="ask both clusters whether they hold every topic a start or a switch needs",
+        description="Ask each cluster of the pair for the topics the job reads there (its own topics and, "
+        "under the default policy, MirrorMaker 2's copies from the other cluster), within the job's "
+        "check_timeout_seconds, and print them with their partitions. Changes nothing. Exits 3 when a "
+        "cluster lacks one (a start or switch there would refuse to start) or a copy's partitions differ "
+        "from its origin's, naming each on stderr with what to do; 1 when a cluster does not answer.",
+    )
+    check.add_argument("--config", required=True, help="the pair config file (YAML)")
+    check.add_argument("--pair", help="one pair's name in the config (default: every pair)")
+    check.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _held_topics(pair: PairConfig) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Per cluster of ``pair``, the partition count of each topic the job reads there that exists; and one
+    sentence per cluster that did not answer."""
+    from airflow_kafka_failover.hooks.kafka_cluster import KafkaClusterHook
+
+    held: dict[str, dict[str, int]] = {}
+    unread = []
+    timeout = pair.job.check_timeout_seconds
+    for cluster, spec in pair.clusters.items():
+        hook = KafkaClusterHook(spec.connection, timeout_seconds=timeout)
+        _ = hook.client_config  # name a bad connection before any network call
+        wanted = [need.topic for need in topic_needs(pair) if need.cluster == cluster]
+        try:
+            metadata = hook.describe_cluster(wanted)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            unread.append(
+                f"cluster {cluster} (connection {spec.connection!r}, {hook.bootstrap_servers}) did not "
+                f"answer within {timeout:g} s: {exc}; check the bootstrap servers and that the cluster is up"
+            )
+            continue
+        counts = held.setdefault(cluster, {})
+        for info in metadata.partitions:
+            counts[info.topic] = counts.get(info.topic, 0) + 1
+    return held, unread
+
+
+def _run_check(args: argparse.Namespace, out: TextIO) -> int:
+    pairs = _chosen_pairs(args.config, args.pair, "or leave --pair out to check every pair")
+    report, problems, unread = [], [], []
+    for pair in pairs:
+        held, pair_unread = _held_topics(pair)
+        unread += pair_unread
+        found = topic_problems(pair, held) if not pair_unread else []
+        problems += [f"pair {pair.name}: {problem}" for problem in found]
+        for need in topic_needs(pair):
+            partitions = held.get(need.cluster, {}).get(need.topic)
+            report.append(
+                {
+                    "pair": pair.name,
+                    "cluster": need.cluster,
+                    "topic": need.topic,
+                    "partitions": partitions,
+                    "state": _state(need.cluster in held, partitions),
+                    "made_by": need.made_by,
+                }
+            )
+    if args.json:
+        document = {"topics": report, "problems": problems, "unread": unread}
+        print(json.dumps(document, indent=2), file=out, flush=True)
+    else:
+        print(_check_table(report), file=out, flush=True)
+    for sentence in unread + problems:
+        print(f"error: {sentence}", file=sys.stderr)
+    if unread:
+        return 1
+    if problems:
+        print(
+            f"error: {len(problems)} problem(s): a start or switch that needs them refuses to start",
+            file=sys.stderr,
+        )
+        return EXIT_CHECK_REFUSED
+    return 0
+
+
+def _state(answered: bool, partitions: int | None) -> str:
+    if not answered:
+        return "unread"
+    return "missing" if partitions is None else "held"
+
+
+def _check_table(report: list[dict[str, Any]]) -> str:
+    rows = [("pair", "cluster", "topic", "partitions", "made by")]
+    for row in report:
+        shown = str(row["partitions"]) if row["state"] == "held" else row["state"]
+        rows.append((row["pair"], row["cluster"], row["topic"], shown, row["made_by"]))
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    return "\n".join(
+        "  ".join(
+            [*(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)), row[4]]
+        ).rstrip()
+        for row in rows
+    )
 
 
 def _add_plan_command(subparsers: argparse._SubParsersAction) -> None:
@@ -156,16 +303,18 @@ def _add_history_command(subparsers: argparse._SubParsersAction) -> None:
     history.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _chosen_pairs(config: str, name: str | None, hint: str) -> list[PairConfig]:
+def _chosen_pairs(config: str, name: str | None, hint: str, storage: bool = True) -> list[PairConfig]:
     """The pair named ``name`` of ``config`` (every pair when None), with a hint in the error for a bad name.
 
     :param config: the pair config file.
     :param name: the --pair value.
     :param hint: how the command takes --pair, appended to the error.
+    :param storage: set up the pairs' job storage (the commands that read the state); False for a command
+        that reads nothing but the file.
     """
 
     pairs = load_pairs(config)
-    for pair in pairs.values():
+    for pair in pairs.values() if storage else ():
         use_job_storage(pair.job)
     if name is None:
         return list(pairs.values())
@@ -206,7 +355,13 @@ def _run_history(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-COMMANDS = {"plan": _run_plan, "status": _run_status, "history": _run_history}
+COMMANDS = {
+    "validate": _run_validate,
+    "check": _run_check,
+    "plan": _run_plan,
+    "status": _run_status,
+    "history": _run_history,
+}
 
 
 @contextlib.contextmanager
@@ -236,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and decisions")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_validate_command(subparsers)
+    _add_check_command(subparsers)
     _add_plan_command(subparsers)
     _add_status_command(subparsers)
     _add_history_command(subparsers)

@@ -233,7 +233,9 @@ def _target_topics(
 
     Replicas of what the job read are required: without them its records are not there. The target's
     other topics (its own, not yet written to if producers never used it) are read when they exist and
-    otherwise left out with a warning; the job then does not subscribe to them.
+    otherwise left out of the plan with a warning: the plan itself needs nothing from them, but the submit
+    on the target reads every topic of :meth:`PairConfig.topics_on` and refuses to start while one is missing
+    (``kafka-failover check`` names them before the first start).
     """
     wanted = list(dict.fromkeys([*pair.topics_on(target), *sorted(required)]))
     try:
@@ -257,7 +259,13 @@ def _target_topics(
             "nothing there; check the pair's topics and that replication has created them"
         )
     for topic in sorted(missing):
-        log.warning("Topic %s does not exist on %s yet; the job will not read it there", topic, target)
+        log.warning(
+            "Topic %s does not exist on %s: the job reads it there, so a submit on %s refuses to start until "
+            "it exists (kafka-failover check names what each cluster lacks)",
+            topic,
+            target,
+            target,
+        )
     counts: dict[str, int] = {}
     for info in metadata.partitions:
         counts[info.topic] = counts.get(info.topic, 0) + 1

@@ -169,9 +169,9 @@ class JobOptions(StreamOptions):
     )
     jars: Text | None = Field(
         None,
-        description="`--jars`; null: the Airflow option `[kafka_failover] job_jars` (`make setup` fills it "
-        "with Spark's Kafka source jars and the record-id jar; a job writing Delta also needs Delta's, which "
-        "`make test` and `python -m akf_devtools.sandbox.jars --all` add); add "
+        description="`--jars`; null: the Airflow option `[kafka_failover] job_jars` (`make setup` prints "
+        "the value for Spark's Kafka source jars and the record-id jar; a job writing Delta also needs "
+        "Delta's, which `python -m akf_devtools.sandbox.jars --all` adds); add "
         "`.jars/record-id/akf-record-id.jar` to a list of your own.",
     )
     packages: Text | None = Field(None, description="`--packages` instead of `jars`.")

@@ -43,6 +43,8 @@ from airflow_kafka_failover.sensors.switch_verdict import (
 from airflow_kafka_failover.workflows.shared_watch import SharedWatch, share_watches
 
 CONFIG_ENV = "AKF_PAIRS_CONFIG"
+CONFIG_ENV_READERS = "the DAG processor, the scheduler and the workers"
+"""Where :data:`CONFIG_ENV` must be set and its file readable, as every doc that says so names them."""
 DAG_KINDS = ("start", "failover", "failback", "keeper")
 """The DAGs of each pair, by the last part of their ids."""
 START_DATE = datetime(2024, 1, 1)
@@ -75,7 +77,7 @@ def default_config_path() -> Path:
     if not given:
         raise ConfigError(
             f"{CONFIG_ENV} is not set: set it to the pair config file (YAML, see examples/pairs.yaml in the "
-            "provider's repository) in the environment of the DAG processor, the scheduler and the workers"
+            f"provider's repository) in the environment of {CONFIG_ENV_READERS}"
         )
     return Path(given)
 
