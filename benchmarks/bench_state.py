@@ -87,6 +87,7 @@ from airflow_kafka_failover.core.types import TopicPartition  # noqa: E402
 from airflow_kafka_failover.hooks.streaming_job import LOG4J_CONFIG  # noqa: E402
 from airflow_kafka_failover.run_format.layout import OWNER_FILE  # noqa: E402
 from airflow_kafka_failover.run_format.state_carry import (  # noqa: E402
+    COPY_THREADS,
     carried_from,
     carry_checkpoint,
     inspect_state,
@@ -111,7 +112,9 @@ STORES = {
     "hdfs_to_hdfs": "both on HDFS (minicluster on loopback) through the Airflow side's webhdfs connection; "
     "the old one is the local checkpoint uploaded as it is",
 }
-COPY_THREADS_NOTE = "summed over the copy's threads (8 at a time), so a share above the wall time is overlap"
+COPY_THREADS_NOTE = (
+    f"summed over the copy's threads ({COPY_THREADS} at a time), so a share above the wall time is overlap"
+)
 
 
 def say(message: str) -> None:
@@ -318,7 +321,8 @@ def checkpoint_files(checkpoint: Path) -> list[str]:
 
 
 def upload(checkpoint: Path, target: str) -> tuple[int, float]:
-    """Copy a local checkpoint to a store location (8 files at a time); return the files and the seconds."""
+    """Copy a local checkpoint to a store location (as many files at a time as the carry); return the files
+    and the seconds."""
     started = time.monotonic()
     names = checkpoint_files(checkpoint)
     store = open_store(target)
@@ -326,7 +330,7 @@ def upload(checkpoint: Path, target: str) -> tuple[int, float]:
     def put(relative: str) -> None:
         store.replace(locations.join(target, *relative.split("/")), (checkpoint / relative).read_bytes())
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=COPY_THREADS) as pool:
         for done in [pool.submit(put, name) for name in names]:
             done.result()
     return len(names), time.monotonic() - started

@@ -164,7 +164,10 @@ def _s3(root: str, conn_id: str, timeout_seconds: float) -> Store:
 
 
 def _webhdfs(root: str, conn_id: str, timeout_seconds: float) -> Store:
+    import requests
     from fsspec.implementations.webhdfs import WebHDFS
+
+    from airflow_kafka_failover.run_format.state_carry import COPY_THREADS
 
     connection = _connection(conn_id, root)
     extra = connection.extra_dejson or {}
@@ -181,6 +184,11 @@ def _webhdfs(root: str, conn_id: str, timeout_seconds: float) -> Store:
         )
     except Exception as exc:
         raise ConfigError(f"connection {conn_id!r} for {root}: {describe_problem(exc)}") from None
+    # as many kept connections as the state carry has copies under way (requests keeps 10 by default and
+    # drops the others with a warning each)
+    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=COPY_THREADS)
+    fs.session.mount("http://", adapter)
+    fs.session.mount("https://", adapter)
     # fsspec's WebHDFS sends its requests without a timeout: a NameNode that hangs would hang the task
     fs.session.request = functools.partial(fs.session.request, timeout=timeout_seconds)  # type: ignore[method-assign]
     store = WebHdfsStore(fs, root)

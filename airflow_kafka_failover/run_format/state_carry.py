@@ -536,9 +536,11 @@ def _new_query_id(source: str) -> bytes:
     return json.dumps({**metadata, "id": str(uuid.uuid4())}, separators=(",", ":")).encode("utf-8")
 
 
-COPY_THREADS = 8
+COPY_THREADS = 32
 """Files copied at once: on a remote store each file costs a few round trips (WebHDFS: 15 files took 3.3 s one
-after the other), so the copy overlaps them; on local disk it overlaps the writes' flushes."""
+after the other) and waits for the NameNode to complete the file it closes, so the copy overlaps them (200
+files of 4 kB, HDFS to HDFS on the 2-core VM's minicluster: 19.3 s 8 at a time, 11.0 s 32 at a time); on
+local disk it overlaps the writes' flushes."""
 
 
 class _Copy:
