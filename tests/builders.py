@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from airflow_kafka_failover.run_format.layout import RunLayout
@@ -30,3 +31,10 @@ def run_of(
         topics=(pair,),
     )
     return settings, layout
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (it was free a moment ago): connections to it are refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

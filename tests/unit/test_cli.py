@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,12 +23,7 @@ from airflow_kafka_failover.io import status_readers as readers
 from airflow_kafka_failover.io.record_store import variable_key
 from airflow_kafka_failover.run_format.fencing import FencingMarker
 from airflow_kafka_failover.version_compat import AIRFLOW_VERSION
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.builders import closed_port
 
 
 @pytest.fixture

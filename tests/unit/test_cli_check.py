@@ -5,7 +5,6 @@ hook's metadata request; ``validate`` asks no cluster and no database."""
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,9 @@ import yaml
 
 from airflow_kafka_failover import cli
 from airflow_kafka_failover.hooks.kafka_cluster import ClusterMetadata, KafkaClusterHook, PartitionInfo
+from tests.builders import closed_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

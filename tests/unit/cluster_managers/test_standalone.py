@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from airflow_kafka_failover.cluster_managers.handle import JobHandle
@@ -18,15 +16,10 @@ from airflow_kafka_failover.cluster_managers.standalone import (
     parse_master_state,
 )
 from airflow_kafka_failover.core.exceptions import ConfigError
+from tests.builders import closed_port
 from tests.unit.fake_standalone_master import FakeStandaloneMaster, serving
 
 APP = "app-20261123213000-0003"
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ writes it.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,9 @@ from airflow_kafka_failover.domain.status.model import FenceAgreement, JobState
 from airflow_kafka_failover.io.status_readers import read_history_record, read_pair
 from airflow_kafka_failover.run_format.fencing import FencingMarker
 from airflow_kafka_failover.run_format.layout import status_file
+from tests.builders import closed_port
 
 WRITTEN_AT = 1_790_000_000.5
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (it was free a moment ago): connections to it are refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def pair_config(tmp_path: Path, **overrides):
